@@ -1,0 +1,82 @@
+/** Per-pod overrides: annotations under shutdown-manager.io/ override the webhook-wide drain defaults. */
+import { DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type DrainDefaults, type PodDrainPlan } from './drain.js';
+import { ConfigError, ConfigErrors } from './errors.js';
+import type { Setting } from './settings.js';
+
+export const ANNOTATION_PREFIX = 'shutdown-manager.io/';
+
+export const ANNOTATIONS = {
+  inject: `${ANNOTATION_PREFIX}inject`,
+  envoyContainer: `${ANNOTATION_PREFIX}envoy-container`,
+  status: `${ANNOTATION_PREFIX}status`,
+} as const;
+
+/** Annotation suffix → the drain setting it overrides. */
+const OVERRIDES: Readonly<Record<string, keyof DrainDefaults>> = {
+  'check-interval': 'check-interval',
+  'check-delay': 'check-delay',
+  'min-open-connections': 'min-open-connections',
+  'termination-grace-period': 'termination-grace-period',
+  'envoy-admin-port': 'admin-port',
+  'serve-port': 'serve-port',
+};
+
+const OVERRIDE_SETTINGS: Readonly<Record<keyof DrainDefaults, Setting<number>>> = {
+  ...DRAIN_SETTINGS,
+  'termination-grace-period': GRACE_PERIOD_SETTING,
+};
+
+const KNOWN_SUFFIXES = new Set([...Object.keys(OVERRIDES), 'inject', 'envoy-container', 'status']);
+
+export interface ResolvedPlan {
+  readonly plan: PodDrainPlan;
+  /** Annotations under our prefix that mean nothing (most likely typos): reported, not fatal. */
+  readonly unknownAnnotations: readonly string[];
+}
+
+/**
+ * The pod's drain plan: defaults, overridden by annotations. Throws ConfigErrors naming every bad
+ * annotation, its value and the accepted form, so that the webhook can deny the pod with that message.
+ */
+export function resolvePodDrainPlan(
+  annotations: Readonly<Record<string, string>> | undefined,
+  defaults: PodDrainPlan,
+): ResolvedPlan {
+  const values: DrainDefaults = {
+    'check-interval': defaults.checkIntervalMs,
+    'check-delay': defaults.checkDelayMs,
+    'min-open-connections': defaults.minOpenConnections,
+    'serve-port': defaults.servePort,
+    'admin-port': defaults.adminPort,
+    'termination-grace-period': defaults.terminationGracePeriodSeconds,
+  };
+  const annotationOf = new Map<keyof DrainDefaults, string>();
+  const errors: ConfigError[] = [];
+  const unknownAnnotations: string[] = [];
+
+  for (const [key, raw] of Object.entries(annotations ?? {})) {
+    if (!key.startsWith(ANNOTATION_PREFIX)) continue;
+    const suffix = key.slice(ANNOTATION_PREFIX.length);
+    const name = OVERRIDES[suffix];
+    if (name === undefined) {
+      if (!KNOWN_SUFFIXES.has(suffix)) unknownAnnotations.push(key);
+      continue;
+    }
+    annotationOf.set(name, key);
+    const value = OVERRIDE_SETTINGS[name].kind.parse(String(raw));
+    if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), OVERRIDE_SETTINGS[name].kind.form));
+    else values[name] = value;
+  }
+  if (errors.length > 0) throw new ConfigErrors(errors);
+
+  const sourceOf = (name: keyof DrainDefaults): string => {
+    const key = annotationOf.get(name);
+    return key === undefined ? `default ${name}` : `annotation ${key}`;
+  };
+  try {
+    return { plan: makeDrainPlan(values, sourceOf), unknownAnnotations };
+  } catch (error) {
+    if (error instanceof ConfigError) throw new ConfigErrors([error]);
+    throw error;
+  }
+}

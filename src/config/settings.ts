@@ -1,0 +1,96 @@
+/**
+ * A small declarative settings reader: each mode lists its settings once (flag name, kind, default, help),
+ * and this module reads them from command-line flags, then environment variables, then the default.
+ * Defaults therefore live in exactly one place per setting, and --help is generated from the same table.
+ */
+import { parseArgs } from 'node:util';
+import { ConfigError, ConfigErrors } from './errors.js';
+import type { ValueKind } from './values.js';
+
+export interface Setting<T> {
+  readonly kind: ValueKind<T>;
+  readonly default: T;
+  readonly help: string;
+}
+
+export type SettingTable = Record<string, Setting<any>>; // eslint-disable-line @typescript-eslint/no-explicit-any -- each row has its own value type
+
+export type ValuesOf<Table extends SettingTable> = {
+  -readonly [Name in keyof Table]: Table[Name] extends Setting<infer Value> ? Value : never;
+};
+
+export const ENV_PREFIX = 'SHUTDOWN_MANAGER_';
+
+/** "check-interval" → "SHUTDOWN_MANAGER_CHECK_INTERVAL". */
+export function envName(flag: string): string {
+  return ENV_PREFIX + flag.toUpperCase().replaceAll('-', '_');
+}
+
+export class HelpRequested extends Error {
+  override readonly name = 'HelpRequested';
+}
+
+/**
+ * Reads every setting of `table` (keys are the flag names) from `args` (`--name=value` or `--name value`),
+ * then `env`. Collects every bad value before throwing, so one run names all the mistakes.
+ */
+export function readSettings<Table extends SettingTable>(
+  table: Table,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): ValuesOf<Table> {
+  const flags = parseFlags(table, args);
+  const values: Record<string, unknown> = {};
+  const errors: ConfigError[] = [];
+  for (const [name, setting] of Object.entries(table)) {
+    const fromFlag = flags[name];
+    const fromEnv = env[envName(name)];
+    const [raw, source] =
+      fromFlag !== undefined ? [fromFlag, `flag --${name}`] : [fromEnv, `environment variable ${envName(name)}`];
+    if (raw === undefined) {
+      values[name] = setting.default;
+      continue;
+    }
+    const value = setting.kind.parse(raw);
+    if (value === undefined) errors.push(new ConfigError(source, raw, setting.kind.form));
+    else values[name] = value;
+  }
+  if (errors.length > 0) throw new ConfigErrors(errors);
+  return values as ValuesOf<Table>;
+}
+
+function parseFlags(table: SettingTable, args: readonly string[]): Record<string, string | undefined> {
+  const options = Object.fromEntries(Object.keys(table).map((name) => [name, { type: 'string' as const }]));
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...args],
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (error) {
+    // parseArgs explains unknown flags and missing values well; say where to look for the valid ones.
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ConfigErrors([new ConfigError('command line', args.join(' '), `known flags only (see --help): ${reason}`)]);
+  }
+  if (parsed.values.help) throw new HelpRequested('help requested');
+  return parsed.values as Record<string, string | undefined>;
+}
+
+/** The --help text: one line per flag with its environment variable and default. */
+export function describeSettings(table: SettingTable): string {
+  return Object.entries(table)
+    .map(([name, setting]) => {
+      const fallback = setting.kind.format(setting.default);
+      return `  --${name}\n      ${setting.help}\n      env ${envName(name)}, default ${fallback === '' ? '(none)' : fallback}`;
+    })
+    .join('\n');
+}
+
+/** Turns values back into flags, e.g. to start the sidecar with the settings the webhook resolved. */
+export function toFlags<Table extends SettingTable>(table: Table, values: Partial<ValuesOf<Table>>): string[] {
+  return Object.entries(values)
+    .filter(([name, value]) => value !== undefined && table[name] !== undefined)
+    .map(([name, value]) => `--${name}=${(table[name] as Setting<unknown>).kind.format(value)}`);
+}

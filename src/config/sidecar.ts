@@ -1,0 +1,79 @@
+/** Settings of sidecar mode: the drain server started by the injected container. */
+import { DRAIN_SETTINGS } from './drain.js';
+import { readSettings, type Setting } from './settings.js';
+import * as kinds from './values.js';
+
+export const LOG_LEVEL_SETTING = {
+  kind: kinds.oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'),
+  default: 'info',
+  help: 'Log level of the JSON logs on stdout.',
+} satisfies Setting<string>;
+
+export const SIDECAR_SETTINGS = {
+  ...DRAIN_SETTINGS,
+  'serve-address': {
+    kind: kinds.text,
+    default: '0.0.0.0',
+    help: 'Address to serve on; the kubelet sends preStop and liveness requests to the pod IP.',
+  } satisfies Setting<string>,
+  'admin-address': {
+    kind: kinds.text,
+    default: '127.0.0.1',
+    help: "Envoy's admin address (Envoy shares the pod's network namespace).",
+  } satisfies Setting<string>,
+  'drain-timeout': {
+    kind: kinds.positiveDurationMs,
+    default: 290_000,
+    help: '/shutdown answers 503 and lets the pod go once the drain has lasted this long.',
+  } satisfies Setting<number>,
+  listeners: {
+    kind: kinds.nameList,
+    default: [] as readonly string[],
+    help: 'Count only these listeners (stat names such as 0.0.0.0_8080); empty counts every listener but admin.',
+  } satisfies Setting<readonly string[]>,
+  'admin-timeout': {
+    kind: kinds.positiveDurationMs,
+    default: 2_000,
+    help: 'Timeout of each call to the Envoy admin API.',
+  } satisfies Setting<number>,
+  'admin-refusals': {
+    kind: kinds.connectionCount,
+    default: 3,
+    help: 'After this many consecutive refused connections Envoy is taken as exited, and the drain as done.',
+  } satisfies Setting<number>,
+  'log-level': LOG_LEVEL_SETTING,
+};
+
+export interface SidecarConfig {
+  readonly checkIntervalMs: number;
+  readonly checkDelayMs: number;
+  readonly minOpenConnections: number;
+  readonly servePort: number;
+  readonly serveAddress: string;
+  readonly adminAddress: string;
+  readonly adminPort: number;
+  readonly drainTimeoutMs: number;
+  /** Listener stat names to count; empty means all but admin and internal listeners. */
+  readonly listeners: readonly string[];
+  readonly adminTimeoutMs: number;
+  readonly adminRefusalsBeforeExited: number;
+  readonly logLevel: string;
+}
+
+export function parseSidecarConfig(args: readonly string[], env: NodeJS.ProcessEnv): SidecarConfig {
+  const values = readSettings(SIDECAR_SETTINGS, args, env);
+  return {
+    checkIntervalMs: values['check-interval'],
+    checkDelayMs: values['check-delay'],
+    minOpenConnections: values['min-open-connections'],
+    servePort: values['serve-port'],
+    serveAddress: values['serve-address'],
+    adminAddress: values['admin-address'],
+    adminPort: values['admin-port'],
+    drainTimeoutMs: values['drain-timeout'],
+    listeners: values.listeners,
+    adminTimeoutMs: values['admin-timeout'],
+    adminRefusalsBeforeExited: Math.max(1, values['admin-refusals']),
+    logLevel: values['log-level'],
+  };
+}

@@ -1,0 +1,90 @@
+/** The kinds of value a setting can hold, each with the form a user is told to write when a value is wrong. */
+import { DURATION_FORM, formatDuration, parseDuration } from './duration.js';
+
+export interface ValueKind<T> {
+  /** How a valid value looks, for error messages: "a port number from 1 to 65535". */
+  readonly form: string;
+  /** The value, or undefined when `raw` is not of this kind. */
+  parse(raw: string): T | undefined;
+  /** The canonical spelling, used in --help and when passing a value on as a flag. */
+  format(value: T): string;
+}
+
+const INTEGER = /^\d+$/;
+
+function integerIn(min: number, max: number, form: string): ValueKind<number> {
+  return {
+    form,
+    parse(raw) {
+      const text = raw.trim();
+      if (!INTEGER.test(text)) return undefined;
+      const value = Number(text);
+      return value >= min && value <= max ? value : undefined;
+    },
+    format: String,
+  };
+}
+
+export const durationMs: ValueKind<number> = {
+  form: DURATION_FORM,
+  parse: parseDuration,
+  format: formatDuration,
+};
+
+/** A duration that must be longer than zero (a poll interval of 0 would spin). */
+export const positiveDurationMs: ValueKind<number> = {
+  ...durationMs,
+  form: `${DURATION_FORM}, greater than zero`,
+  parse: (raw) => {
+    const ms = parseDuration(raw);
+    return ms !== undefined && ms > 0 ? ms : undefined;
+  },
+};
+
+export const connectionCount = integerIn(0, 1_000_000_000, 'a whole number of connections, 0 or more');
+
+export const port = integerIn(1, 65535, 'a port number from 1 to 65535');
+
+export const byteSize = integerIn(1024, 64 * 1024 * 1024, 'a number of bytes from 1024 to 67108864');
+
+/** Kubernetes' terminationGracePeriodSeconds: whole seconds, or a duration that is a whole number of seconds. */
+export const gracePeriodSeconds: ValueKind<number> = {
+  form: 'whole seconds from 2 to 86400, such as 300, or a duration such as 5m',
+  parse(raw) {
+    const text = raw.trim();
+    const seconds = INTEGER.test(text) ? Number(text) : (parseDuration(text) ?? NaN) / 1000;
+    return Number.isInteger(seconds) && seconds >= 2 && seconds <= 86_400 ? seconds : undefined;
+  },
+  format: String,
+};
+
+export const text: ValueKind<string> = {
+  form: 'a non-empty string',
+  parse: (raw) => (raw.trim() === '' ? undefined : raw.trim()),
+  format: (value) => value,
+};
+
+export const boolean: ValueKind<boolean> = {
+  form: '"true" or "false"',
+  parse: (raw) => ({ true: true, false: false })[raw.trim().toLowerCase() as 'true' | 'false'],
+  format: String,
+};
+
+/** A comma-separated list of names; empty means "none given". */
+export const nameList: ValueKind<readonly string[]> = {
+  form: 'a comma-separated list of names',
+  parse: (raw) =>
+    raw
+      .split(',')
+      .map((name) => name.trim())
+      .filter((name) => name !== ''),
+  format: (names) => names.join(','),
+};
+
+export function oneOf<T extends string>(...choices: T[]): ValueKind<T> {
+  return {
+    form: `one of ${choices.join(', ')}`,
+    parse: (raw) => choices.find((choice) => choice === raw.trim()),
+    format: (value) => value,
+  };
+}

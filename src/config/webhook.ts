@@ -1,0 +1,83 @@
+/** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
+import { DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type PodDrainPlan } from './drain.js';
+import { envName, readSettings, type Setting } from './settings.js';
+import { LOG_LEVEL_SETTING } from './sidecar.js';
+import * as kinds from './values.js';
+
+export const PROJECT_VERSION = '0.1.0';
+export const DEFAULT_SIDECAR_IMAGE = `ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager:${PROJECT_VERSION}`;
+
+export const WEBHOOK_SETTINGS = {
+  ...DRAIN_SETTINGS,
+  'termination-grace-period': GRACE_PERIOD_SETTING,
+  port: { kind: kinds.port, default: 8443, help: 'HTTPS port of the admission webhook.' } satisfies Setting<number>,
+  address: { kind: kinds.text, default: '0.0.0.0', help: 'Address to listen on.' } satisfies Setting<string>,
+  'tls-cert-file': {
+    kind: kinds.text,
+    default: 'certs/tls.crt',
+    help: 'Serving certificate (PEM); re-read when the file changes, as cert-manager rotates it.',
+  } satisfies Setting<string>,
+  'tls-key-file': {
+    kind: kinds.text,
+    default: 'certs/tls.key',
+    help: 'Private key of the serving certificate (PEM).',
+  } satisfies Setting<string>,
+  'dev-certs': {
+    kind: kinds.boolean,
+    default: false,
+    help: 'Generate a development CA and a certificate for 127.0.0.1/localhost when the files are absent.',
+  } satisfies Setting<boolean>,
+  'sidecar-image': {
+    kind: kinds.text,
+    default: DEFAULT_SIDECAR_IMAGE,
+    help: 'Image of the injected shutdown-manager container (normally this very image).',
+  } satisfies Setting<string>,
+  'sidecar-image-pull-policy': {
+    kind: kinds.oneOf('IfNotPresent', 'Always', 'Never'),
+    default: 'IfNotPresent',
+    help: 'imagePullPolicy of the injected container.',
+  } satisfies Setting<string>,
+  'body-limit': {
+    kind: kinds.byteSize,
+    default: 3 * 1024 * 1024,
+    help: 'Largest AdmissionReview accepted, in bytes (the API server sends at most 3 MiB objects).',
+  } satisfies Setting<number>,
+  'log-level': LOG_LEVEL_SETTING,
+};
+
+export interface WebhookConfig {
+  readonly port: number;
+  readonly address: string;
+  readonly tlsCertFile: string;
+  readonly tlsKeyFile: string;
+  readonly devCerts: boolean;
+  readonly bodyLimitBytes: number;
+  readonly logLevel: string;
+  readonly injection: InjectionConfig;
+}
+
+/** What the pure injector needs: the sidecar to add and the drain defaults that annotations may override. */
+export interface InjectionConfig {
+  readonly sidecarImage: string;
+  readonly sidecarImagePullPolicy: string;
+  readonly defaults: PodDrainPlan;
+}
+
+export function parseWebhookConfig(args: readonly string[], env: NodeJS.ProcessEnv): WebhookConfig {
+  const values = readSettings(WEBHOOK_SETTINGS, args, env);
+  const defaults = makeDrainPlan(values, (name) => `flag --${name} (or ${envName(name)})`);
+  return {
+    port: values.port,
+    address: values.address,
+    tlsCertFile: values['tls-cert-file'],
+    tlsKeyFile: values['tls-key-file'],
+    devCerts: values['dev-certs'],
+    bodyLimitBytes: values['body-limit'],
+    logLevel: values['log-level'],
+    injection: {
+      sidecarImage: values['sidecar-image'],
+      sidecarImagePullPolicy: values['sidecar-image-pull-policy'],
+      defaults,
+    },
+  };
+}

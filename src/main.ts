@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+/**
+ * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else
+ * (or `mode=webhook`) runs the admission webhook. Each mode is imported lazily so that the sidecar
+ * never pays for the webhook's dependencies in memory or start-up time.
+ */
+import { ConfigErrors } from './config/errors.js';
+import { HelpRequested } from './config/settings.js';
+
+type Mode = 'webhook' | 'sidecar';
+
+function splitMode(argv: readonly string[]): { mode: Mode; args: string[] } {
+  const args = [...argv];
+  const index = args.findIndex((arg) => arg.startsWith('mode='));
+  if (index === -1) return { mode: 'webhook', args };
+  const [modeArg] = args.splice(index, 1);
+  const mode = modeArg?.slice('mode='.length);
+  if (mode !== 'webhook' && mode !== 'sidecar') {
+    throw new UsageError(`unknown ${modeArg}; expected mode=webhook (the default) or mode=sidecar`);
+  }
+  return { mode, args };
+}
+
+class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+async function main(): Promise<void> {
+  const { mode, args } = splitMode(process.argv.slice(2));
+  if (mode === 'sidecar') {
+    const { startSidecarFromArgs } = await import('./sidecar/main.js');
+    await startSidecarFromArgs(args, process.env);
+  } else {
+    const { startWebhookFromArgs } = await import('./webhook/main.js');
+    await startWebhookFromArgs(args, process.env);
+  }
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof HelpRequested) {
+    process.exitCode = 0;
+    return;
+  }
+  if (error instanceof ConfigErrors || error instanceof UsageError) {
+    process.stderr.write(`envoy-shutdown-manager: ${error.message}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  process.stderr.write(`envoy-shutdown-manager: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exitCode = 1;
+});
