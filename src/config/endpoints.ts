@@ -1,0 +1,15 @@
+/** HTTP paths shared by the servers, the injected pod spec and the manifests: one definition each. */
+export const WEBHOOK_PATHS = {
+  mutate: '/mutate',
+  healthz: '/healthz',
+  readyz: '/readyz',
+} as const;
+
+export const SIDECAR_PATHS = {
+  healthz: '/healthz',
+  shutdown: '/shutdown',
+  drain: '/drain',
+} as const;
+
+/** Name of the injected container, also used to recognise a pod that already has it. */
+export const SIDECAR_CONTAINER_NAME = 'shutdown-manager';
