@@ -45,6 +45,9 @@ export const connectionCount = integerIn(0, 1_000_000_000, 'a whole number of co
 
 export const port = integerIn(1, 65535, 'a port number from 1 to 65535');
 
+/** A port to listen on; 0 asks the system for a free one (tests, local runs). */
+export const listenPort = integerIn(0, 65535, 'a port number from 0 to 65535 (0 picks a free port)');
+
 export const byteSize = integerIn(1024, 64 * 1024 * 1024, 'a number of bytes from 1024 to 67108864');
 
 /** Kubernetes' terminationGracePeriodSeconds: whole seconds, or a duration that is a whole number of seconds. */

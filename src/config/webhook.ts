@@ -10,7 +10,7 @@ export const DEFAULT_SIDECAR_IMAGE = `ghcr.io/envoy-shutdown-manager/envoy-shutd
 export const WEBHOOK_SETTINGS = {
   ...DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
-  port: { kind: kinds.port, default: 8443, help: 'HTTPS port of the admission webhook.' } satisfies Setting<number>,
+  port: { kind: kinds.listenPort, default: 8443, help: 'HTTPS port of the admission webhook.' } satisfies Setting<number>,
   address: { kind: kinds.text, default: '0.0.0.0', help: 'Address to listen on.' } satisfies Setting<string>,
   'tls-cert-file': {
     kind: kinds.text,

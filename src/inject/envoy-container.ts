@@ -1,0 +1,47 @@
+/** Which container of a pod is Envoy: the one the user named, else the one called "envoy", else the only Envoy image. */
+import type { V1Container } from '@kubernetes/client-node';
+import { ANNOTATIONS } from '../config/annotations.js';
+import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
+import { ConfigError } from '../config/errors.js';
+
+export type EnvoyContainerLookup =
+  | { readonly found: true; readonly index: number }
+  /** Not an error in the pod: it is admitted unchanged, and `reason` becomes an AdmissionReview warning. */
+  | { readonly found: false; readonly reason: string };
+
+const DEFAULT_NAME = 'envoy';
+
+/** Throws ConfigError when the annotation names a container the pod does not have: that is a bad value. */
+export function findEnvoyContainer(
+  containers: readonly V1Container[],
+  annotations: Readonly<Record<string, string>> | undefined,
+): EnvoyContainerLookup {
+  const named = annotations?.[ANNOTATIONS.envoyContainer];
+  if (named !== undefined) {
+    const index = containers.findIndex((container) => container.name === named);
+    if (index === -1 || named === SIDECAR_CONTAINER_NAME) {
+      throw new ConfigError(
+        `annotation ${ANNOTATIONS.envoyContainer}`,
+        named,
+        `the name of one of the pod's containers: ${listNames(containers)}`,
+      );
+    }
+    return { found: true, index };
+  }
+
+  const byName = containers.findIndex((container) => container.name === DEFAULT_NAME);
+  if (byName !== -1) return { found: true, index: byName };
+
+  const byImage = containers.flatMap((container, index) =>
+    container.name !== SIDECAR_CONTAINER_NAME && (container.image ?? '').toLowerCase().includes('envoy') ? [index] : [],
+  );
+  if (byImage.length === 1) return { found: true, index: byImage[0] as number };
+  const hint = `set annotation ${ANNOTATIONS.envoyContainer}`;
+  return byImage.length === 0
+    ? { found: false, reason: `no Envoy container found; ${hint}` }
+    : { found: false, reason: `${byImage.length} containers run an envoy image; ${hint}` };
+}
+
+function listNames(containers: readonly V1Container[]): string {
+  return containers.map((container) => JSON.stringify(container.name)).join(', ') || '(none)';
+}

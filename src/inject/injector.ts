@@ -1,0 +1,155 @@
+/**
+ * The pure core of the webhook: (pod, config) in, a decision out. Nothing here knows about HTTP or
+ * AdmissionReviews. The mutated pod shares every untouched subtree with the original (copy on write),
+ * which keeps injection cheap and lets the JSON-patch diff skip unchanged parts by identity.
+ */
+import type { V1Container, V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import { isDeepStrictEqual } from 'node:util';
+import { ANNOTATIONS, resolvePodDrainPlan } from '../config/annotations.js';
+import { drainTimeoutMs, type PodDrainPlan } from '../config/drain.js';
+import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
+import { ConfigError, ConfigErrors } from '../config/errors.js';
+import { boolean } from '../config/values.js';
+import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
+import { findEnvoyContainer } from './envoy-container.js';
+import { buildSidecarContainer, shutdownHook } from './sidecar.js';
+
+export const ENVOY_APP_LABEL = { key: 'app', value: 'envoy' } as const;
+
+/** Kubernetes' own default, used when a pod does not set terminationGracePeriodSeconds. */
+const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
+
+export type SkipReason = 'not-envoy' | 'opted-out' | 'already-injected' | 'hand-configured' | 'no-envoy-container';
+
+export type InjectionOutcome =
+  | { readonly action: 'inject'; readonly pod: V1Pod; readonly plan: PodDrainPlan; readonly warnings: readonly string[] }
+  | { readonly action: 'skip'; readonly reason: SkipReason; readonly warnings: readonly string[] }
+  | { readonly action: 'deny'; readonly message: string };
+
+/** What the status annotation records, so that a later look (or a later webhook call) knows what was done. */
+export interface InjectionStatus {
+  readonly version: string;
+  readonly sidecar: string;
+  readonly envoyContainer: string;
+  readonly servePort: number;
+}
+
+export function injectPod(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
+  try {
+    return decide(pod, config);
+  } catch (error) {
+    if (error instanceof ConfigErrors) return { action: 'deny', message: error.message };
+    if (error instanceof ConfigError) return { action: 'deny', message: error.message };
+    throw error;
+  }
+}
+
+function decide(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
+  const annotations = pod.metadata?.annotations;
+  if (pod.metadata?.labels?.[ENVOY_APP_LABEL.key] !== ENVOY_APP_LABEL.value) return skip('not-envoy');
+  if (!wantsInjection(annotations)) return skip('opted-out');
+
+  const containers = pod.spec?.containers ?? [];
+  if (hasSidecar(pod.spec)) {
+    return annotations?.[ANNOTATIONS.status] !== undefined
+      ? skip('already-injected')
+      : skip('hand-configured', [
+          `pod already has a container named "${SIDECAR_CONTAINER_NAME}" (configured by hand); not injecting`,
+        ]);
+  }
+
+  const { plan: requested, unknownAnnotations } = resolvePodDrainPlan(annotations, config.defaults);
+  const envoy = findEnvoyContainer(containers, annotations);
+  if (!envoy.found) return skip('no-envoy-container', [`not injected: ${envoy.reason}`]);
+
+  const plan = withEffectiveGracePeriod(requested, pod.spec?.terminationGracePeriodSeconds);
+  assertServePortIsFree(plan, pod.spec);
+
+  const warnings = unknownAnnotations.map((key) => `unknown annotation ${key} ignored`);
+  const envoyContainer = containers[envoy.index] as V1Container;
+  const hookWarning = preStopReplacementWarning(envoyContainer, plan);
+  if (hookWarning !== undefined) warnings.push(hookWarning);
+
+  const status: InjectionStatus = {
+    version: PROJECT_VERSION,
+    sidecar: SIDECAR_CONTAINER_NAME,
+    envoyContainer: envoyContainer.name,
+    servePort: plan.servePort,
+  };
+  return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status), plan, warnings };
+}
+
+function skip(reason: SkipReason, warnings: readonly string[] = []): InjectionOutcome {
+  return { action: 'skip', reason, warnings };
+}
+
+function wantsInjection(annotations: Readonly<Record<string, string>> | undefined): boolean {
+  const raw = annotations?.[ANNOTATIONS.inject];
+  if (raw === undefined) return true;
+  const value = boolean.parse(String(raw));
+  if (value === undefined) throw new ConfigError(`annotation ${ANNOTATIONS.inject}`, String(raw), boolean.form);
+  return value;
+}
+
+function hasSidecar(spec: V1PodSpec | undefined): boolean {
+  const all = [...(spec?.containers ?? []), ...(spec?.initContainers ?? [])];
+  return all.some((container) => container.name === SIDECAR_CONTAINER_NAME);
+}
+
+/** The grace period is only ever raised; a pod that already allows longer keeps it, and the deadline follows. */
+function withEffectiveGracePeriod(plan: PodDrainPlan, podGraceSeconds: number | undefined): PodDrainPlan {
+  const current = podGraceSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS;
+  if (current <= plan.terminationGracePeriodSeconds) return plan;
+  return { ...plan, terminationGracePeriodSeconds: current, drainTimeoutMs: drainTimeoutMs(current) };
+}
+
+/** The sidecar shares the pod's network namespace: a port another container listens on would make it crash-loop. */
+function assertServePortIsFree(plan: PodDrainPlan, spec: V1PodSpec | undefined): void {
+  const running = [...(spec?.containers ?? []), ...(spec?.initContainers ?? []).filter(isNativeSidecar)];
+  for (const container of running) {
+    const clash = container.ports?.find((port) => port.containerPort === plan.servePort);
+    if (clash !== undefined) {
+      throw new ConfigError(
+        'serve-port (annotation shutdown-manager.io/serve-port or the webhook default)',
+        String(plan.servePort),
+        `a port that no container uses; container "${container.name}" declares port ${plan.servePort}` +
+          (clash.name ? ` (${clash.name})` : ''),
+      );
+    }
+  }
+}
+
+function isNativeSidecar(container: V1Container): boolean {
+  return container.restartPolicy === 'Always';
+}
+
+function preStopReplacementWarning(envoy: V1Container, plan: PodDrainPlan): string | undefined {
+  const existing = envoy.lifecycle?.preStop;
+  if (existing === undefined || isDeepStrictEqual(existing, shutdownHook(plan))) return undefined;
+  return `replaced the existing preStop hook of container "${envoy.name}" with the shutdown-manager's`;
+}
+
+function mutate(
+  pod: V1Pod,
+  envoyIndex: number,
+  plan: PodDrainPlan,
+  config: InjectionConfig,
+  status: InjectionStatus,
+): V1Pod {
+  const spec = pod.spec as V1PodSpec;
+  const containers = spec.containers.map((container, index) =>
+    index === envoyIndex ? { ...container, lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan) } } : container,
+  );
+  return {
+    ...pod,
+    metadata: {
+      ...pod.metadata,
+      annotations: { ...pod.metadata?.annotations, [ANNOTATIONS.status]: JSON.stringify(status) },
+    },
+    spec: {
+      ...spec,
+      containers: [...containers, buildSidecarContainer(plan, config)],
+      terminationGracePeriodSeconds: plan.terminationGracePeriodSeconds,
+    },
+  };
+}

@@ -1,0 +1,64 @@
+/** The pieces the injector adds to a pod: the shutdown-manager container and the preStop hooks. */
+import type { V1Container, V1LifecycleHandler } from '@kubernetes/client-node';
+import type { PodDrainPlan } from '../config/drain.js';
+import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
+import { toFlags } from '../config/settings.js';
+import { SIDECAR_SETTINGS } from '../config/sidecar.js';
+import type { InjectionConfig } from '../config/webhook.js';
+
+/** The UID of the image's non-root user (distroless "nonroot"); the container must not need root. */
+export const SIDECAR_USER_ID = 65532;
+
+/** The hook both containers call: it blocks until the sidecar has drained Envoy. */
+export function shutdownHook(plan: PodDrainPlan): V1LifecycleHandler {
+  return { httpGet: { path: SIDECAR_PATHS.shutdown, port: plan.servePort, scheme: 'HTTP' } };
+}
+
+/** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
+export function sidecarArgs(plan: PodDrainPlan): string[] {
+  return [
+    'mode=sidecar',
+    ...toFlags(SIDECAR_SETTINGS, {
+      'check-interval': plan.checkIntervalMs,
+      'check-delay': plan.checkDelayMs,
+      'min-open-connections': plan.minOpenConnections,
+      'serve-port': plan.servePort,
+      'admin-port': plan.adminPort,
+      'drain-timeout': plan.drainTimeoutMs,
+    }),
+  ];
+}
+
+export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfig): V1Container {
+  return {
+    name: SIDECAR_CONTAINER_NAME,
+    image: config.sidecarImage,
+    imagePullPolicy: config.sidecarImagePullPolicy,
+    args: sidecarArgs(plan),
+    ports: [{ name: 'shutdown-mgr', containerPort: plan.servePort, protocol: 'TCP' }],
+    livenessProbe: {
+      httpGet: { path: SIDECAR_PATHS.healthz, port: plan.servePort, scheme: 'HTTP' },
+      initialDelaySeconds: 3,
+      periodSeconds: 10,
+      timeoutSeconds: 1,
+      failureThreshold: 3,
+    },
+    lifecycle: { preStop: shutdownHook(plan) },
+    resources: {
+      requests: { cpu: '10m', memory: '32Mi' },
+      limits: { cpu: '200m', memory: '96Mi' },
+    },
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: SIDECAR_USER_ID,
+      runAsGroup: SIDECAR_USER_ID,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    // The drain outcome ends up in `kubectl describe pod` even when the log is gone.
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+  };
+}

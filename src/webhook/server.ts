@@ -1,0 +1,123 @@
+/**
+ * The HTTPS edge of webhook mode. It only decodes the review, calls the pure core and encodes the answer;
+ * Fastify supplies body limits, content-type checks (415) and JSON parsing errors (400).
+ */
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Server as HttpsServer } from 'node:https';
+import type { Logger } from 'pino';
+import { WEBHOOK_PATHS } from '../config/endpoints.js';
+import type { WebhookConfig } from '../config/webhook.js';
+import {
+  decodeAdmissionReview,
+  encodeAdmissionReview,
+  InvalidAdmissionReviewError,
+  reviewAdmission,
+  type AdmissionDecision,
+} from './admission.js';
+import { CertificateReloader, readTlsMaterial, TLS_OPTIONS } from './tls.js';
+
+export interface WebhookServer {
+  readonly app: FastifyInstance;
+  readonly reloader: CertificateReloader;
+  /** https://host:port once listening. */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export interface WebhookServerOptions {
+  /** How often the certificate files are polled for changes, besides fs.watch. */
+  readonly certPollIntervalMs?: number;
+}
+
+export async function startWebhookServer(
+  config: WebhookConfig,
+  logger: Logger,
+  options: WebhookServerOptions = {},
+): Promise<WebhookServer> {
+  const material = readTlsMaterial(config.tlsCertFile, config.tlsKeyFile);
+  const app = Fastify({
+    https: { ...TLS_OPTIONS, ...material },
+    loggerInstance: logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    bodyLimit: config.bodyLimitBytes,
+    // The API server gives a webhook at most 30 s; a request that takes longer is never awaited.
+    requestTimeout: 30_000,
+    connectionTimeout: 30_000,
+    keepAliveTimeout: 65_000,
+  });
+  const reloader = new CertificateReloader({
+    certFile: config.tlsCertFile,
+    keyFile: config.tlsKeyFile,
+    current: material,
+    // Fastify types its server as http.Server whatever the options; with `https` it is an https.Server.
+    apply: (next) => (app.server as unknown as HttpsServer).setSecureContext({ ...TLS_OPTIONS, ...next }),
+    logger,
+    ...(options.certPollIntervalMs === undefined ? {} : { pollIntervalMs: options.certPollIntervalMs }),
+  });
+
+  registerRoutes(app, config);
+  await app.listen({ port: config.port, host: config.address });
+  reloader.start();
+
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : config.port;
+  const host = config.address.includes(':') ? `[${config.address}]` : config.address;
+  return {
+    app,
+    reloader,
+    url: `https://${host}:${port}`,
+    close: async () => {
+      reloader.stop();
+      await app.close();
+    },
+  };
+}
+
+function registerRoutes(app: FastifyInstance, config: WebhookConfig): void {
+  // The API server only sends JSON; anything else is answered 415 by Fastify rather than parsed as text.
+  app.removeContentTypeParser('text/plain');
+  app.get(WEBHOOK_PATHS.healthz, async () => 'ok\n');
+  app.get(WEBHOOK_PATHS.readyz, async () => 'ok\n');
+
+  app.post(WEBHOOK_PATHS.mutate, async (request, reply) => {
+    const review = decodeAdmissionReview(request.body);
+    const { response, decision } = reviewAdmission(review, config.injection);
+    request.log.info(
+      {
+        uid: review.request.uid,
+        namespace: review.request.namespace,
+        pod: podName(review.request.object),
+        ...describeDecision(decision),
+        warnings: response.warnings,
+      },
+      'admission reviewed',
+    );
+    return reply.send(encodeAdmissionReview(review.apiVersion, response));
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof InvalidAdmissionReviewError) {
+      request.log.warn({ reason: error.message }, 'malformed AdmissionReview rejected');
+      return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message });
+    }
+    const statusCode = error.statusCode ?? 500;
+    if (statusCode >= 500) request.log.error({ err: error }, 'admission failed');
+    return reply.code(statusCode).send({ statusCode, error: error.name, message: error.message });
+  });
+}
+
+function describeDecision(decision: AdmissionDecision): Record<string, unknown> {
+  switch (decision.action) {
+    case 'inject':
+      return { action: 'inject', drain: decision.plan };
+    case 'deny':
+      return { action: 'deny', reason: decision.message };
+    default:
+      return { action: decision.action, reason: decision.reason };
+  }
+}
+
+function podName(object: unknown): string | undefined {
+  const metadata = (object as { metadata?: { name?: string; generateName?: string } } | undefined)?.metadata;
+  return metadata?.name ?? (metadata?.generateName ? `${metadata.generateName}*` : undefined);
+}

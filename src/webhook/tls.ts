@@ -1,0 +1,111 @@
+/**
+ * Serving certificates that can change under a running server: cert-manager (or a kubelet Secret volume
+ * update) swaps the files, and new TLS connections must see the new certificate without a restart.
+ * Changes are noticed by fs.watch for promptness and by polling for reliability (Secret volumes swap a
+ * symlinked directory, which watchers do not always report).
+ */
+import { readFileSync, watch, type FSWatcher } from 'node:fs';
+import { dirname } from 'node:path';
+import { createSecureContext, type SecureContextOptions } from 'node:tls';
+import type { Logger } from 'pino';
+
+export interface TlsMaterial {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
+export class TlsFileError extends Error {
+  override readonly name = 'TlsFileError';
+}
+
+/** TLS 1.2 is the oldest version the Kubernetes API server speaks; nothing older is accepted. */
+export const TLS_OPTIONS = { minVersion: 'TLSv1.2' } as const satisfies SecureContextOptions;
+
+/** Reads and checks a certificate/key pair; throws TlsFileError naming the file and what is wrong. */
+export function readTlsMaterial(certFile: string, keyFile: string): TlsMaterial {
+  const cert = readPem(certFile, 'certificate (--tls-cert-file)');
+  const key = readPem(keyFile, 'private key (--tls-key-file)');
+  try {
+    createSecureContext({ ...TLS_OPTIONS, cert, key });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new TlsFileError(`certificate ${certFile} and key ${keyFile} cannot be used together: ${reason}`);
+  }
+  return { cert, key };
+}
+
+function readPem(file: string, what: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new TlsFileError(
+      `cannot read the ${what} ${file}: ${code}; mount the serving certificate there, or run with --dev-certs locally`,
+    );
+  }
+}
+
+export interface ReloaderOptions {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly current: TlsMaterial;
+  readonly apply: (material: TlsMaterial) => void;
+  readonly logger: Logger;
+  readonly pollIntervalMs?: number;
+}
+
+export class CertificateReloader {
+  private current: TlsMaterial;
+  private readonly watchers: FSWatcher[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: ReloaderOptions) {
+    this.current = options.current;
+  }
+
+  start(): void {
+    const directories = new Set([dirname(this.options.certFile), dirname(this.options.keyFile)]);
+    for (const directory of directories) {
+      try {
+        const watcher = watch(directory, () => this.scheduleCheck());
+        watcher.on('error', () => undefined); // polling still covers this directory
+        this.watchers.push(watcher);
+      } catch {
+        // A directory that cannot be watched is still polled.
+      }
+    }
+    this.timer = setInterval(() => this.check(), this.options.pollIntervalMs ?? 10_000);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    for (const watcher of this.watchers.splice(0)) watcher.close();
+    clearInterval(this.timer);
+    clearTimeout(this.debounce);
+  }
+
+  /** Several events arrive for one rotation (cert, then key): wait until they settle. */
+  private scheduleCheck(): void {
+    clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => this.check(), 100);
+    this.debounce.unref();
+  }
+
+  /** Loads the files if they changed; returns true when a new certificate was applied. */
+  check(): boolean {
+    let next: TlsMaterial;
+    try {
+      next = readTlsMaterial(this.options.certFile, this.options.keyFile);
+    } catch (error) {
+      // Mid-rotation the cert may not match the key yet: keep serving the old pair and look again later.
+      this.options.logger.warn({ err: error }, 'serving certificate not reloaded; keeping the current one');
+      return false;
+    }
+    if (next.cert.equals(this.current.cert) && next.key.equals(this.current.key)) return false;
+    this.options.apply(next);
+    this.current = next;
+    this.options.logger.info({ certFile: this.options.certFile }, 'serving certificate reloaded');
+    return true;
+  }
+}

@@ -1,0 +1,243 @@
+/** POST /mutate over real TLS with fixture AdmissionReviews; each returned patch is applied and the result checked. */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import jsonPatch from 'fast-json-patch';
+import { loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
+
+type Json = any; // fixtures are free-form JSON that the tests navigate
+
+let webhook: RunningWebhook;
+before(async () => {
+  webhook = await startTestWebhook();
+});
+after(() => webhook.close());
+
+async function review(body: Json): Promise<Json> {
+  const result = await postReview(webhook, body);
+  assert.equal(result.status, 200, result.text);
+  return result.json();
+}
+
+function applyResponse(pod: Json, response: Json): Json {
+  assert.equal(response.patchType, 'JSONPatch');
+  const operations = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
+  return jsonPatch.applyPatch(structuredClone(pod), operations, true, false).newDocument;
+}
+
+function container(pod: Json, name: string): Json {
+  return pod.spec.containers.find((c: Json) => c.name === name);
+}
+
+describe('an Envoy pod created by a Deployment', () => {
+  test('gets the sidecar, both preStop hooks, a liveness probe and a longer grace period', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    const answer = await review(body);
+    assert.equal(answer.apiVersion, 'admission.k8s.io/v1');
+    assert.equal(answer.kind, 'AdmissionReview');
+    assert.equal(answer.response.uid, body.request.uid);
+    assert.equal(answer.response.allowed, true);
+    assert.equal(answer.response.warnings, undefined);
+
+    const pod = applyResponse(body.request.object, answer.response);
+    assert.deepEqual(pod.spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
+    const sidecar = container(pod, 'shutdown-manager');
+    assert.deepEqual(sidecar.args, [
+      'mode=sidecar',
+      '--check-interval=5s',
+      '--check-delay=1m',
+      '--min-open-connections=0',
+      '--serve-port=8090',
+      '--admin-port=9001',
+      '--drain-timeout=4m50s',
+    ]);
+    assert.equal(sidecar.image, webhook.config.injection.sidecarImage);
+    assert.deepEqual(sidecar.ports, [{ name: 'shutdown-mgr', containerPort: 8090, protocol: 'TCP' }]);
+    assert.deepEqual(sidecar.livenessProbe.httpGet, { path: '/healthz', port: 8090, scheme: 'HTTP' });
+    assert.deepEqual(sidecar.lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
+    assert.equal(sidecar.securityContext.runAsNonRoot, true);
+    assert.equal(sidecar.securityContext.readOnlyRootFilesystem, true);
+    assert.equal(sidecar.securityContext.allowPrivilegeEscalation, false);
+    assert.deepEqual(sidecar.securityContext.capabilities, { drop: ['ALL'] });
+    assert.ok(sidecar.resources.requests.memory && sidecar.resources.limits.memory);
+
+    const envoy = container(pod, 'envoy');
+    assert.deepEqual(envoy.lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
+    assert.deepEqual(envoy.ports, body.request.object.spec.containers[0].ports, 'Envoy keeps its ports');
+    assert.equal(pod.spec.terminationGracePeriodSeconds, 300);
+
+    const status = JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']);
+    assert.deepEqual(status, { version: '0.1.0', sidecar: 'shutdown-manager', envoyContainer: 'envoy', servePort: 8090 });
+    // Untouched parts stay as they were.
+    assert.deepEqual(pod.metadata.managedFields, body.request.object.metadata.managedFields);
+    assert.deepEqual(pod.spec.volumes, body.request.object.spec.volumes);
+    assert.equal(pod.metadata.generateName, 'envoy-7c9d8f6b5d-');
+    assert.equal(pod.metadata.name, undefined);
+  });
+
+  test('the patch escapes the "/" of annotation keys and adds the missing annotations map', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    const answer = await review(body);
+    const operations = JSON.parse(Buffer.from(answer.response.patch, 'base64').toString('utf8'));
+    const annotationOps = operations.filter((op: Json) => op.path.startsWith('/metadata/annotations'));
+    assert.deepEqual(annotationOps.map((op: Json) => [op.op, op.path]), [['add', '/metadata/annotations']]);
+
+    body.request.object.metadata.annotations = { 'example.com/owner': 'edge-team' };
+    const withMap = await review(body);
+    const ops = JSON.parse(Buffer.from(withMap.response.patch, 'base64').toString('utf8'));
+    assert.ok(ops.some((op: Json) => op.op === 'add' && op.path === '/metadata/annotations/shutdown-manager.io~1status'));
+    const pod = applyResponse(body.request.object, withMap.response);
+    assert.equal(pod.metadata.annotations['example.com/owner'], 'edge-team');
+  });
+
+  test('is idempotent: a pod that was already injected yields no patch, and injecting twice equals once', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    const once = applyResponse(body.request.object, (await review(body)).response);
+    body.request.object = once;
+    const again = await review(body);
+    assert.equal(again.response.allowed, true);
+    assert.equal(again.response.patch, undefined);
+    assert.equal(again.response.patchType, undefined);
+  });
+
+  test('answers v1beta1 in kind', async () => {
+    const body = await loadReview('v1beta1-review.json');
+    const answer = await review(body);
+    assert.equal(answer.apiVersion, 'admission.k8s.io/v1beta1');
+    assert.equal(answer.response.uid, body.request.uid);
+    assert.equal(answer.response.patchType, 'JSONPatch');
+  });
+});
+
+describe('a Contour-style DaemonSet pod', () => {
+  test('keeps its init container and longer grace period, takes annotation overrides, warns about the replaced hook', async () => {
+    const body = await loadReview('contour-daemonset-pod.json');
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, true);
+    assert.deepEqual(answer.response.warnings, [
+      'shutdown-manager: replaced the existing preStop hook of container "envoy" with the shutdown-manager\'s',
+    ]);
+    const pod = applyResponse(body.request.object, answer.response);
+    assert.deepEqual(pod.spec.initContainers, body.request.object.spec.initContainers);
+    assert.equal(pod.spec.terminationGracePeriodSeconds, 600);
+    const args = container(pod, 'shutdown-manager').args;
+    assert.ok(args.includes('--check-delay=10s'), args.join(' '));
+    assert.ok(args.includes('--drain-timeout=9m50s'), args.join(' '));
+    assert.deepEqual(container(pod, 'envoy').lifecycle, {
+      preStop: { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } },
+    });
+    assert.equal(pod.metadata.annotations['prometheus.io/port'], '8002');
+  });
+
+  test('a pod whose grace period is already longer than configured keeps it, and the deadline follows it', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.spec.terminationGracePeriodSeconds = 900;
+    const pod = applyResponse(body.request.object, (await review(body)).response);
+    assert.equal(pod.spec.terminationGracePeriodSeconds, 900);
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-timeout=14m50s'));
+  });
+});
+
+describe('pods that are admitted unchanged', () => {
+  const cases: Array<[string, string | undefined]> = [
+    ['non-envoy-pod.json', undefined],
+    ['opted-out-pod.json', undefined],
+    ['update-operation.json', undefined],
+    [
+      'ambiguous-envoy-pod.json',
+      'shutdown-manager: not injected: 2 containers run an envoy image; set annotation shutdown-manager.io/envoy-container',
+    ],
+    [
+      'contour-with-shutdown-manager.json',
+      'shutdown-manager: pod already has a container named "shutdown-manager" (configured by hand); not injecting',
+    ],
+  ];
+  for (const [fixture, warning] of cases) {
+    test(fixture, async () => {
+      const body = await loadReview(fixture);
+      const answer = await review(body);
+      assert.equal(answer.response.uid, body.request.uid);
+      assert.equal(answer.response.allowed, true);
+      assert.equal(answer.response.patch, undefined);
+      assert.deepEqual(answer.response.warnings, warning === undefined ? undefined : [warning]);
+    });
+  }
+
+  test('a pod with no container named envoy but one envoy image is injected around that container', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.spec.containers[0].name = 'proxy';
+    const pod = applyResponse(body.request.object, (await review(body)).response);
+    assert.equal(container(pod, 'proxy').lifecycle.preStop.httpGet.path, '/shutdown');
+  });
+
+  test('the envoy-container annotation picks the container', async () => {
+    const body = await loadReview('ambiguous-envoy-pod.json');
+    body.request.object.metadata.annotations = { 'shutdown-manager.io/envoy-container': 'proxy-b' };
+    const pod = applyResponse(body.request.object, (await review(body)).response);
+    assert.equal(container(pod, 'proxy-b').lifecycle.preStop.httpGet.path, '/shutdown');
+    assert.equal(container(pod, 'proxy-a').lifecycle, undefined);
+  });
+});
+
+describe('bad annotations deny the pod with a message naming each one', () => {
+  test('every bad value at once, with the accepted form', async () => {
+    const body = await loadReview('bad-annotations.json');
+    const answer = await review(body);
+    assert.equal(answer.response.uid, body.request.uid);
+    assert.equal(answer.response.allowed, false);
+    assert.equal(answer.response.status.code, 400);
+    const message: string = answer.response.status.message;
+    const expected = [
+      'annotation shutdown-manager.io/check-interval: "5 seconds" is not valid; expected a Go duration such as 500ms, 5s, 2m or 1m30s, greater than zero',
+      'annotation shutdown-manager.io/check-delay: "-1s" is not valid; expected a Go duration such as 500ms, 5s, 2m or 1m30s',
+      'annotation shutdown-manager.io/min-open-connections: "none" is not valid; expected a whole number of connections, 0 or more',
+      'annotation shutdown-manager.io/termination-grace-period: "1.5" is not valid; expected whole seconds from 2 to 86400, such as 300, or a duration such as 5m',
+      'annotation shutdown-manager.io/envoy-admin-port: "70000" is not valid; expected a port number from 1 to 65535',
+      'annotation shutdown-manager.io/serve-port: "http" is not valid; expected a port number from 1 to 65535',
+    ];
+    assert.ok(message.startsWith('envoy-shutdown-manager: '), message);
+    for (const part of expected) assert.ok(message.includes(part), `missing: ${part}\nin: ${message}`);
+  });
+
+  const single: Array<[Record<string, string>, string]> = [
+    [
+      { 'shutdown-manager.io/serve-port': '8080' },
+      'serve-port (annotation shutdown-manager.io/serve-port or the webhook default): "8080" is not valid; expected a port that no container uses; container "envoy" declares port 8080 (http)',
+    ],
+    [
+      { 'shutdown-manager.io/serve-port': '9001' },
+      'annotation shutdown-manager.io/serve-port: "9001" is not valid; expected a port other than Envoy\'s admin port 9001',
+    ],
+    [
+      { 'shutdown-manager.io/termination-grace-period': '30' },
+      'default check-delay: "1m" is not valid; expected a check delay shorter than the drain deadline of 27s',
+    ],
+    [
+      { 'shutdown-manager.io/inject': 'yes' },
+      'annotation shutdown-manager.io/inject: "yes" is not valid; expected "true" or "false"',
+    ],
+    [
+      { 'shutdown-manager.io/envoy-container': 'sidecar' },
+      'annotation shutdown-manager.io/envoy-container: "sidecar" is not valid; expected the name of one of the pod\'s containers: "envoy"',
+    ],
+  ];
+  for (const [annotations, message] of single) {
+    test(JSON.stringify(annotations), async () => {
+      const body = await loadReview('deployment-envoy-pod.json');
+      body.request.object.metadata.annotations = annotations;
+      const answer = await review(body);
+      assert.equal(answer.response.allowed, false);
+      assert.equal(answer.response.status.code, 400);
+      assert.ok(answer.response.status.message.includes(message), answer.response.status.message);
+    });
+  }
+
+  test('an unknown annotation under our prefix is a warning, not a denial', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.metadata.annotations = { 'shutdown-manager.io/check-intervall': '1s' };
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, true);
+    assert.deepEqual(answer.response.warnings, [
+      'shutdown-manager: unknown annotation shutdown-manager.io/check-intervall ignored',
+    ]);
+  });
+});

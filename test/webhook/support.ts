@@ -1,0 +1,103 @@
+/** Shared by the webhook tests: a real webhook on loopback with fresh certificates, and an HTTPS client for it. */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pino from 'pino';
+import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
+import { parseWebhookConfig, type WebhookConfig } from '../../src/config/webhook.js';
+import { startWebhookServer, type WebhookServer } from '../../src/webhook/server.js';
+
+export const FIXTURES = fileURLToPath(new URL('../fixtures/admission/', import.meta.url));
+
+export async function loadReview(name: string): Promise<Record<string, any>> {
+  return JSON.parse(await readFile(join(FIXTURES, name), 'utf8')) as Record<string, any>;
+}
+
+export interface RunningWebhook {
+  readonly server: WebhookServer;
+  readonly config: WebhookConfig;
+  readonly ca: string;
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly directory: string;
+  close(): Promise<void>;
+}
+
+export async function localCertificates(): Promise<CertificateBundle> {
+  return generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: 2 });
+}
+
+/** Starts the real server on 127.0.0.1, an ephemeral port and certificates in a temporary directory. */
+export async function startTestWebhook(args: readonly string[] = [], pollIntervalMs = 10_000): Promise<RunningWebhook> {
+  const directory = await mkdtemp(join(tmpdir(), 'esm-webhook-'));
+  const certFile = join(directory, 'tls.crt');
+  const keyFile = join(directory, 'tls.key');
+  const bundle = await localCertificates();
+  await writeFile(certFile, bundle.certPem);
+  await writeFile(keyFile, bundle.keyPem);
+  const config = parseWebhookConfig(
+    ['--port=0', '--address=127.0.0.1', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`, ...args],
+    {},
+  );
+  const server = await startWebhookServer(config, pino({ level: 'silent' }), { certPollIntervalMs: pollIntervalMs });
+  return {
+    server,
+    config,
+    ca: bundle.caCertPem,
+    certFile,
+    keyFile,
+    directory,
+    close: async () => {
+      await server.close();
+      await rm(directory, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface HttpsResult {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly text: string;
+  json(): any;
+}
+
+/** One request on a fresh TLS connection that must verify against `ca`. */
+export function httpsRequest(
+  url: string,
+  options: { ca: string; method?: string; body?: string | Buffer; contentType?: string },
+): Promise<HttpsResult> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method: options.method ?? 'POST',
+        ca: options.ca,
+        agent: false,
+        timeout: 5_000,
+        headers: options.contentType === undefined ? {} : { 'content-type': options.contentType },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`request to ${url} timed out`)));
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+export async function postReview(webhook: RunningWebhook, review: unknown): Promise<HttpsResult> {
+  return httpsRequest(`${webhook.server.url}/mutate`, {
+    ca: webhook.ca,
+    body: JSON.stringify(review),
+    contentType: 'application/json',
+  });
+}
