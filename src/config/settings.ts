@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { ConfigError, ConfigErrors } from './errors.js';
+import * as kinds from './values.js';
 import type { ValueKind } from './values.js';
 
 export interface Setting<T> {
@@ -61,10 +62,13 @@ export function readSettings<Table extends SettingTable>(
 
 function parseFlags(table: SettingTable, args: readonly string[]): Record<string, string | undefined> {
   const options = Object.fromEntries(Object.keys(table).map((name) => [name, { type: 'string' as const }]));
+  // A bare switch (`--dev-certs`) means true; `--dev-certs=false` still works because every flag takes a value.
+  const switches = new Set(Object.keys(table).filter((name) => table[name]?.kind === kinds.boolean).map((name) => `--${name}`));
+  const normalized = args.map((arg) => (switches.has(arg) ? `${arg}=true` : arg));
   let parsed;
   try {
     parsed = parseArgs({
-      args: [...args],
+      args: normalized,
       options: { ...options, help: { type: 'boolean', short: 'h' } },
       strict: true,
       allowPositionals: false,

@@ -1,0 +1,120 @@
+/** The one config module: Go durations, flags over env over defaults, every mistake named. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { resolvePodDrainPlan } from '../../src/config/annotations.js';
+import { drainTimeoutMs } from '../../src/config/drain.js';
+import { formatDuration, parseDuration } from '../../src/config/duration.js';
+import { ConfigErrors } from '../../src/config/errors.js';
+import { parseSidecarConfig } from '../../src/config/sidecar.js';
+import { parseWebhookConfig } from '../../src/config/webhook.js';
+
+describe('Go durations', () => {
+  const valid: Array<[string, number]> = [
+    ['500ms', 500], ['5s', 5000], ['2m', 120_000], ['1m30s', 90_000], ['1.5s', 1500], ['1h', 3_600_000], ['0', 0], ['250us', 0],
+  ];
+  for (const [text, ms] of valid) test(`${text} = ${ms} ms`, () => assert.equal(parseDuration(text), ms));
+  for (const text of ['', '5', '5 s', '-1s', '1d', 's', '1m 30s', '5sec', 'NaN']) {
+    test(`${JSON.stringify(text)} is rejected`, () => assert.equal(parseDuration(text), undefined));
+  }
+  test('formatting is the shortest Go spelling and round-trips', () => {
+    for (const ms of [0, 50, 1000, 60_000, 90_000, 290_000, 3_723_004]) {
+      assert.equal(parseDuration(formatDuration(ms)), ms);
+    }
+    assert.equal(formatDuration(290_000), '4m50s');
+    assert.equal(formatDuration(50), '50ms');
+  });
+});
+
+describe('webhook settings', () => {
+  test('defaults are Contour\'s', () => {
+    const { defaults } = parseWebhookConfig([], {}).injection;
+    assert.deepEqual(defaults, {
+      checkIntervalMs: 5000,
+      checkDelayMs: 60_000,
+      minOpenConnections: 0,
+      servePort: 8090,
+      adminPort: 9001,
+      terminationGracePeriodSeconds: 300,
+      drainTimeoutMs: 290_000,
+    });
+  });
+
+  test('a flag wins over its environment variable, which wins over the default', () => {
+    const config = parseWebhookConfig(['--check-delay=10s'], {
+      SHUTDOWN_MANAGER_CHECK_DELAY: '20s',
+      SHUTDOWN_MANAGER_CHECK_INTERVAL: '2s',
+    });
+    assert.equal(config.injection.defaults.checkDelayMs, 10_000);
+    assert.equal(config.injection.defaults.checkIntervalMs, 2_000);
+  });
+
+  test('every bad value is named in one error', () => {
+    assert.throws(
+      () => parseWebhookConfig(['--port=http', '--check-interval=0s'], { SHUTDOWN_MANAGER_SERVE_PORT: '0' }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigErrors);
+        assert.deepEqual(
+          error.errors.map((e) => e.source),
+          ['flag --check-interval', 'environment variable SHUTDOWN_MANAGER_SERVE_PORT', 'flag --port'],
+        );
+        return true;
+      },
+    );
+  });
+
+  test('an unknown flag is refused', () => {
+    assert.throws(() => parseWebhookConfig(['--chek-delay=1s'], {}), /--chek-delay/);
+  });
+
+  test('defaults that cannot work together are refused at start', () => {
+    assert.throws(
+      () => parseWebhookConfig(['--termination-grace-period=30'], {}),
+      /flag --check-delay \(or SHUTDOWN_MANAGER_CHECK_DELAY\): "1m" is not valid; expected a check delay shorter than the drain deadline of 27s/,
+    );
+  });
+});
+
+describe('sidecar settings', () => {
+  test('read the flags the webhook injects', () => {
+    const config = parseSidecarConfig(
+      ['--check-interval=50ms', '--check-delay=0s', '--min-open-connections=2', '--serve-port=18090', '--admin-port=19001', '--drain-timeout=4m50s'],
+      {},
+    );
+    assert.equal(config.checkIntervalMs, 50);
+    assert.equal(config.checkDelayMs, 0);
+    assert.equal(config.minOpenConnections, 2);
+    assert.equal(config.servePort, 18090);
+    assert.equal(config.adminPort, 19001);
+    assert.equal(config.drainTimeoutMs, 290_000);
+  });
+});
+
+describe('per-pod annotations', () => {
+  const defaults = parseWebhookConfig([], {}).injection.defaults;
+
+  test('override the defaults, other annotations are ignored', () => {
+    const { plan, unknownAnnotations } = resolvePodDrainPlan(
+      {
+        'shutdown-manager.io/check-interval': '100ms',
+        'shutdown-manager.io/termination-grace-period': '2m',
+        'shutdown-manager.io/envoy-admin-port': '15000',
+        'example.com/check-delay': 'not ours',
+      },
+      defaults,
+    );
+    assert.equal(plan.checkIntervalMs, 100);
+    assert.equal(plan.terminationGracePeriodSeconds, 120);
+    assert.equal(plan.drainTimeoutMs, 110_000); // 120 s minus the 10 s cap on the margin
+    assert.equal(plan.adminPort, 15000);
+    assert.equal(plan.checkDelayMs, defaults.checkDelayMs);
+    assert.deepEqual(unknownAnnotations, []);
+  });
+
+  test('the safety margin is a tenth of the grace period, between 1 s and 10 s', () => {
+    assert.equal(drainTimeoutMs(2), 1_000);
+    assert.equal(drainTimeoutMs(20), 18_000);
+    assert.equal(drainTimeoutMs(30), 27_000);
+    assert.equal(drainTimeoutMs(300), 290_000);
+    assert.equal(drainTimeoutMs(3600), 3_590_000);
+  });
+});

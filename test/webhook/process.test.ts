@@ -1,0 +1,72 @@
+/** The webhook as users start it: the built entry point in a child process. */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { httpsRequest } from './support.js';
+
+const ENTRY = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+
+test('--help lists every flag with its default and environment variable', () => {
+  const result = spawnSync(process.execPath, [ENTRY, '--help'], { encoding: 'utf8', timeout: 10_000 });
+  assert.equal(result.status, 0, result.stderr);
+  assert.match(result.stdout, /--check-delay\n.*\n\s+env SHUTDOWN_MANAGER_CHECK_DELAY, default 1m/);
+  assert.match(result.stdout, /--termination-grace-period\n.*\n\s+env SHUTDOWN_MANAGER_TERMINATION_GRACE_PERIOD, default 300/);
+});
+
+test('a bad flag value exits 2 naming the flag', () => {
+  const result = spawnSync(process.execPath, [ENTRY, '--check-interval=often'], { encoding: 'utf8', timeout: 10_000 });
+  assert.equal(result.status, 2);
+  assert.match(result.stderr, /flag --check-interval: "often" is not valid; expected a Go duration/);
+});
+
+test('an unknown mode exits 2', () => {
+  const result = spawnSync(process.execPath, [ENTRY, 'mode=proxy'], { encoding: 'utf8', timeout: 10_000 });
+  assert.equal(result.status, 2);
+  assert.match(result.stderr, /unknown mode=proxy; expected mode=webhook \(the default\) or mode=sidecar/);
+});
+
+test('missing certificates are a clear error', () => {
+  const result = spawnSync(process.execPath, [ENTRY, '--port=0', '--tls-cert-file=/nonexistent/tls.crt'], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  assert.equal(result.status, 1);
+  assert.match(result.stderr, /cannot read the certificate \(--tls-cert-file\) \/nonexistent\/tls.crt: ENOENT/);
+});
+
+test('with --dev-certs it generates certificates, serves HTTPS, and exits 0 on SIGTERM', async (t) => {
+  const directory = await mkdtemp(join(tmpdir(), 'esm-process-'));
+  after(() => rm(directory, { recursive: true, force: true }));
+  const child = spawn(
+    process.execPath,
+    [ENTRY, '--dev-certs', '--address=127.0.0.1', '--port=0', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  t.after(() => child.kill('SIGKILL'));
+
+  const lines = createInterface({ input: child.stdout });
+  let url: string | undefined;
+  for await (const line of lines) {
+    const entry = JSON.parse(line) as { msg: string; url?: string };
+    if (entry.msg === 'webhook listening') {
+      url = entry.url;
+      break;
+    }
+  }
+  assert.ok(url?.startsWith('https://127.0.0.1:'), `no listening line, got ${url}`);
+  assert.equal((await stat(join(directory, 'tls.key'))).mode & 0o777, 0o600);
+
+  const ca = await readFile(join(directory, 'ca.crt'), 'utf8');
+  const health = await httpsRequest(`${url}/healthz`, { ca, method: 'GET' });
+  assert.equal(health.status, 200);
+
+  child.kill('SIGTERM');
+  const [code] = await once(child, 'exit');
+  assert.equal(code, 0);
+});
