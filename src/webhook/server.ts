@@ -2,7 +2,7 @@
  * The HTTPS edge of webhook mode. It only decodes the review, calls the pure core and encodes the answer;
  * Fastify supplies body limits, content-type checks (415) and JSON parsing errors (400).
  */
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import { WEBHOOK_PATHS } from '../config/endpoints.js';
@@ -38,7 +38,8 @@ export async function startWebhookServer(
   const app = Fastify({
     https: { ...TLS_OPTIONS, ...material },
     loggerInstance: logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    // One line per review is logged by the handler; Fastify's own per-request lines would double it.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
     // The API server gives a webhook at most 30 s; a request that takes longer is never awaited.
     requestTimeout: 30_000,
