@@ -9,6 +9,7 @@ export const ANNOTATIONS = {
   inject: `${ANNOTATION_PREFIX}inject`,
   envoyContainer: `${ANNOTATION_PREFIX}envoy-container`,
   status: `${ANNOTATION_PREFIX}status`,
+  nativeSidecar: `${ANNOTATION_PREFIX}native-sidecar`,
 } as const;
 
 /** Annotation suffix → the drain setting it overrides. */
@@ -26,7 +27,10 @@ const OVERRIDE_SETTINGS: Readonly<Record<keyof DrainDefaults, Setting<number>>> 
   'termination-grace-period': GRACE_PERIOD_SETTING,
 };
 
-const KNOWN_SUFFIXES = new Set([...Object.keys(OVERRIDES), 'inject', 'envoy-container', 'status']);
+const KNOWN_SUFFIXES = new Set([
+  ...Object.keys(OVERRIDES),
+  ...Object.values(ANNOTATIONS).map((key) => key.slice(ANNOTATION_PREFIX.length)),
+]);
 
 export interface ResolvedPlan {
   readonly plan: PodDrainPlan;

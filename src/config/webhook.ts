@@ -37,6 +37,11 @@ export const WEBHOOK_SETTINGS = {
     default: 'IfNotPresent',
     help: 'imagePullPolicy of the injected container.',
   } satisfies Setting<string>,
+  'native-sidecar': {
+    kind: kinds.boolean,
+    default: false,
+    help: 'Inject the sidecar as a native sidecar (init container with restartPolicy Always, Kubernetes 1.29+); pods may override with an annotation.',
+  } satisfies Setting<boolean>,
   'body-limit': {
     kind: kinds.byteSize,
     default: 3 * 1024 * 1024,
@@ -60,6 +65,8 @@ export interface WebhookConfig {
 export interface InjectionConfig {
   readonly sidecarImage: string;
   readonly sidecarImagePullPolicy: string;
+  /** Default for pods without the native-sidecar annotation. */
+  readonly nativeSidecar: boolean;
   readonly defaults: PodDrainPlan;
 }
 
@@ -77,6 +84,7 @@ export function parseWebhookConfig(args: readonly string[], env: NodeJS.ProcessE
     injection: {
       sidecarImage: values['sidecar-image'],
       sidecarImagePullPolicy: values['sidecar-image-pull-policy'],
+      nativeSidecar: values['native-sidecar'],
       defaults,
     },
   };

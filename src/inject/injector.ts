@@ -32,6 +32,8 @@ export interface InjectionStatus {
   readonly sidecar: string;
   readonly envoyContainer: string;
   readonly servePort: number;
+  /** True when the sidecar was injected as a native sidecar (an init container). */
+  readonly native: boolean;
 }
 
 export function injectPod(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
@@ -75,6 +77,7 @@ function decide(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
     sidecar: SIDECAR_CONTAINER_NAME,
     envoyContainer: envoyContainer.name,
     servePort: plan.servePort,
+    native: booleanAnnotation(annotations, ANNOTATIONS.nativeSidecar) ?? config.nativeSidecar,
   };
   return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status), plan, warnings };
 }
@@ -84,10 +87,14 @@ function skip(reason: SkipReason, warnings: readonly string[] = []): InjectionOu
 }
 
 function wantsInjection(annotations: Readonly<Record<string, string>> | undefined): boolean {
-  const raw = annotations?.[ANNOTATIONS.inject];
-  if (raw === undefined) return true;
+  return booleanAnnotation(annotations, ANNOTATIONS.inject) ?? true;
+}
+
+function booleanAnnotation(annotations: Readonly<Record<string, string>> | undefined, key: string): boolean | undefined {
+  const raw = annotations?.[key];
+  if (raw === undefined) return undefined;
   const value = boolean.parse(String(raw));
-  if (value === undefined) throw new ConfigError(`annotation ${ANNOTATIONS.inject}`, String(raw), boolean.form);
+  if (value === undefined) throw new ConfigError(`annotation ${key}`, String(raw), boolean.form);
   return value;
 }
 
@@ -140,6 +147,11 @@ function mutate(
   const containers = spec.containers.map((container, index) =>
     index === envoyIndex ? { ...container, lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan) } } : container,
   );
+  const sidecar = buildSidecarContainer(plan, config, status.native);
+  // A native sidecar goes last among the init containers: bootstrap init containers (Contour's) run first.
+  const placement = status.native
+    ? { containers, initContainers: [...(spec.initContainers ?? []), sidecar] }
+    : { containers: [...containers, sidecar] };
   return {
     ...pod,
     metadata: {
@@ -148,7 +160,7 @@ function mutate(
     },
     spec: {
       ...spec,
-      containers: [...containers, buildSidecarContainer(plan, config)],
+      ...placement,
       terminationGracePeriodSeconds: plan.terminationGracePeriodSeconds,
     },
   };

@@ -29,8 +29,12 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
   ];
 }
 
-export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfig): V1Container {
-  return {
+/**
+ * The shutdown-manager container. As a native sidecar (init container with restartPolicy Always) it is
+ * stopped only after Envoy has exited, so it needs no preStop hook of its own: Envoy's hook does the waiting.
+ */
+export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfig, native: boolean): V1Container {
+  const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: config.sidecarImage,
     imagePullPolicy: config.sidecarImagePullPolicy,
@@ -61,4 +65,7 @@ export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfi
     // The drain outcome ends up in `kubectl describe pod` even when the log is gone.
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
+  if (!native) return container;
+  const { lifecycle: _ownHookNotNeeded, ...rest } = container;
+  return { ...rest, restartPolicy: 'Always' };
 }

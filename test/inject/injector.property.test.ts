@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1LifecycleHandler, V1Pod } from '@kubernetes/client-node';
 import fc from 'fast-check';
 import jsonPatch from 'fast-json-patch';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
@@ -21,7 +21,7 @@ const containerPort = fc.record({
   name: fc.option(name, { nil: undefined }),
   protocol: fc.constant('TCP'),
 });
-const preStop = fc.constantFrom(
+const preStop = fc.constantFrom<V1LifecycleHandler>(
   { exec: { command: ['sleep', '30'] } },
   { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } },
   { httpGet: { path: '/quit', port: 'admin' } },
@@ -46,6 +46,7 @@ const overrides = fc.record(
     'shutdown-manager.io/check-delay': fc.constantFrom('0s', '10s', '1m'),
     'shutdown-manager.io/min-open-connections': fc.constantFrom('0', '3'),
     'shutdown-manager.io/termination-grace-period': fc.constantFrom('30', '120', '10m'),
+    'shutdown-manager.io/native-sidecar': fc.constantFrom('true', 'false'),
   },
   { requiredKeys: [] },
 );

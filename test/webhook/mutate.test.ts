@@ -66,7 +66,13 @@ describe('an Envoy pod created by a Deployment', () => {
     assert.equal(pod.spec.terminationGracePeriodSeconds, 300);
 
     const status = JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']);
-    assert.deepEqual(status, { version: '0.1.0', sidecar: 'shutdown-manager', envoyContainer: 'envoy', servePort: 8090 });
+    assert.deepEqual(status, {
+      version: '0.1.0',
+      sidecar: 'shutdown-manager',
+      envoyContainer: 'envoy',
+      servePort: 8090,
+      native: false,
+    });
     // Untouched parts stay as they were.
     assert.deepEqual(pod.metadata.managedFields, body.request.object.metadata.managedFields);
     assert.deepEqual(pod.spec.volumes, body.request.object.spec.volumes);
@@ -105,6 +111,33 @@ describe('an Envoy pod created by a Deployment', () => {
     assert.equal(answer.apiVersion, 'admission.k8s.io/v1beta1');
     assert.equal(answer.response.uid, body.request.uid);
     assert.equal(answer.response.patchType, 'JSONPatch');
+  });
+});
+
+describe('native sidecars (Kubernetes 1.29+)', () => {
+  test('the annotation injects an init container with restartPolicy Always, after the bootstrap init container', async () => {
+    const body = await loadReview('contour-daemonset-pod.json');
+    body.request.object.metadata.annotations['shutdown-manager.io/native-sidecar'] = 'true';
+    const pod = applyResponse(body.request.object, (await review(body)).response);
+    assert.deepEqual(pod.spec.initContainers.map((c: Json) => c.name), ['envoy-initconfig', 'shutdown-manager']);
+    assert.deepEqual(pod.spec.containers.map((c: Json) => c.name), ['envoy']);
+    const sidecar = pod.spec.initContainers[1];
+    assert.equal(sidecar.restartPolicy, 'Always');
+    assert.equal(sidecar.lifecycle, undefined, 'stopped after Envoy, it has nothing to wait for');
+    assert.equal(sidecar.livenessProbe.httpGet.path, '/healthz');
+    assert.equal(container(pod, 'envoy').lifecycle.preStop.httpGet.path, '/shutdown');
+    assert.equal(JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']).native, true);
+
+    body.request.object = pod;
+    assert.equal((await review(body)).response.patch, undefined, 're-injection is a no-op for native sidecars too');
+  });
+
+  test('a bad value is denied', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.metadata.annotations = { 'shutdown-manager.io/native-sidecar': 'on' };
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, false);
+    assert.match(answer.response.status.message, /annotation shutdown-manager.io\/native-sidecar: "on" is not valid; expected "true" or "false"/);
   });
 });
 

@@ -1,0 +1,140 @@
+/**
+ * Envoy's /stats output, parsed, and the count of open downstream connections derived from it.
+ * Pure functions only: the admin client fetches, this module decides what the numbers mean.
+ *
+ * What is counted, and why:
+ * - `listener.<name>.downstream_cx_active` counts every accepted connection of a listener, HTTP or
+ *   TCP proxy alike (Contour's `http.ingress_http.*` misses TCP proxies).
+ * - `listener.admin.*` is Envoy's admin listener: our own polling connections live there.
+ * - `listener.<name>.worker_<n>.*` are per-worker copies of the same connections.
+ * - `envoy_internal` listeners carry connections that already entered through a real listener.
+ * - `http.<prefix>.downstream_cx_active` is NOT added: those connections are also listener connections.
+ */
+
+/** One counter or gauge. Histograms and text readouts carry no connection count and are dropped. */
+export interface StatSample {
+  readonly name: string;
+  readonly value: number;
+}
+
+/** The admin output could not be read as stats: Envoy answered, but not with what we asked for. */
+export class StatsParseError extends Error {
+  override readonly name = 'StatsParseError';
+
+  constructor(reason: string, readonly excerpt: string) {
+    super(`Envoy admin /stats output is not understood (${reason}); it begins ${JSON.stringify(excerpt)}`);
+  }
+}
+
+/** The regex sent as `/stats?filter=`: keeps the answer small. Envoy evaluates it with RE2, partial match. */
+export const DOWNSTREAM_CX_ACTIVE_FILTER = '^listener\\..*\\.downstream_cx_active$';
+
+const EXCERPT_LENGTH = 120;
+
+function excerptOf(body: string): string {
+  return body.length > EXCERPT_LENGTH ? `${body.slice(0, EXCERPT_LENGTH)}…` : body;
+}
+
+/** Reads either output format: JSON (`format=json`) when the body is a JSON object, the plain text otherwise. */
+export function parseStats(body: string): StatSample[] {
+  return body.trimStart().startsWith('{') ? parseJsonStats(body) : parseTextStats(body);
+}
+
+/**
+ * `GET /stats?format=json`: `{"stats":[{"name":"a","value":1}, {"name":"t","value":"text"}, {"histograms":{…}}]}`.
+ * Only numeric values are kept (text readouts have string values; histograms have no `name`).
+ */
+export function parseJsonStats(body: string): StatSample[] {
+  let document: unknown;
+  try {
+    document = JSON.parse(body);
+  } catch (error) {
+    throw new StatsParseError(`invalid JSON: ${(error as Error).message}`, excerptOf(body));
+  }
+  const entries = isRecord(document) ? document['stats'] : undefined;
+  if (!Array.isArray(entries)) throw new StatsParseError('JSON without a "stats" array', excerptOf(body));
+  const samples: StatSample[] = [];
+  for (const entry of entries) {
+    if (!isRecord(entry)) continue;
+    const { name, value } = entry;
+    if (typeof name === 'string' && typeof value === 'number' && Number.isFinite(value)) samples.push({ name, value });
+  }
+  return samples;
+}
+
+const TEXT_LINE = /^([^\s:]+): (.*)$/;
+const INTEGER_VALUE = /^-?\d+$/;
+
+/**
+ * `GET /stats`: one `name: value` line per stat. Text readouts (`name: "text"`) and histograms
+ * (`name: P0(…) …` or `name: No recorded values`) are skipped. Any line of another shape means the
+ * body is not stats output at all (an HTML error page, a proxy's answer…), and the whole body is rejected
+ * rather than half-read: a half-read body could look like "0 connections".
+ */
+export function parseTextStats(body: string): StatSample[] {
+  const samples: StatSample[] = [];
+  for (const line of body.split('\n')) {
+    const trimmed = line.trimEnd();
+    if (trimmed === '') continue;
+    const match = TEXT_LINE.exec(trimmed);
+    if (match === null) throw new StatsParseError(`line ${JSON.stringify(excerptOf(trimmed))} is not "name: value"`, excerptOf(body));
+    const [, name, value] = match as unknown as [string, string, string];
+    if (INTEGER_VALUE.test(value)) samples.push({ name, value: Number(value) });
+  }
+  return samples;
+}
+
+export interface ConnectionCountOptions {
+  /** Count only these listener names (e.g. "0.0.0.0_8080"); empty means every listener but admin and internal. */
+  readonly listeners?: readonly string[];
+}
+
+export interface ConnectionCount {
+  /** Open downstream connections over the counted listeners. */
+  readonly total: number;
+  /** The count of each listener that was counted, by stat name. */
+  readonly byListener: Readonly<Record<string, number>>;
+  /** Listeners asked for by name that Envoy does not report (a typo, or a listener not used yet). */
+  readonly missingListeners: readonly string[];
+}
+
+const LISTENER_ACTIVE = /^listener\.(.+)\.downstream_cx_active$/;
+/** `listener.<name>.worker_3` and the admin listener's `listener.admin.main_thread`: per-thread copies. */
+const PER_THREAD_SUFFIX = /\.(?:worker_\d+|main_thread)$/;
+
+/** The listener a stat belongs to, when it is a whole-listener `downstream_cx_active` gauge; undefined otherwise. */
+export function listenerOfActiveConnections(statName: string): string | undefined {
+  const match = LISTENER_ACTIVE.exec(statName);
+  const listener = match?.[1];
+  if (listener === undefined || PER_THREAD_SUFFIX.test(listener)) return undefined;
+  return listener;
+}
+
+function isExcludedListener(listener: string): boolean {
+  return listener === 'admin' || listener.startsWith('admin.') || listener.startsWith('envoy_internal');
+}
+
+/** Sums the open downstream connections of the counted listeners. */
+export function countDownstreamConnections(
+  samples: Iterable<StatSample>,
+  options: ConnectionCountOptions = {},
+): ConnectionCount {
+  const wanted = options.listeners !== undefined && options.listeners.length > 0 ? new Set(options.listeners) : undefined;
+  const byListener: Record<string, number> = {};
+  let total = 0;
+  for (const { name, value } of samples) {
+    const listener = listenerOfActiveConnections(name);
+    if (listener === undefined) continue;
+    if (wanted === undefined ? isExcludedListener(listener) : !wanted.has(listener)) continue;
+    // Envoy's gauges are unsigned: a negative value can only come from a broken source, and is no count.
+    const open = Math.max(0, value);
+    byListener[listener] = (byListener[listener] ?? 0) + open;
+    total += open;
+  }
+  const missingListeners = wanted === undefined ? [] : [...wanted].filter((listener) => !(listener in byListener));
+  return { total, byListener, missingListeners };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,150 @@
+/**
+ * Sidecar mode: `node dist/main.js mode=sidecar [flags]`. Wires the config, the Envoy admin client,
+ * the drain and the HTTP server together, and owns the process-level concerns (signals, exit).
+ *
+ * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
+ * matter (no fastify, no undici; see src/envoy/admin-client.ts).
+ */
+import { pino, type Logger } from 'pino';
+import { formatDuration } from '../config/duration.js';
+import { ConfigError, ConfigErrors } from '../config/errors.js';
+import { describeSettings, HelpRequested } from '../config/settings.js';
+import { parseSidecarConfig, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
+import { EnvoyAdminClient } from '../envoy/admin-client.js';
+import { Drain } from './drain.js';
+import { startDrainServer } from './server.js';
+
+export const SIDECAR_USAGE = `Usage: envoy-shutdown-manager mode=sidecar [flags]
+
+Runs next to Envoy. GET /shutdown (the preStop hook of both containers) fails Envoy's health checks,
+drains its listeners and blocks until its open downstream connections are at or below
+--min-open-connections, or until --drain-timeout. GET /healthz is the liveness probe; GET /drain shows
+the drain's state as JSON.
+
+Flags (each can also be set by its environment variable):
+${describeSettings(SIDECAR_SETTINGS)}
+`;
+
+/** Entry point used by src/main.ts. Resolves once the server listens; the process then runs until SIGTERM. */
+export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
+  let config: SidecarConfig;
+  try {
+    config = parseSidecarConfig(args, env);
+  } catch (error) {
+    if (error instanceof HelpRequested) {
+      process.stdout.write(SIDECAR_USAGE);
+      return;
+    }
+    throw error;
+  }
+  checkConsistency(config);
+  const sidecar = await startSidecar(config);
+  stopOnSignals(sidecar);
+}
+
+/** Settings that are each valid but cannot work together. */
+function checkConsistency(config: SidecarConfig): void {
+  const errors: ConfigError[] = [];
+  if (config.checkDelayMs >= config.drainTimeoutMs) {
+    errors.push(
+      new ConfigError(
+        'flag --check-delay',
+        formatDuration(config.checkDelayMs),
+        `a delay shorter than --drain-timeout (${formatDuration(config.drainTimeoutMs)}), or no connection is ever counted`,
+      ),
+    );
+  }
+  if (config.servePort === config.adminPort && config.serveAddress === config.adminAddress) {
+    errors.push(new ConfigError('flag --serve-port', String(config.servePort), `a port other than Envoy's admin port`));
+  }
+  if (errors.length > 0) throw new ConfigErrors(errors);
+}
+
+export interface RunningSidecar {
+  readonly port: number;
+  readonly drain: Drain;
+  readonly log: Logger;
+  /** Interrupts a running drain, answers the /shutdown requests held, and closes everything. */
+  stop(): Promise<void>;
+}
+
+export async function startSidecar(config: SidecarConfig, log: Logger = createLogger(config.logLevel)): Promise<RunningSidecar> {
+  const envoy = new EnvoyAdminClient({
+    address: config.adminAddress,
+    port: config.adminPort,
+    timeoutMs: config.adminTimeoutMs,
+    listeners: config.listeners,
+  });
+  const drain = new Drain(
+    envoy,
+    {
+      checkDelayMs: config.checkDelayMs,
+      checkIntervalMs: config.checkIntervalMs,
+      minOpenConnections: config.minOpenConnections,
+      drainTimeoutMs: config.drainTimeoutMs,
+      refusalsBeforeExited: config.adminRefusalsBeforeExited,
+    },
+    log,
+  );
+  const server = await startDrainServer({
+    drain,
+    minOpenConnections: config.minOpenConnections,
+    host: config.serveAddress,
+    port: config.servePort,
+    log,
+  });
+  log.info(
+    {
+      event: 'listening',
+      address: config.serveAddress,
+      port: server.port,
+      envoy_admin: envoy.target,
+      check_interval_ms: config.checkIntervalMs,
+      check_delay_ms: config.checkDelayMs,
+      min_connections: config.minOpenConnections,
+      drain_timeout_ms: config.drainTimeoutMs,
+      listeners: config.listeners,
+    },
+    'shutdown manager listening',
+  );
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      drain.interrupt();
+      await server.close();
+      envoy.close();
+    })());
+  return { port: server.port, drain, log, stop };
+}
+
+function createLogger(level: string): Logger {
+  return pino({
+    level,
+    base: { component: 'shutdown-manager' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+  });
+}
+
+/** How long SIGTERM handling may take before the process exits anyway: it must never outlive its grace. */
+const EXIT_DEADLINE_MS = 3_000;
+
+function stopOnSignals(sidecar: RunningSidecar): void {
+  const onSignal = (signal: NodeJS.Signals): void => {
+    sidecar.log.info({ event: 'signal', signal, drain_state: sidecar.drain.current }, `received ${signal}, stopping`);
+    setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();
+    sidecar.stop().then(
+      () => {
+        sidecar.log.info({ event: 'stopped' }, 'shutdown manager stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        sidecar.log.error({ event: 'stop_failed', error: String(error) }, 'stopping failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}

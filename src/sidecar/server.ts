@@ -1,0 +1,116 @@
+/**
+ * The sidecar's HTTP edge (node:http, no framework: this process should stay small). Routes only
+ * translate between HTTP and the Drain; every decision lives there.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SIDECAR_PATHS } from '../config/endpoints.js';
+import { describeOutcome, type Drain, type DrainOutcome } from './drain.js';
+
+export interface ServerLogger {
+  info(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+export interface DrainServer {
+  readonly port: number;
+  /**
+   * Stops listening and resolves once every connection is closed. Held /shutdown requests are answered
+   * first (interrupt the drain before, so that they have an answer); stragglers are cut after a second.
+   */
+  close(): Promise<void>;
+}
+
+/** Receiving a request must be quick (they have no body); answering /shutdown may take as long as the drain. */
+const REQUEST_RECEIVE_TIMEOUT_MS = 30_000;
+/** How long close() lets in-flight responses finish before cutting their connections. */
+const CLOSE_GRACE_MS = 1_000;
+
+export async function startDrainServer(options: {
+  readonly drain: Drain;
+  readonly minOpenConnections: number;
+  readonly host: string;
+  readonly port: number;
+  readonly log: ServerLogger;
+}): Promise<DrainServer> {
+  const { drain, minOpenConnections, log } = options;
+  const server = http.createServer({ requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS }, (request, response) => {
+    const path = (request.url ?? '/').split('?', 1)[0];
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      reply(response, 405, 'text/plain', `${request.method ?? ''} not allowed; use GET\n`, { allow: 'GET, HEAD' });
+      return;
+    }
+    switch (path) {
+      case SIDECAR_PATHS.healthz:
+        reply(response, 200, 'text/plain', 'ok\n');
+        return;
+      case SIDECAR_PATHS.drain:
+        reply(response, 200, 'application/json', `${JSON.stringify(drain.snapshot(), null, 2)}\n`);
+        return;
+      case SIDECAR_PATHS.shutdown:
+        answerWhenDrained(response, drain.start(), minOpenConnections, log);
+        return;
+      default:
+        reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
+    }
+  });
+  // Node's default keep-alive of 5 s would hold the process after close(); kubelet probes open a new connection each time anyway.
+  server.keepAliveTimeout = 1_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    port,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // A keep-alive socket becomes idle once its response is written: sweep until none is left.
+      const sweeper = setInterval(() => server.closeIdleConnections(), 20);
+      const cutoff = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
+      server.closeIdleConnections();
+      try {
+        await closed;
+      } finally {
+        clearInterval(sweeper);
+        clearTimeout(cutoff);
+      }
+    },
+  };
+}
+
+function answerWhenDrained(
+  response: http.ServerResponse,
+  outcome: Promise<DrainOutcome>,
+  minOpenConnections: number,
+  log: ServerLogger,
+): void {
+  outcome.then(
+    (result) => {
+      const status = result.state === 'drained' ? 200 : 503;
+      reply(response, status, 'text/plain', `${describeOutcome(result, minOpenConnections)}\n`);
+    },
+    (error: unknown) => {
+      log.error({ event: 'drain_failed', error: String(error) }, 'the drain failed unexpectedly');
+      reply(response, 500, 'text/plain', `drain failed: ${String(error)}\n`);
+    },
+  );
+}
+
+function reply(
+  response: http.ServerResponse,
+  status: number,
+  contentType: string,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
+  // The caller may have given up (a kubelet hook abandoned at the grace period): nothing to answer.
+  if (response.destroyed || response.writableEnded) return;
+  response.writeHead(status, { 'content-type': `${contentType}; charset=utf-8`, 'cache-control': 'no-store', ...headers });
+  response.end(response.req.method === 'HEAD' ? undefined : body);
+}
