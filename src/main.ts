@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else
- * (or `mode=webhook`) runs the admission webhook. Each mode is imported lazily so that the sidecar
+ * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector. Each mode is imported lazily so that the sidecar
  * never pays for the webhook's dependencies in memory or start-up time.
  */
 import { ConfigErrors } from './config/errors.js';
@@ -26,6 +26,12 @@ class UsageError extends Error {
 }
 
 async function main(): Promise<void> {
+  if (process.argv[2] === 'inject') {
+    const { runInjectCommand } = await import('./cli/inject.js');
+    const io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env };
+    process.exitCode = await runInjectCommand(process.argv.slice(3), io);
+    return;
+  }
   const { mode, args } = splitMode(process.argv.slice(2));
   if (mode === 'sidecar') {
     const { startSidecarFromArgs } = await import('./sidecar/main.js');

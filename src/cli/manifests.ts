@@ -1,0 +1,150 @@
+/**
+ * Offline injection into a stream of Kubernetes manifests (like `istioctl kube-inject`): the same pure
+ * injector as the webhook, applied to Pods and to the pod templates of workload controllers. Documents
+ * that are not changed are written back byte for byte; a changed document is edited through the YAML
+ * document model, so its comments survive.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { Document, LineCounter, parseAllDocuments } from 'yaml';
+import type { InjectionConfig } from '../config/webhook.js';
+import { injectPod, type InjectionOutcome } from '../inject/injector.js';
+import { podPatch, type Operation } from '../inject/patch.js';
+
+/** Where the pod template sits in each kind of workload (a Pod is its own template). */
+const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
+  Pod: [],
+  Deployment: ['spec', 'template'],
+  DaemonSet: ['spec', 'template'],
+  StatefulSet: ['spec', 'template'],
+  ReplicaSet: ['spec', 'template'],
+  ReplicationController: ['spec', 'template'],
+  Job: ['spec', 'template'],
+  CronJob: ['spec', 'jobTemplate', 'spec', 'template'],
+};
+
+export class ManifestError extends Error {
+  override readonly name = 'ManifestError';
+}
+
+export interface InjectedManifests {
+  readonly output: string;
+  /** "document 2 (Deployment edge/envoy)"-prefixed warnings and skips, for stderr. */
+  readonly notes: readonly string[];
+  readonly injected: number;
+}
+
+type Json = Record<string, unknown>;
+type Path = readonly (string | number)[];
+
+export function injectManifests(text: string, config: InjectionConfig): InjectedManifests {
+  return /^\s*[[{]/.test(text) ? injectJson(text, config) : injectYaml(text, config);
+}
+
+/** JSON in, JSON out (kubectl -o json, a List): the same edits, without YAML formatting to preserve. */
+function injectJson(text: string, config: InjectionConfig): InjectedManifests {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new ManifestError(`document 1: not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const document = new Document(parsed);
+  const notes: string[] = [];
+  const injected = injectDocument(document, config, (note) => notes.push(`document 1 (${describe(document)}): ${note}`));
+  return { output: injected > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, notes, injected };
+}
+
+function injectYaml(text: string, config: InjectionConfig): InjectedManifests {
+  const lineCounter = new LineCounter();
+  const documents = parseAllDocuments(text, { lineCounter });
+  if (!Array.isArray(documents)) return { output: text, notes: [], injected: 0 }; // only comments
+  const notes: string[] = [];
+  let injected = 0;
+  let output = '';
+  documents.forEach((document, index) => {
+    const label = `document ${index + 1}`;
+    const firstError = document.errors[0];
+    if (firstError !== undefined) {
+      const where = firstError.linePos?.[0];
+      const position = where ? ` (line ${where.line}, column ${where.col})` : '';
+      throw new ManifestError(`${label}${position}: ${firstError.message.split('\n')[0]}`);
+    }
+    const start = index === 0 ? 0 : document.range[0];
+    const end = documents[index + 1]?.range[0] ?? text.length;
+    const changed = injectDocument(document, config, (note) => notes.push(`${label} (${describe(document)}): ${note}`));
+    injected += changed;
+    output += changed > 0 ? document.toString() : text.slice(start, end);
+  });
+  return { output, notes, injected };
+}
+
+/** Injects every pod template found in the document (a List holds several); returns how many were injected. */
+function injectDocument(document: Document, config: InjectionConfig, note: (text: string) => void): number {
+  const root = document.toJS({ maxAliasCount: 100 }) as unknown;
+  if (!isObject(root)) return 0;
+  const targets: Array<{ object: Json; base: Path }> =
+    root.kind === 'List' && Array.isArray(root.items)
+      ? root.items.flatMap((item, i) => (isObject(item) ? [{ object: item, base: ['items', i] }] : []))
+      : [{ object: root, base: [] }];
+  let count = 0;
+  for (const { object, base } of targets) {
+    const templatePath = TEMPLATE_PATHS[String(object.kind)];
+    if (templatePath === undefined) continue;
+    const template = getIn(object, templatePath);
+    if (!isObject(template)) continue;
+    const outcome = injectPod(template as V1Pod, config);
+    const operations = operationsFor(outcome, template, object, note);
+    for (const operation of operations) applyToDocument(document, [...base, ...templatePath], operation);
+    if (operations.length > 0) count += 1;
+  }
+  return count;
+}
+
+function operationsFor(outcome: InjectionOutcome, template: Json, object: Json, note: (text: string) => void): Operation[] {
+  switch (outcome.action) {
+    case 'deny':
+      throw new ManifestError(`${String(object.kind)} ${nameOf(object)}: ${outcome.message}`);
+    case 'skip':
+      for (const warning of outcome.warnings) note(warning);
+      return [];
+    case 'inject':
+      for (const warning of outcome.warnings) note(warning);
+      return podPatch(template, outcome.pod);
+  }
+}
+
+/** Applies one diff operation through the YAML model, so that the rest of the document keeps its formatting. */
+function applyToDocument(document: Document, base: Path, operation: Operation): void {
+  const path = [...base, ...parsePointer(operation.path)];
+  if (operation.op === 'remove') document.deleteIn(path);
+  else if (operation.op === 'add' || operation.op === 'replace') document.setIn(path, document.createNode(operation.value));
+  else throw new ManifestError(`internal: unexpected patch operation ${operation.op}`);
+}
+
+/** RFC 6901: "/metadata/annotations/shutdown-manager.io~1status" → ["metadata", "annotations", "shutdown-manager.io/status"]. */
+function parsePointer(pointer: string): (string | number)[] {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
+}
+
+function getIn(object: Json, path: Path): unknown {
+  return path.reduce<unknown>((value, key) => (isObject(value) ? value[key as string] : undefined), object);
+}
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function nameOf(object: Json): string {
+  const metadata = isObject(object.metadata) ? object.metadata : {};
+  const name = String(metadata.name ?? metadata.generateName ?? '(unnamed)');
+  return metadata.namespace ? `${String(metadata.namespace)}/${name}` : name;
+}
+
+function describe(document: Document): string {
+  const root = document.toJS() as unknown;
+  return isObject(root) ? `${String(root.kind ?? 'unknown kind')} ${nameOf(root)}` : 'not an object';
+}

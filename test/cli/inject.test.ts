@@ -1,0 +1,114 @@
+/** `envoy-shutdown-manager inject` as users run it: the built entry point, files and pipes. */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { parse, parseAllDocuments } from 'yaml';
+
+type Json = any; // parsed manifests, navigated freely by the assertions
+
+const ENTRY = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+const FIXTURES = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
+
+function inject(args: string[], input?: string) {
+  const result = spawnSync(process.execPath, [ENTRY, 'inject', ...args], { input, encoding: 'utf8', timeout: 15_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** Splits a YAML stream into its documents' source text, on the `---` lines. */
+function sourceDocuments(text: string): string[] {
+  return text.split(/^---\n/m);
+}
+
+describe('a multi-document YAML stream', () => {
+  const input = readFileSync(`${FIXTURES}mixed.yaml`, 'utf8');
+  const result = inject(['-f', `${FIXTURES}mixed.yaml`]);
+
+  test('exits 0', () => assert.equal(result.code, 0, result.stderr));
+
+  test('documents without an Envoy pod template are written back byte for byte', () => {
+    const before = sourceDocuments(input);
+    const after = sourceDocuments(result.stdout);
+    assert.equal(after.length, before.length);
+    for (const index of [0, 2, 3, 5]) assert.equal(after[index], before[index], `document ${index + 1} changed`);
+  });
+
+  test('the Deployment template gets the sidecar, its annotation overrides, and keeps its comment', () => {
+    const deployment: Json = parseAllDocuments(result.stdout)[1]?.toJS();
+    const spec = deployment.spec.template.spec;
+    assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
+    assert.ok(spec.containers[1].args.includes('--check-delay=15s'));
+    assert.equal(spec.containers[0].lifecycle.preStop.httpGet.path, '/shutdown');
+    assert.equal(spec.terminationGracePeriodSeconds, 300);
+    assert.ok(deployment.spec.template.metadata.annotations['shutdown-manager.io/status']);
+    assert.match(sourceDocuments(result.stdout)[1] ?? '', /replicas: 3 # one per zone/);
+  });
+
+  test('the CronJob pod template is injected too', () => {
+    const cronJob: Json = parseAllDocuments(result.stdout)[4]?.toJS();
+    const names = cronJob.spec.jobTemplate.spec.template.spec.containers.map((c: Json) => c.name);
+    assert.deepEqual(names, ['envoy', 'shutdown-manager']);
+  });
+
+  test('injecting the output again changes nothing', () => {
+    const again = inject(['-f', '-'], result.stdout);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stdout, result.stdout);
+  });
+
+  test('flags set the defaults, as on the webhook', () => {
+    const custom = inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval=1s', '--native-sidecar', '--sidecar-image=registry.local/esm:dev']);
+    assert.equal(custom.code, 0, custom.stderr);
+    const spec = (parseAllDocuments(custom.stdout)[1]?.toJS() as Json).spec.template.spec;
+    assert.equal(spec.initContainers[0].image, 'registry.local/esm:dev');
+    assert.equal(spec.initContainers[0].restartPolicy, 'Always');
+    assert.ok(spec.initContainers[0].args.includes('--check-interval=1s'));
+  });
+});
+
+describe('JSON', () => {
+  test('a List is injected item by item and written as JSON', () => {
+    const result = inject(['--filename', `${FIXTURES}list.json`]);
+    assert.equal(result.code, 0, result.stderr);
+    const list = JSON.parse(result.stdout);
+    assert.deepEqual(list.items[0].spec.template.spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
+    assert.deepEqual(list.items[1], JSON.parse(readFileSync(`${FIXTURES}list.json`, 'utf8')).items[1]);
+  });
+});
+
+describe('errors name what is wrong', () => {
+  test('bad YAML: the document and the line', () => {
+    const result = inject(['-f', '-'], 'kind: Namespace\nmetadata: {name: a}\n---\nkind: Pod\nmetadata:\n  labels: [app: envoy\nspec: {}\n');
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /inject: document 2 \(line \d+, column \d+\): /);
+    assert.equal(result.stdout, '', 'nothing half-written to stdout');
+  });
+
+  test('a bad annotation: the resource, the annotation and the accepted form', () => {
+    const yaml = readFileSync(`${FIXTURES}mixed.yaml`, 'utf8').replace('check-delay: 15s', 'check-delay: soon');
+    const result = inject(['-f', '-'], yaml);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /Deployment edge\/envoy: annotation shutdown-manager.io\/check-delay: "soon" is not valid; expected a Go duration/);
+    assert.equal(result.stdout, '');
+  });
+
+  test('a missing file, a missing -f, an unknown flag', () => {
+    assert.match(inject(['-f', '/nonexistent.yaml']).stderr, /cannot read \/nonexistent.yaml: ENOENT/);
+    const noFile = inject([]);
+    assert.equal(noFile.code, 2);
+    assert.match(noFile.stderr, /missing -f FILE/);
+    const unknown = inject(['-f', '-', '--port=1'], '');
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /unknown flag --port=1/);
+  });
+
+  test('a skipped Envoy pod is explained on stderr', () => {
+    const pod = 'apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: envoy}}\nspec:\n  containers: [{name: a, image: busybox}]\n';
+    const result = inject(['-f', '-'], pod);
+    assert.equal(result.code, 0);
+    assert.equal(result.stdout, pod);
+    assert.match(result.stderr, /note: document 1 \(Pod p\): not injected: no Envoy container found/);
+    assert.deepEqual(parse(result.stdout).spec.containers.length, 1);
+  });
+});
