@@ -3,6 +3,7 @@ export const WEBHOOK_PATHS = {
   mutate: '/mutate',
   healthz: '/healthz',
   readyz: '/readyz',
+  metrics: '/metrics',
 } as const;
 
 export const SIDECAR_PATHS = {

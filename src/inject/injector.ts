@@ -24,7 +24,8 @@ export type SkipReason = 'not-envoy' | 'opted-out' | 'already-injected' | 'hand-
 export type InjectionOutcome =
   | { readonly action: 'inject'; readonly pod: V1Pod; readonly plan: PodDrainPlan; readonly warnings: readonly string[] }
   | { readonly action: 'skip'; readonly reason: SkipReason; readonly warnings: readonly string[] }
-  | { readonly action: 'deny'; readonly message: string };
+  /** `settings` names what was wrong ("check-delay", "serve-port"): a short, bounded list for metrics. */
+  | { readonly action: 'deny'; readonly message: string; readonly settings: readonly string[] };
 
 /** What the status annotation records, so that a later look (or a later webhook call) knows what was done. */
 export interface InjectionStatus {
@@ -40,10 +41,15 @@ export function injectPod(pod: V1Pod, config: InjectionConfig): InjectionOutcome
   try {
     return decide(pod, config);
   } catch (error) {
-    if (error instanceof ConfigErrors) return { action: 'deny', message: error.message };
-    if (error instanceof ConfigError) return { action: 'deny', message: error.message };
-    throw error;
+    const errors = error instanceof ConfigErrors ? error.errors : error instanceof ConfigError ? [error] : undefined;
+    if (errors === undefined) throw error;
+    return { action: 'deny', message: errors.map((e) => e.message).join('; '), settings: errors.map(settingName) };
   }
+}
+
+/** "annotation shutdown-manager.io/check-delay" → "check-delay"; "serve-port (annotation … or default)" → "serve-port". */
+function settingName(error: ConfigError): string {
+  return /(?:^annotation shutdown-manager\.io\/|^default |^)([a-z-]+)/.exec(error.source)?.[1] ?? 'unknown';
 }
 
 function decide(pod: V1Pod, config: InjectionConfig): InjectionOutcome {

@@ -14,6 +14,7 @@ import {
   reviewAdmission,
   type AdmissionDecision,
 } from './admission.js';
+import { WebhookMetrics } from './metrics.js';
 import { CertificateReloader, readTlsMaterial, TLS_OPTIONS } from './tls.js';
 
 export interface WebhookServer {
@@ -56,7 +57,7 @@ export async function startWebhookServer(
     ...(options.certPollIntervalMs === undefined ? {} : { pollIntervalMs: options.certPollIntervalMs }),
   });
 
-  registerRoutes(app, config);
+  registerRoutes(app, config, new WebhookMetrics());
   await app.listen({ port: config.port, host: config.address });
   reloader.start();
 
@@ -74,15 +75,29 @@ export async function startWebhookServer(
   };
 }
 
-function registerRoutes(app: FastifyInstance, config: WebhookConfig): void {
+function registerRoutes(app: FastifyInstance, config: WebhookConfig, metrics: WebhookMetrics): void {
   // The API server only sends JSON; anything else is answered 415 by Fastify rather than parsed as text.
   app.removeContentTypeParser('text/plain');
   app.get(WEBHOOK_PATHS.healthz, async () => 'ok\n');
   app.get(WEBHOOK_PATHS.readyz, async () => 'ok\n');
 
+  app.get(WEBHOOK_PATHS.metrics, async (_request, reply) =>
+    reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
+  );
+
   app.post(WEBHOOK_PATHS.mutate, async (request, reply) => {
-    const review = decodeAdmissionReview(request.body);
-    const { response, decision } = reviewAdmission(review, config.injection);
+    const done = metrics.startReview();
+    let review;
+    let outcome;
+    try {
+      review = decodeAdmissionReview(request.body);
+      outcome = reviewAdmission(review, config.injection);
+    } catch (error) {
+      done('invalid');
+      throw error;
+    }
+    const { response, decision } = outcome;
+    done(decision);
     request.log.info(
       {
         uid: review.request.uid,

@@ -1,0 +1,163 @@
+/**
+ * The image cannot be built here (no Docker engine), so its invariants are checked on the Dockerfile:
+ * multi-stage, Node 24, lock-file installs without dev dependencies, a numeric non-root user, and an
+ * exec-form entrypoint at the file the TypeScript build really emits.
+ */
+import assert from 'node:assert/strict';
+import { access, readFile } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { describe, it } from 'node:test';
+import { DRAIN_SETTINGS } from '../../src/config/drain.js';
+import { WEBHOOK_SETTINGS } from '../../src/config/webhook.js';
+import { MANIFESTS_DIR, REPO_ROOT, findOne, getObject, resolveKustomization } from '../manifests/support.js';
+import { execForm, isInContext, parseCopy, parseDockerfile, type Stage } from './dockerfile.js';
+
+const dockerfile = parseDockerfile(await readFile(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
+const dockerignore = await readFile(join(REPO_ROOT, '.dockerignore'), 'utf8');
+const packageJson = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
+  type?: string;
+  scripts: Record<string, string>;
+};
+const { stages } = dockerfile;
+const final = stages[stages.length - 1] as Stage;
+const all = (stage: Stage, keyword: string) => stage.instructions.filter((instruction) => instruction.keyword === keyword);
+const NODE_24 = /^(docker\.io\/(library\/)?)?node:24([.-][\w.-]*)?(@sha256:[0-9a-f]{64})?$|^gcr\.io\/distroless\/nodejs24-debian\d+(:[\w.-]+)?(@sha256:[0-9a-f]{64})?$/;
+
+/** WORKDIR in effect at the end of a stage (absolute WORKDIRs only, which is what we write). */
+function workdir(stage: Stage): string {
+  return all(stage, 'WORKDIR').reduce((dir, instruction) => posix.resolve(dir, instruction.args), '/');
+}
+
+function stageNamed(name: string): Stage {
+  const stage = stages.find((candidate) => candidate.name === name);
+  assert.ok(stage, `a stage named ${name}`);
+  return stage;
+}
+
+describe('Dockerfile', () => {
+  it('is multi-stage, every stage on Node 24, the runtime one last', () => {
+    assert.ok(stages.length >= 2, 'a build stage and a runtime stage');
+    for (const stage of stages) assert.match(stage.image, NODE_24, `FROM ${stage.image}`);
+    const names = stages.map((stage) => stage.name).filter((name) => name !== undefined);
+    assert.equal(new Set(names).size, names.length, 'stage names are unique');
+    assert.equal(dockerfile.global.filter((instruction) => instruction.keyword !== 'ARG').length, 0);
+  });
+
+  it('installs from the lock file only, and without dev dependencies for the runtime', () => {
+    const runs = stages.flatMap((stage) => all(stage, 'RUN').map((run) => ({ stage, run })));
+    for (const { run } of runs) {
+      assert.doesNotMatch(run.args, /\bnpm\s+(install|i|add)\b/, `line ${run.line}: npm install ignores the lock file`);
+      assert.doesNotMatch(run.args, /\byarn\b|\bpnpm\b/, `line ${run.line}: the lock file is npm's`);
+    }
+    // The runtime's node_modules must come from a stage that installed with --omit=dev (or pruned).
+    const copies = all(final, 'COPY').map(parseCopy);
+    const modules = copies.find((copy) => copy.sources.some((source) => source.endsWith('node_modules')));
+    assert.ok(modules?.from, 'node_modules is copied from another stage');
+    const source = stageNamed(modules.from);
+    assert.ok(
+      all(source, 'RUN').some((run) => /\bnpm\s+ci\b.*--omit=dev|\bnpm\s+prune\b.*--omit=dev/.test(run.args)),
+      `stage ${modules.from} installs with --omit=dev`,
+    );
+    for (const stage of stages) {
+      if (all(stage, 'RUN').some((run) => /\bnpm\s+ci\b/.test(run.args))) {
+        const copied = all(stage, 'COPY').map(parseCopy).flatMap((copy) => copy.sources);
+        assert.ok(copied.includes('package-lock.json'), `stage ${stage.name ?? stage.image} copies the lock file before npm ci`);
+      }
+    }
+  });
+
+  it('runs as a numeric non-root user, the one the manifests require', async () => {
+    const users = all(final, 'USER');
+    assert.ok(users.length > 0, 'the runtime stage sets USER');
+    const last = users[users.length - 1];
+    assert.match(last?.args ?? '', /^\d+(:\d+)?$/, 'numeric, so that runAsNonRoot can be verified');
+    const [uid] = (last?.args ?? '').split(':').map(Number);
+    assert.ok(uid !== undefined && uid > 0, 'not root');
+
+    const deployment = findOne(await resolveKustomization(MANIFESTS_DIR), 'Deployment');
+    const podSecurity = getObject(deployment, ['spec', 'template', 'spec', 'securityContext']);
+    assert.equal(podSecurity.runAsUser, uid, 'the Deployment runs as the image user');
+  });
+
+  it('starts node on the entry point the TypeScript build emits, in exec form', async () => {
+    for (const stage of stages) {
+      for (const instruction of [...all(stage, 'ENTRYPOINT'), ...all(stage, 'CMD')]) {
+        assert.ok(execForm(instruction), `line ${instruction.line}: ${instruction.keyword} must be exec form`);
+      }
+    }
+    const entrypoints = all(final, 'ENTRYPOINT');
+    assert.equal(entrypoints.length, 1);
+    const [program, script, ...rest] = execForm(entrypoints[0] as (typeof entrypoints)[number]) ?? [];
+    assert.equal(program, 'node');
+    assert.deepEqual(rest, [], 'mode and flags come from the pod spec, not the image');
+    assert.ok(script !== undefined && posix.isAbsolute(script), 'an absolute script path');
+
+    // Where the build puts main.js: tsconfig.build.json's outDir, src/main.ts under its rootDir.
+    const tsconfig = JSON.parse(await readFile(join(REPO_ROOT, 'tsconfig.build.json'), 'utf8')) as {
+      compilerOptions: { outDir: string; rootDir: string };
+    };
+    await access(join(REPO_ROOT, tsconfig.compilerOptions.rootDir, 'main.ts'));
+    assert.match(packageJson.scripts.build ?? '', /\btsc -p tsconfig\.build\.json\b/);
+    const build = stageNamed('build');
+    assert.ok(all(build, 'RUN').some((run) => /\bnpm run build\b/.test(run.args)), 'the build stage runs npm run build');
+    const emittedDir = posix.join(workdir(build), tsconfig.compilerOptions.outDir);
+
+    // The runtime copies that directory from the build stage to where the entrypoint looks.
+    const copy = all(final, 'COPY')
+      .map(parseCopy)
+      .find((candidate) => candidate.from === 'build' && candidate.sources.includes(emittedDir));
+    assert.ok(copy, `the runtime copies ${emittedDir} from the build stage`);
+    const copiedTo = posix.resolve(workdir(final), copy.destination);
+    assert.equal(script, posix.join(copiedTo, 'main.js'));
+  });
+
+  it('ships package.json next to dist, for "type": "module"', () => {
+    assert.equal(packageJson.type, 'module');
+    const copied = all(final, 'COPY')
+      .map(parseCopy)
+      .filter((copy) => copy.from === undefined);
+    assert.deepEqual(
+      copied.flatMap((copy) => copy.sources),
+      ['package.json'],
+      'only package.json comes from the context into the runtime (no sources, tests or keys)',
+    );
+    assert.equal(posix.resolve(workdir(final), (copied[0] as { destination: string }).destination), workdir(final));
+  });
+
+  it('sets NODE_ENV=production and exposes the webhook and sidecar ports', () => {
+    assert.ok(all(final, 'ENV').some((env) => /^NODE_ENV(=|\s+)production$/.test(env.args)));
+    const exposed = all(final, 'EXPOSE').flatMap((expose) => expose.args.split(/\s+/)).map((port) => port.replace(/\/tcp$/, ''));
+    assert.ok(exposed.includes(String(WEBHOOK_SETTINGS.port.default)));
+    assert.ok(exposed.includes(String(DRAIN_SETTINGS['serve-port'].default)));
+  });
+
+  it('never downloads with ADD', () => {
+    for (const stage of stages) {
+      for (const add of all(stage, 'ADD')) assert.doesNotMatch(add.args, /https?:\/\//, `line ${add.line}`);
+    }
+  });
+});
+
+describe('.dockerignore', () => {
+  it('sends every file the Dockerfile copies from the context', async () => {
+    const sources = stages.flatMap((stage) =>
+      all(stage, 'COPY')
+        .map(parseCopy)
+        .filter((copy) => copy.from === undefined)
+        .flatMap((copy) => copy.sources),
+    );
+    assert.ok(sources.length > 0);
+    for (const source of sources) {
+      await access(join(REPO_ROOT, source));
+      assert.ok(isInContext(dockerignore, source), `${source} is excluded by .dockerignore`);
+    }
+    assert.ok(isInContext(dockerignore, 'src/main.ts'));
+    assert.ok(isInContext(dockerignore, 'src/certs/generate.ts'));
+  });
+
+  it('keeps keys, git history, local builds and tests out of the context', () => {
+    for (const path of ['certs/tls.key', 'certs/ca.crt', 'certs/ca.key', '.git/HEAD', 'node_modules/yaml/package.json', 'dist/main.js', 'test/certs/cli.test.ts', 'manifests/base/deployment.yaml']) {
+      assert.equal(isInContext(dockerignore, path), false, `${path} must not be sent to the builder`);
+    }
+  });
+});

@@ -1,0 +1,119 @@
+/** manifests/example: an Envoy the sidecar can drain, and annotations the webhook accepts. */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { parse } from 'yaml';
+import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan } from '../../src/config/annotations.js';
+import { boolean } from '../../src/config/values.js';
+import { parseWebhookConfig } from '../../src/config/webhook.js';
+import {
+  MANIFESTS_DIR,
+  findOne,
+  get,
+  getArray,
+  getObject,
+  getString,
+  isObject,
+  resolveContainerPort,
+  resolveKustomization,
+  type JsonObject,
+} from './support.js';
+
+const EXAMPLE_DIR = join(MANIFESTS_DIR, 'example');
+const docs = await resolveKustomization(EXAMPLE_DIR);
+const deployment = findOne(docs, 'Deployment');
+const template = getObject(deployment, ['spec', 'template']);
+const envoy = (getArray(template, ['spec', 'containers']) as JsonObject[]).find((c) => c.name === 'envoy');
+const defaults = parseWebhookConfig([], {}).injection.defaults;
+
+function podAnnotations(): Record<string, string> {
+  return (getObject(template, ['metadata']).annotations ?? {}) as Record<string, string>;
+}
+
+/** The ConfigMap the Envoy container reads its --config-path from, parsed. */
+function bootstrap(): JsonObject {
+  assert.ok(envoy);
+  const args = getArray(envoy, ['args']) as string[];
+  const configPath = args[args.indexOf('--config-path') + 1];
+  assert.ok(configPath, 'envoy is started with --config-path');
+  const mount = (getArray(envoy, ['volumeMounts']) as JsonObject[]).find((m) => configPath.startsWith(`${String(m.mountPath)}/`));
+  assert.ok(mount, `${configPath} is on a mounted volume`);
+  const volume = (getArray(template, ['spec', 'volumes']) as JsonObject[]).find((v) => v.name === mount.name);
+  const configMap = findOne(docs, 'ConfigMap', getString(volume, ['configMap', 'name']));
+  const key = configPath.slice(String(mount.mountPath).length + 1);
+  const parsed: unknown = parse(getString(configMap, ['data', key]));
+  assert.ok(isObject(parsed), 'the bootstrap is a YAML mapping');
+  return parsed;
+}
+
+describe('example Envoy', () => {
+  it('is a container named envoy running the Envoy image, in the example namespace', () => {
+    assert.ok(envoy, 'a container named envoy');
+    assert.match(getString(envoy, ['image']), /^envoyproxy\/envoy:v1\.\d+/);
+    const namespace = getString(deployment, ['metadata', 'namespace']);
+    for (const { value, file } of docs) {
+      if (value.kind !== 'Namespace') assert.equal(get(value, ['metadata', 'namespace']), namespace, file);
+    }
+    assert.equal(getString(template, ['metadata', 'labels', 'app']), 'envoy');
+    assert.equal(getString(deployment, ['spec', 'selector', 'matchLabels', 'app']), 'envoy');
+  });
+
+  it('serves admin on 127.0.0.1 at the port the drain plan uses', () => {
+    const { plan, unknownAnnotations } = resolvePodDrainPlan(podAnnotations(), defaults);
+    assert.deepEqual(unknownAnnotations, []);
+    const address = getObject(bootstrap(), ['admin', 'address', 'socket_address']);
+    assert.equal(address.address, '127.0.0.1');
+    assert.equal(address.port_value, plan.adminPort);
+  });
+
+  it('listens on the container port the Service targets, with readiness answered by that listener', () => {
+    assert.ok(envoy);
+    const listeners = getArray(bootstrap(), ['static_resources', 'listeners']) as JsonObject[];
+    const listenerPorts = listeners.map((l) => get(l, ['address', 'socket_address', 'port_value']));
+    const service = findOne(docs, 'Service');
+    for (const port of getArray(service, ['spec', 'ports']) as JsonObject[]) {
+      assert.ok(listenerPorts.includes(resolveContainerPort(envoy, port.targetPort)), 'the Service reaches a listener');
+    }
+    const probe = getObject(envoy, ['readinessProbe', 'httpGet']);
+    const probePort = resolveContainerPort(envoy, probe.port);
+    assert.ok(listenerPorts.includes(probePort), 'readiness goes to a listener: admin is on loopback only');
+    // The listener must answer the probe path itself, so that readiness fails once a drain starts.
+    const text = JSON.stringify(listeners);
+    assert.ok(text.includes('envoy.filters.http.health_check'), 'the listener has a health_check filter');
+    assert.ok(text.includes(JSON.stringify({ exact: probe.path })), `the health_check filter matches ${String(probe.path)}`);
+  });
+
+  it("leaves the sidecar's port free", () => {
+    assert.ok(envoy);
+    const { plan } = resolvePodDrainPlan(podAnnotations(), defaults);
+    const ports = (getArray(envoy, ['ports']) as JsonObject[]).map((p) => p.containerPort);
+    assert.ok(!ports.includes(plan.servePort), `port ${plan.servePort} is the shutdown-manager's`);
+  });
+
+  it('sets annotations the webhook accepts, all under its prefix and none reserved for the webhook', () => {
+    const annotations = podAnnotations();
+    const ours = Object.keys(annotations).filter((key) => key.startsWith(ANNOTATION_PREFIX));
+    assert.ok(ours.length > 0, 'the example shows at least one override');
+    assert.ok(!ours.includes(ANNOTATIONS.status), `${ANNOTATIONS.status} is written by the webhook`);
+    const { plan } = resolvePodDrainPlan(annotations, defaults);
+    assert.equal(plan.checkDelayMs, 15_000);
+    assert.equal(plan.terminationGracePeriodSeconds, 120);
+  });
+
+  it('documents, in comments, only annotations that exist and values the webhook accepts', async () => {
+    const text = await readFile(join(EXAMPLE_DIR, 'deployment.yaml'), 'utf8');
+    const documented = Object.fromEntries(
+      [...text.matchAll(/^\s*#\s*(shutdown-manager\.io\/[a-z-]+):\s*"([^"]*)"/gm)].map(([, key, value]) => [key, value]),
+    ) as Record<string, string>;
+    assert.ok(Object.keys(documented).length >= 6, 'the drain overrides are documented');
+    // Numbers and durations are checked by the drain plan; the switches are plain booleans.
+    const { unknownAnnotations } = resolvePodDrainPlan(documented, defaults);
+    assert.deepEqual(unknownAnnotations, []);
+    for (const key of [ANNOTATIONS.inject, ANNOTATIONS.nativeSidecar]) {
+      const value = documented[key];
+      assert.ok(value !== undefined, `${key} is documented`);
+      assert.notEqual(boolean.parse(value), undefined, `${key}: ${value}`);
+    }
+  });
+});

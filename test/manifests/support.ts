@@ -1,0 +1,189 @@
+/**
+ * Reading manifests/ for the tests: YAML parsing that fails loudly, a minimal kustomize (resources only,
+ * which is all our kustomizations use, and the tests insist on that), path access that names the missing
+ * field, and Kubernetes label-selector semantics.
+ */
+import assert from 'node:assert/strict';
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const MANIFESTS_DIR = join(REPO_ROOT, 'manifests');
+
+export type JsonObject = Record<string, unknown>;
+
+export interface ManifestDoc {
+  /** Path relative to the repository root, for messages. */
+  readonly file: string;
+  readonly value: JsonObject;
+}
+
+export function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Every document of a YAML file, as plain data. Fails on any syntax error or warning, on empty documents
+ * and on values that YAML 1.1 (what kubectl's parser speaks) and YAML 1.2 (the `yaml` default) read
+ * differently, such as `0440`, `on` or `yes`.
+ */
+export async function loadYamlFile(path: string): Promise<unknown[]> {
+  const text = await readFile(path, 'utf8');
+  const name = relative(REPO_ROOT, path);
+  const docs12 = parseAllDocuments(text, { prettyErrors: true });
+  const docs11 = parseAllDocuments(text, { version: '1.1' });
+  assert.ok(Array.isArray(docs12) && Array.isArray(docs11), `${name}: not a YAML stream`);
+  const values: unknown[] = [];
+  docs12.forEach((doc, index) => {
+    assert.deepEqual(doc.errors.map(String), [], `${name} document ${index + 1}: YAML errors`);
+    assert.deepEqual(doc.warnings.map(String), [], `${name} document ${index + 1}: YAML warnings`);
+    const value: unknown = doc.toJS();
+    assert.ok(value !== null && value !== undefined, `${name} document ${index + 1} is empty`);
+    assert.deepEqual(docs11[index]?.toJS(), value, `${name} document ${index + 1} reads differently in YAML 1.1`);
+    values.push(value);
+  });
+  return values;
+}
+
+/** The value at `path`, or an assertion failure naming the first missing step. */
+export function get(value: unknown, path: readonly (string | number)[], where = ''): unknown {
+  let current = value;
+  for (const [index, step] of path.entries()) {
+    const here = `${where}${path.slice(0, index + 1).join('.')}`;
+    if (typeof step === 'number') {
+      assert.ok(Array.isArray(current) && step < current.length, `${here}: no such item`);
+      current = current[step];
+    } else {
+      assert.ok(isObject(current) && step in current, `${here}: no such field`);
+      current = current[step];
+    }
+  }
+  return current;
+}
+
+export function getObject(value: unknown, path: readonly (string | number)[], where = ''): JsonObject {
+  const result = get(value, path, where);
+  assert.ok(isObject(result), `${where}${path.join('.')}: not a mapping`);
+  return result;
+}
+
+export function getArray(value: unknown, path: readonly (string | number)[], where = ''): unknown[] {
+  const result = get(value, path, where);
+  assert.ok(Array.isArray(result), `${where}${path.join('.')}: not a list`);
+  return result;
+}
+
+export function getString(value: unknown, path: readonly (string | number)[], where = ''): string {
+  const result = get(value, path, where);
+  assert.equal(typeof result, 'string', `${where}${path.join('.')}: not a string`);
+  return result as string;
+}
+
+export interface Kustomization {
+  readonly dir: string;
+  readonly resources: readonly string[];
+}
+
+export async function loadKustomization(dir: string): Promise<Kustomization> {
+  const [doc, ...rest] = await loadYamlFile(join(dir, 'kustomization.yaml'));
+  const name = relative(REPO_ROOT, join(dir, 'kustomization.yaml'));
+  assert.equal(rest.length, 0, `${name}: one document expected`);
+  assert.ok(isObject(doc), `${name}: not a mapping`);
+  assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1beta1', `${name}: apiVersion`);
+  assert.equal(doc.kind, 'Kustomization', `${name}: kind`);
+  // The tests resolve resources themselves; any transformer (namespace:, patches, images...) would make
+  // what they check differ from what kubectl applies.
+  assert.deepEqual(Object.keys(doc).sort(), ['apiVersion', 'kind', 'resources'], `${name}: only resources are supported`);
+  const resources = getArray(doc, ['resources'], `${name}: `);
+  for (const entry of resources) assert.equal(typeof entry, 'string', `${name}: resources entries are paths`);
+  return { dir, resources: resources as string[] };
+}
+
+/** Directories under manifests/ (itself included). */
+export async function manifestDirs(dir = MANIFESTS_DIR): Promise<string[]> {
+  const dirs = [dir];
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    if (entry.isDirectory()) dirs.push(...(await manifestDirs(join(dir, entry.name))));
+  }
+  return dirs;
+}
+
+export async function isDirectory(path: string): Promise<boolean> {
+  return stat(path).then(
+    (info) => info.isDirectory(),
+    () => false,
+  );
+}
+
+/** What `kubectl apply -k dir` sends, given that our kustomizations only list resources. */
+export async function resolveKustomization(dir: string): Promise<ManifestDoc[]> {
+  const { resources } = await loadKustomization(dir);
+  const docs: ManifestDoc[] = [];
+  for (const entry of resources) {
+    const path = join(dir, entry);
+    if (await isDirectory(path)) {
+      docs.push(...(await resolveKustomization(path)));
+      continue;
+    }
+    for (const value of await loadYamlFile(path)) {
+      assert.ok(isObject(value), `${relative(REPO_ROOT, path)}: a document is not a mapping`);
+      docs.push({ file: relative(REPO_ROOT, path), value });
+    }
+  }
+  return docs;
+}
+
+/** The one object of that kind (and name, if given); fails when there are none or several. */
+export function findOne(docs: readonly ManifestDoc[], kind: string, name?: string): JsonObject {
+  const matches = docs.filter(
+    (doc) => doc.value.kind === kind && (name === undefined || get(doc.value, ['metadata', 'name']) === name),
+  );
+  assert.equal(matches.length, 1, `exactly one ${kind}${name === undefined ? '' : ` named ${name}`} expected`);
+  return (matches[0] as ManifestDoc).value;
+}
+
+export function findAll(docs: readonly ManifestDoc[], kind: string): JsonObject[] {
+  return docs.filter((doc) => doc.value.kind === kind).map((doc) => doc.value);
+}
+
+/** Kubernetes LabelSelector semantics (matchLabels and matchExpressions, ANDed). */
+export function selects(selector: unknown, labels: Readonly<Record<string, string>>): boolean {
+  assert.ok(isObject(selector), 'a label selector is a mapping');
+  const matchLabels = (selector.matchLabels ?? {}) as Record<string, string>;
+  const expressions = (selector.matchExpressions ?? []) as { key: string; operator: string; values?: string[] }[];
+  for (const [key, value] of Object.entries(matchLabels)) if (labels[key] !== value) return false;
+  for (const { key, operator, values = [] } of expressions) {
+    const has = Object.hasOwn(labels, key);
+    const value = labels[key];
+    const ok =
+      operator === 'In'
+        ? has && values.includes(value as string)
+        : operator === 'NotIn'
+          ? !has || !values.includes(value as string)
+          : operator === 'Exists'
+            ? has
+            : operator === 'DoesNotExist'
+              ? !has
+              : assert.fail(`unknown selector operator ${operator}`);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/** A namespace's labels as the API server sees them: it always adds kubernetes.io/metadata.name. */
+export function namespaceLabels(namespace: JsonObject): Record<string, string> {
+  const name = getString(namespace, ['metadata', 'name']);
+  const labels = (getObject(namespace, ['metadata']).labels ?? {}) as Record<string, string>;
+  return { ...labels, 'kubernetes.io/metadata.name': name };
+}
+
+/** A container port given by number or by name, as a number. */
+export function resolveContainerPort(container: JsonObject, port: unknown): number {
+  if (typeof port === 'number') return port;
+  const ports = getArray(container, ['ports']) as JsonObject[];
+  const named = ports.find((candidate) => candidate.name === port);
+  assert.ok(named, `container ${String(container.name)} has no port named ${String(port)}`);
+  return named.containerPort as number;
+}

@@ -1,0 +1,296 @@
+/**
+ * The webhook install agrees with the code: paths, ports, flags and env names come from src/config, and
+ * the names `npm run certs` prints are the ones the manifests use.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { serviceDnsNames } from '../../src/certs/generate.js';
+import { TLS_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME } from '../../src/certs/names.js';
+import { WEBHOOK_PATHS } from '../../src/config/endpoints.js';
+import { envName } from '../../src/config/settings.js';
+import { DEFAULT_SIDECAR_IMAGE, WEBHOOK_SETTINGS, parseWebhookConfig } from '../../src/config/webhook.js';
+import {
+  MANIFESTS_DIR,
+  findAll,
+  findOne,
+  get,
+  getArray,
+  getObject,
+  getString,
+  namespaceLabels,
+  resolveContainerPort,
+  resolveKustomization,
+  selects,
+  type JsonObject,
+} from './support.js';
+
+const INJECT_LABEL = 'shutdown-manager.io/inject';
+
+const install = await resolveKustomization(MANIFESTS_DIR);
+const base = await resolveKustomization(join(MANIFESTS_DIR, 'base'));
+const example = await resolveKustomization(join(MANIFESTS_DIR, 'example'));
+
+const configuration = findOne(install, 'MutatingWebhookConfiguration');
+const webhooks = getArray(configuration, ['webhooks']) as JsonObject[];
+const webhook = webhooks[0] as JsonObject;
+const deployment = findOne(install, 'Deployment');
+const podTemplate = getObject(deployment, ['spec', 'template']);
+const podSpec = getObject(podTemplate, ['spec']);
+const container = (getArray(podSpec, ['containers']) as JsonObject[])[0] as JsonObject;
+const service = findOne(install, 'Service');
+const ownNamespaceName = getString(deployment, ['metadata', 'namespace']);
+const ownNamespace = findOne(install, 'Namespace', ownNamespaceName);
+const podLabels = getObject(podTemplate, ['metadata', 'labels']) as Record<string, string>;
+
+describe('MutatingWebhookConfiguration', () => {
+  it('has one webhook, named as `npm run certs` prints it', () => {
+    assert.equal(webhooks.length, 1, 'the caBundle patch printed by npm run certs targets /webhooks/0');
+    assert.equal(getString(configuration, ['metadata', 'name']), WEBHOOK_CONFIGURATION_NAME);
+    assert.equal(webhook.name, WEBHOOK_NAME);
+  });
+
+  it('is sent pod CREATEs only', () => {
+    assert.deepEqual(webhook.rules, [
+      { operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], scope: 'Namespaced' },
+    ]);
+  });
+
+  it('selects pods labelled app: envoy, and not the webhook itself', () => {
+    assert.deepEqual(getObject(webhook, ['objectSelector', 'matchLabels']), { app: 'envoy' });
+    assert.equal(selects(webhook.objectSelector, { app: 'envoy', 'pod-template-hash': 'abc' }), true);
+    assert.equal(selects(webhook.objectSelector, { app: 'nginx' }), false);
+    assert.equal(selects(webhook.objectSelector, podLabels), false, 'the webhook pods must not match');
+  });
+
+  it('selects only namespaces labelled shutdown-manager.io/inject=enabled', () => {
+    assert.equal(getString(webhook, ['namespaceSelector', 'matchLabels', INJECT_LABEL]), 'enabled');
+    assert.equal(selects(webhook.namespaceSelector, { [INJECT_LABEL]: 'enabled', 'kubernetes.io/metadata.name': 'apps' }), true);
+    assert.equal(selects(webhook.namespaceSelector, { [INJECT_LABEL]: 'disabled' }), false);
+    assert.equal(selects(webhook.namespaceSelector, { 'kubernetes.io/metadata.name': 'apps' }), false);
+  });
+
+  it("never selects the webhook's own namespace, even if someone labels it", () => {
+    const labels = namespaceLabels(ownNamespace);
+    assert.equal(labels[INJECT_LABEL], undefined, 'the webhook namespace must not opt in');
+    assert.equal(selects(webhook.namespaceSelector, labels), false);
+    assert.equal(selects(webhook.namespaceSelector, { ...labels, [INJECT_LABEL]: 'enabled' }), false);
+  });
+
+  it('calls the Service on the mutate path of the server', () => {
+    const target = getObject(webhook, ['clientConfig', 'service']);
+    assert.equal(target.path, WEBHOOK_PATHS.mutate);
+    assert.equal(target.name, getString(service, ['metadata', 'name']));
+    assert.equal(target.namespace, getString(service, ['metadata', 'namespace']));
+    const ports = getArray(service, ['spec', 'ports']) as JsonObject[];
+    assert.ok(
+      ports.some((port) => port.port === (target.port ?? 443)),
+      `the Service exposes port ${String(target.port ?? 443)}`,
+    );
+    assert.equal(getObject(webhook, ['clientConfig']).url, undefined, 'the Service is called, not a URL');
+  });
+
+  it('is safe for dry runs, quick, reinvoked when needed, and fails open', () => {
+    assert.equal(webhook.sideEffects, 'None');
+    assert.deepEqual(webhook.admissionReviewVersions, ['v1']);
+    assert.equal(typeof webhook.timeoutSeconds, 'number');
+    assert.ok((webhook.timeoutSeconds as number) >= 1 && (webhook.timeoutSeconds as number) <= 10);
+    assert.equal(webhook.reinvocationPolicy, 'IfNeeded');
+    // Stated explicitly: the API server's default is Fail, see the comment in the manifest.
+    assert.equal(webhook.failurePolicy, 'Ignore');
+  });
+});
+
+describe('webhook Deployment', () => {
+  it('runs two replicas spread over nodes, its selector matching its pods', () => {
+    assert.equal(get(deployment, ['spec', 'replicas']), 2);
+    assert.equal(selects(get(deployment, ['spec', 'selector']), podLabels), true);
+    const terms = getArray(podSpec, ['affinity', 'podAntiAffinity', 'preferredDuringSchedulingIgnoredDuringExecution']);
+    assert.ok(
+      terms.some(
+        (term) =>
+          get(term, ['podAffinityTerm', 'topologyKey']) === 'kubernetes.io/hostname' &&
+          selects(get(term, ['podAffinityTerm', 'labelSelector']), podLabels),
+      ),
+      'a preferred anti-affinity on kubernetes.io/hostname that selects the webhook pods',
+    );
+  });
+
+  it('serves HTTPS on the default webhook port, named https', () => {
+    const ports = getArray(container, ['ports']) as JsonObject[];
+    const https = ports.find((port) => port.name === 'https');
+    assert.ok(https, 'a container port named https');
+    assert.equal(https.containerPort, WEBHOOK_SETTINGS.port.default);
+  });
+
+  it('is reached through the Service, whose targetPort is that container port', () => {
+    assert.equal(selects({ matchLabels: getObject(service, ['spec', 'selector']) }, podLabels), true);
+    const ports = getArray(service, ['spec', 'ports']) as JsonObject[];
+    assert.equal(ports.length, 1);
+    assert.equal(resolveContainerPort(container, (ports[0] as JsonObject).targetPort), WEBHOOK_SETTINGS.port.default);
+  });
+
+  it('probes the health endpoints over HTTPS', () => {
+    for (const [probe, path] of [
+      ['readinessProbe', WEBHOOK_PATHS.readyz],
+      ['livenessProbe', WEBHOOK_PATHS.healthz],
+    ] as const) {
+      const httpGet = getObject(container, [probe, 'httpGet']);
+      assert.equal(httpGet.path, path, `${probe} path`);
+      assert.equal(httpGet.scheme, 'HTTPS', `${probe} scheme`);
+      assert.equal(resolveContainerPort(container, httpGet.port), WEBHOOK_SETTINGS.port.default, `${probe} port`);
+    }
+  });
+
+  it('passes only known flags, with valid values', () => {
+    const args = getArray(container, ['args']) as string[];
+    for (const arg of args) {
+      if (arg.startsWith('mode=')) {
+        assert.equal(arg, 'mode=webhook');
+        continue;
+      }
+      const match = /^--([a-z-]+)=(.*)$/.exec(arg);
+      assert.ok(match, `${arg}: flags are written --name=value`);
+      const [, name, value] = match as unknown as [string, string, string];
+      assert.ok(Object.hasOwn(WEBHOOK_SETTINGS, name), `--${name} is not a webhook setting`);
+      const setting = WEBHOOK_SETTINGS[name as keyof typeof WEBHOOK_SETTINGS];
+      assert.notEqual(setting.kind.parse(value), undefined, `--${name}=${value}: expected ${setting.kind.form}`);
+    }
+  });
+
+  it('sets only environment variables of known settings, with valid values', () => {
+    const known = new Map(Object.keys(WEBHOOK_SETTINGS).map((name) => [envName(name), name as keyof typeof WEBHOOK_SETTINGS]));
+    const env = getArray(container, ['env']) as JsonObject[];
+    assert.ok(env.length > 0);
+    for (const variable of env) {
+      const name = getString(variable, ['name']);
+      const setting = known.get(name);
+      assert.ok(setting, `${name} is not the variable of any webhook setting`);
+      const value = getString(variable, ['value'], `${name}: `);
+      assert.notEqual(WEBHOOK_SETTINGS[setting].kind.parse(value), undefined, `${name}=${value}`);
+    }
+  });
+
+  it('starts with a configuration the webhook accepts, using this image as the sidecar', () => {
+    const args = (getArray(container, ['args']) as string[]).filter((arg) => !arg.startsWith('mode='));
+    const env = Object.fromEntries((getArray(container, ['env']) as JsonObject[]).map((v) => [v.name, v.value])) as Record<string, string>;
+    const config = parseWebhookConfig(args, env);
+    assert.equal(config.port, WEBHOOK_SETTINGS.port.default);
+    assert.equal(container.image, DEFAULT_SIDECAR_IMAGE);
+    assert.equal(config.injection.sidecarImage, container.image);
+
+    const mount = (getArray(container, ['volumeMounts']) as JsonObject[]).find((m) => m.name === 'tls');
+    assert.ok(mount, 'a volume mount named tls');
+    assert.equal(mount.readOnly, true);
+    assert.equal(mount.subPath, undefined, 'subPath mounts never see a renewed Secret');
+    assert.equal(config.tlsCertFile, `${String(mount.mountPath)}/tls.crt`);
+    assert.equal(config.tlsKeyFile, `${String(mount.mountPath)}/tls.key`);
+  });
+
+  it('mounts the TLS Secret that cert-manager writes and `npm run certs` tells users to create', () => {
+    const volume = (getArray(podSpec, ['volumes']) as JsonObject[]).find((v) => v.name === 'tls');
+    assert.ok(volume);
+    assert.equal(getString(volume, ['secret', 'secretName']), TLS_SECRET_NAME);
+  });
+
+  it('runs locked down: non-root 65532, read-only root, no privilege escalation, no capabilities, RuntimeDefault seccomp', () => {
+    const pod = getObject(podSpec, ['securityContext']);
+    const own = getObject(container, ['securityContext']);
+    const effective = (field: string): unknown => own[field] ?? pod[field];
+    assert.equal(effective('runAsNonRoot'), true);
+    assert.equal(effective('runAsUser'), 65532);
+    assert.equal(own.readOnlyRootFilesystem, true);
+    assert.equal(own.allowPrivilegeEscalation, false);
+    assert.ok((getArray(own, ['capabilities', 'drop']) as string[]).includes('ALL'));
+    assert.equal(own.privileged ?? false, false);
+    assert.equal(get(effective('seccompProfile'), ['type']), 'RuntimeDefault');
+  });
+
+  it('has no API credentials: the ServiceAccount and the pod opt out of the token', () => {
+    const account = findOne(install, 'ServiceAccount');
+    assert.equal(account.automountServiceAccountToken, false);
+    assert.equal(podSpec.serviceAccountName, getString(account, ['metadata', 'name']));
+    assert.equal(podSpec.automountServiceAccountToken, false);
+    assert.deepEqual(findAll(install, 'RoleBinding').concat(findAll(install, 'ClusterRoleBinding')), []);
+  });
+
+  it('declares CPU and memory requests and limits', () => {
+    for (const kind of ['requests', 'limits']) {
+      for (const resource of ['cpu', 'memory']) getString(container, ['resources', kind, resource]);
+    }
+  });
+
+  it('keeps one replica through voluntary disruptions', () => {
+    const budget = findOne(install, 'PodDisruptionBudget');
+    assert.equal(get(budget, ['spec', 'minAvailable']), 1);
+    assert.equal(get(budget, ['metadata', 'namespace']), ownNamespaceName);
+    assert.equal(selects(get(budget, ['spec', 'selector']), podLabels), true);
+  });
+
+  it('puts every namespaced object into the webhook namespace', () => {
+    for (const { value, file } of install) {
+      if (value.kind === 'Namespace' || value.kind === 'MutatingWebhookConfiguration') continue;
+      assert.equal(get(value, ['metadata', 'namespace']), ownNamespaceName, `${file} ${String(value.kind)}`);
+    }
+  });
+});
+
+describe('cert-manager TLS', () => {
+  const annotation = getString(configuration, ['metadata', 'annotations', 'cert-manager.io/inject-ca-from']);
+  const [certNamespace, certName] = annotation.split('/') as [string, string];
+  const certificates = findAll(install, 'Certificate');
+  const issuers = findAll(install, 'Issuer');
+  const named = (objects: JsonObject[], name: unknown): JsonObject => {
+    const found = objects.find((object) => get(object, ['metadata', 'name']) === name);
+    assert.ok(found, `no object named ${String(name)}`);
+    return found;
+  };
+
+  it('injects the CA of the serving Certificate, which writes the Secret the Deployment mounts', () => {
+    const serving = named(certificates, certName);
+    assert.equal(get(serving, ['metadata', 'namespace']), certNamespace);
+    assert.equal(getString(serving, ['spec', 'secretName']), TLS_SECRET_NAME);
+    const volume = (getArray(podSpec, ['volumes']) as JsonObject[]).find((v) => v.name === 'tls');
+    assert.equal(get(volume, ['secret', 'secretName']), get(serving, ['spec', 'secretName']));
+  });
+
+  it('issues the serving certificate for every name of the Service', () => {
+    const serving = named(certificates, certName);
+    const dnsNames = getArray(serving, ['spec', 'dnsNames']);
+    const expected = serviceDnsNames(getString(service, ['metadata', 'name']), getString(service, ['metadata', 'namespace']));
+    for (const name of expected) assert.ok(dnsNames.includes(name), `${name} in dnsNames`);
+    assert.ok((getArray(serving, ['spec', 'usages']) as string[]).includes('server auth'));
+  });
+
+  it('signs it with a CA Issuer whose CA comes from the self-signed Issuer', () => {
+    const serving = named(certificates, certName);
+    const caIssuer = named(issuers, get(serving, ['spec', 'issuerRef', 'name']));
+    assert.equal(get(serving, ['spec', 'issuerRef', 'kind']), 'Issuer');
+    const caSecret = getString(caIssuer, ['spec', 'ca', 'secretName']);
+    const ca = certificates.find((certificate) => get(certificate, ['spec', 'secretName']) === caSecret);
+    assert.ok(ca, `a Certificate writing ${caSecret}`);
+    assert.equal(get(ca, ['spec', 'isCA']), true);
+    const root = named(issuers, get(ca, ['spec', 'issuerRef', 'name']));
+    assert.deepEqual(get(root, ['spec', 'selfSigned']), {});
+  });
+
+  it('is left out of manifests/base, which works without cert-manager', () => {
+    assert.deepEqual(
+      base.filter(({ value }) => String(value.apiVersion).startsWith('cert-manager.io/')).map(({ file }) => file),
+      [],
+    );
+    assert.ok(install.some(({ value }) => value.kind === 'Certificate'));
+  });
+});
+
+describe('example workload', () => {
+  it('is in a namespace the webhook selects, with pods it selects', () => {
+    const deploymentOfEnvoy = findOne(example, 'Deployment');
+    const namespace = findOne(example, 'Namespace', getString(deploymentOfEnvoy, ['metadata', 'namespace']));
+    assert.equal(getString(namespace, ['metadata', 'labels', INJECT_LABEL]), 'enabled');
+    assert.equal(selects(webhook.namespaceSelector, namespaceLabels(namespace)), true);
+    const labels = getObject(deploymentOfEnvoy, ['spec', 'template', 'metadata', 'labels']) as Record<string, string>;
+    assert.equal(labels.app, 'envoy');
+    assert.equal(selects(webhook.objectSelector, labels), true);
+  });
+});
