@@ -27,6 +27,31 @@ export const WEBHOOK_SETTINGS = {
     default: false,
     help: 'Generate a development CA and a certificate for 127.0.0.1/localhost when the files are absent.',
   } satisfies Setting<boolean>,
+  'self-signed-certs': {
+    kind: kinds.boolean,
+    default: false,
+    help: 'Manage TLS without cert-manager: keep a CA and serving certificate in a Secret shared by all replicas, patch the caBundle of the MutatingWebhookConfiguration, renew before expiry.',
+  } satisfies Setting<boolean>,
+  namespace: {
+    kind: kinds.text,
+    default: 'envoy-shutdown-manager',
+    help: "The webhook's own namespace (set it from the downward API), where the self-signed certificate Secret lives.",
+  } satisfies Setting<string>,
+  'service-name': {
+    kind: kinds.text,
+    default: 'envoy-shutdown-manager',
+    help: 'The Service in front of the webhook: the self-signed certificate is issued for <service>.<namespace>.svc.',
+  } satisfies Setting<string>,
+  'tls-secret-name': {
+    kind: kinds.text,
+    default: 'envoy-shutdown-manager-self-signed',
+    help: 'With --self-signed-certs: the Secret holding the CA and serving certificate.',
+  } satisfies Setting<string>,
+  'webhook-configuration-name': {
+    kind: kinds.text,
+    default: 'shutdown-manager.io',
+    help: 'With --self-signed-certs: the MutatingWebhookConfiguration whose caBundle is kept up to date.',
+  } satisfies Setting<string>,
   'sidecar-image': {
     kind: kinds.text,
     default: DEFAULT_SIDECAR_IMAGE,
@@ -50,6 +75,15 @@ export const WEBHOOK_SETTINGS = {
   'log-level': LOG_LEVEL_SETTING,
 };
 
+/** Self-managed TLS (--self-signed-certs): where the shared certificate lives and whom to tell about its CA. */
+export interface SelfSignedCertsConfig {
+  readonly enabled: boolean;
+  readonly namespace: string;
+  readonly serviceName: string;
+  readonly secretName: string;
+  readonly webhookConfigurationName: string;
+}
+
 export interface WebhookConfig {
   readonly port: number;
   readonly address: string;
@@ -58,6 +92,7 @@ export interface WebhookConfig {
   readonly devCerts: boolean;
   readonly bodyLimitBytes: number;
   readonly logLevel: string;
+  readonly selfSignedCerts: SelfSignedCertsConfig;
   readonly injection: InjectionConfig;
 }
 
@@ -81,6 +116,13 @@ export function parseWebhookConfig(args: readonly string[], env: NodeJS.ProcessE
     devCerts: values['dev-certs'],
     bodyLimitBytes: values['body-limit'],
     logLevel: values['log-level'],
+    selfSignedCerts: {
+      enabled: values['self-signed-certs'],
+      namespace: values.namespace,
+      serviceName: values['service-name'],
+      secretName: values['tls-secret-name'],
+      webhookConfigurationName: values['webhook-configuration-name'],
+    },
     injection: {
       sidecarImage: values['sidecar-image'],
       sidecarImagePullPolicy: values['sidecar-image-pull-policy'],

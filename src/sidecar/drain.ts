@@ -168,11 +168,8 @@ export class Drain {
       'drain started: failing Envoy health checks and draining its listeners',
     );
     try {
-      const ended = await this.check({ poll: false });
+      const ended = (await this.check({ poll: false })) ?? (await this.waitCheckDelay());
       if (ended !== undefined) return this.finish(ended);
-      // The delay lets load balancers notice the failing health checks before connections are counted.
-      // When Envoy refused the calls it is likely gone already: the next checks confirm it without waiting.
-      if (this.consecutiveRefusals === 0) await this.sleep(checkDelayMs);
       for (;;) {
         const result = await this.check({ poll: true });
         if (result !== undefined) return this.finish(result);
@@ -182,6 +179,27 @@ export class Drain {
       if (!(error instanceof Stopped)) throw error;
       return this.finish(this.stop.signal.reason === 'interrupted' ? 'interrupted' : 'deadline');
     }
+  }
+
+  /**
+   * The delay lets load balancers notice the failing health checks before connections are counted, so
+   * initiation calls that failed are retried meanwhile, every check interval. When Envoy refused the
+   * calls it is likely gone already: the checks that confirm it are not held back by the delay.
+   */
+  private async waitCheckDelay(): Promise<DrainEndReason | undefined> {
+    const { checkDelayMs, checkIntervalMs } = this.settings;
+    if (this.consecutiveRefusals > 0) {
+      await this.sleep(checkIntervalMs);
+      return undefined;
+    }
+    const delayEndsAt = this.clock.now() + checkDelayMs;
+    while (this.steps.some((step) => !step.done) && this.clock.now() + checkIntervalMs < delayEndsAt) {
+      await this.sleep(checkIntervalMs);
+      const ended = await this.check({ poll: false });
+      if (ended !== undefined) return ended;
+    }
+    await this.sleep(delayEndsAt - this.clock.now());
+    return undefined;
   }
 
   /**

@@ -38,8 +38,11 @@ export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.
     throw error;
   }
   checkConsistency(config);
-  const sidecar = await startSidecar(config);
-  stopOnSignals(sidecar);
+  // Handlers go in before the server listens: a SIGTERM right after the "listening" line must not meet
+  // Node's default handler (exit by signal, held requests dropped).
+  let sidecar: RunningSidecar | undefined;
+  stopOnSignals(() => sidecar);
+  sidecar = await startSidecar(config);
 }
 
 /** Settings that are each valid but cannot work together. */
@@ -54,8 +57,9 @@ function checkConsistency(config: SidecarConfig): void {
       ),
     );
   }
-  if (config.servePort === config.adminPort && config.serveAddress === config.adminAddress) {
-    errors.push(new ConfigError('flag --serve-port', String(config.servePort), `a port other than Envoy's admin port`));
+  // Envoy and the sidecar share the pod's network namespace: the same port cannot serve both, whatever the addresses.
+  if (config.servePort !== 0 && config.servePort === config.adminPort) {
+    errors.push(new ConfigError('flag --serve-port', String(config.servePort), `a port other than Envoy's admin port (--admin-port)`));
   }
   if (errors.length > 0) throw new ConfigErrors(errors);
 }
@@ -130,8 +134,10 @@ function createLogger(level: string): Logger {
 /** How long SIGTERM handling may take before the process exits anyway: it must never outlive its grace. */
 const EXIT_DEADLINE_MS = 3_000;
 
-function stopOnSignals(sidecar: RunningSidecar): void {
+function stopOnSignals(running: () => RunningSidecar | undefined): void {
   const onSignal = (signal: NodeJS.Signals): void => {
+    const sidecar = running();
+    if (sidecar === undefined) process.exit(0); // still starting: nothing held, nothing to answer
     sidecar.log.info({ event: 'signal', signal, drain_state: sidecar.drain.current }, `received ${signal}, stopping`);
     setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();
     sidecar.stop().then(

@@ -12,6 +12,21 @@ export interface ServerLogger {
   error(fields: object, message: string): void;
 }
 
+/** The server could not listen: says where, and what to check. */
+export class ServeError extends Error {
+  override readonly name = 'ServeError';
+
+  constructor(host: string, port: number, cause: NodeJS.ErrnoException) {
+    const hint =
+      cause.code === 'EADDRINUSE'
+        ? 'the port is taken (another container of the pod, or Envoy, listens on it): choose another --serve-port'
+        : cause.code === 'EADDRNOTAVAIL'
+          ? 'no interface has this address: check --serve-address'
+          : cause.message;
+    super(`cannot serve on ${host}:${port}: ${hint}`, { cause });
+  }
+}
+
 export interface DrainServer {
   readonly port: number;
   /**
@@ -58,9 +73,10 @@ export async function startDrainServer(options: {
   server.keepAliveTimeout = 1_000;
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    const onError = (error: NodeJS.ErrnoException): void => reject(new ServeError(options.host, options.port, error));
+    server.once('error', onError);
     server.listen(options.port, options.host, () => {
-      server.off('error', reject);
+      server.off('error', onError);
       resolve();
     });
   });

@@ -15,11 +15,14 @@ import {
   type AdmissionDecision,
 } from './admission.js';
 import { WebhookMetrics } from './metrics.js';
-import { CertificateReloader, readTlsMaterial, TLS_OPTIONS } from './tls.js';
+import { CertificateReloader, readTlsMaterial, TLS_OPTIONS, type TlsMaterial } from './tls.js';
 
 export interface WebhookServer {
   readonly app: FastifyInstance;
-  readonly reloader: CertificateReloader;
+  /** Watches the certificate files; absent when the certificate is managed in memory (--self-signed-certs). */
+  readonly reloader: CertificateReloader | undefined;
+  /** Serves `material` to new TLS connections from now on. */
+  useCertificate(material: TlsMaterial): void;
   /** https://host:port once listening. */
   readonly url: string;
   close(): Promise<void>;
@@ -28,6 +31,8 @@ export interface WebhookServer {
 export interface WebhookServerOptions {
   /** How often the certificate files are polled for changes, besides fs.watch. */
   readonly certPollIntervalMs?: number;
+  /** A certificate held in memory instead of the files of the config (self-managed TLS). */
+  readonly certificate?: TlsMaterial;
 }
 
 export async function startWebhookServer(
@@ -35,7 +40,7 @@ export async function startWebhookServer(
   logger: Logger,
   options: WebhookServerOptions = {},
 ): Promise<WebhookServer> {
-  const material = readTlsMaterial(config.tlsCertFile, config.tlsKeyFile);
+  const material = options.certificate ?? readTlsMaterial(config.tlsCertFile, config.tlsKeyFile);
   const app = Fastify({
     https: { ...TLS_OPTIONS, ...material },
     loggerInstance: logger as FastifyBaseLogger,
@@ -47,19 +52,24 @@ export async function startWebhookServer(
     connectionTimeout: 30_000,
     keepAliveTimeout: 65_000,
   });
-  const reloader = new CertificateReloader({
-    certFile: config.tlsCertFile,
-    keyFile: config.tlsKeyFile,
-    current: material,
-    // Fastify types its server as http.Server whatever the options; with `https` it is an https.Server.
-    apply: (next) => (app.server as unknown as HttpsServer).setSecureContext({ ...TLS_OPTIONS, ...next }),
-    logger,
-    ...(options.certPollIntervalMs === undefined ? {} : { pollIntervalMs: options.certPollIntervalMs }),
-  });
+  // Fastify types its server as http.Server whatever the options; with `https` it is an https.Server.
+  const useCertificate = (next: TlsMaterial): void =>
+    (app.server as unknown as HttpsServer).setSecureContext({ ...TLS_OPTIONS, ...next });
+  const reloader =
+    options.certificate !== undefined
+      ? undefined
+      : new CertificateReloader({
+          certFile: config.tlsCertFile,
+          keyFile: config.tlsKeyFile,
+          current: material,
+          apply: useCertificate,
+          logger,
+          ...(options.certPollIntervalMs === undefined ? {} : { pollIntervalMs: options.certPollIntervalMs }),
+        });
 
   registerRoutes(app, config, new WebhookMetrics());
   await app.listen({ port: config.port, host: config.address });
-  reloader.start();
+  reloader?.start();
 
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
@@ -67,9 +77,10 @@ export async function startWebhookServer(
   return {
     app,
     reloader,
+    useCertificate,
     url: `https://${host}:${port}`,
     close: async () => {
-      reloader.stop();
+      reloader?.stop();
       await app.close();
     },
   };

@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import { describe, test, type TestContext } from 'node:test';
+import {
+  AdminRefusedError,
+  AdminResponseError,
+  AdminStatusError,
+  AdminTimeoutError,
+  AdminTransportError,
+  EnvoyAdminClient,
+  EnvoyAdminError,
+} from '../../src/envoy/admin-client.js';
+import { closeAll, openHttpConnection, openTcpConnections, waitUntil } from '../support/connections.js';
+import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
+
+async function setUp(t: TestContext, options: EnvoyEmulatorOptions = {}, timeoutMs = 1_000) {
+  const emulator = await EnvoyEmulator.start(options);
+  t.after(() => emulator.close());
+  const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs });
+  t.after(() => client.close());
+  return { emulator, client };
+}
+
+describe('EnvoyAdminClient', () => {
+  test('fails health checks and drains listeners with POST, in that order', async (t) => {
+    const { emulator, client } = await setUp(t);
+    await client.failHealthChecks();
+    await client.drainInboundListeners();
+    assert.deepEqual(
+      emulator.adminRequests.map((request) => `${request.method} ${request.path}?${request.query} ${request.status}`),
+      ['POST /healthcheck/fail? 200', 'POST /drain_listeners?graceful&inboundonly 200'],
+    );
+    assert.equal(emulator.isHealthCheckFailed, true);
+    assert.equal(emulator.isDraining, true);
+  });
+
+  test('counts HTTP and TCP proxy connections, not its own admin connection', async (t) => {
+    const { emulator, client } = await setUp(t);
+    const held = [await openHttpConnection(emulator.ports.http), ...(await openTcpConnections(emulator.ports.tcp, 3))];
+    t.after(() => closeAll(held));
+    await waitUntil(() => emulator.openConnections.tcp === 3, 2_000, 'connections counted');
+    const count = await client.countOpenConnections();
+    assert.equal(count.total, 4);
+    assert.deepEqual(count.byListener, { [emulator.listenerNames.http]: 1, [emulator.listenerNames.tcp]: 3 });
+    const request = emulator.adminRequests.at(-1);
+    assert.equal(request?.path, '/stats');
+    assert.match(request?.query ?? '', /format=json/);
+    assert.match(request?.query ?? '', /usedonly/);
+  });
+
+  test('counts only the named listeners when asked', async (t) => {
+    const emulator = await EnvoyEmulator.start();
+    t.after(() => emulator.close());
+    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000, listeners: [emulator.listenerNames.http] });
+    t.after(() => client.close());
+    const held = [await openHttpConnection(emulator.ports.http), ...(await openTcpConnections(emulator.ports.tcp, 2))];
+    t.after(() => closeAll(held));
+    await waitUntil(() => emulator.openConnections.tcp === 2, 2_000, 'connections counted');
+    assert.equal((await client.countOpenConnections()).total, 1);
+  });
+
+  test('a closed admin port is an AdminRefusedError', async (t) => {
+    const { emulator, client } = await setUp(t);
+    await emulator.setFault({ kind: 'down' });
+    await assert.rejects(client.failHealthChecks(), (error: unknown) => {
+      assert.ok(error instanceof AdminRefusedError);
+      assert.match(error.message, /POST \/healthcheck\/fail: connection refused at http:\/\/127\.0\.0\.1:\d+/);
+      return true;
+    });
+  });
+
+  test('a slow admin is an AdminTimeoutError after the timeout, not later', async (t) => {
+    const { client } = await setUp(t, { fault: { kind: 'slow', delayMs: 2_000 } }, 100);
+    const started = Date.now();
+    await assert.rejects(client.countOpenConnections(), AdminTimeoutError);
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 90 && elapsed < 1_000, `took ${elapsed} ms`);
+  });
+
+  test('a 500 is an AdminStatusError carrying the status and body', async (t) => {
+    const { client } = await setUp(t, { fault: { kind: 'status', status: 500 } });
+    await assert.rejects(client.countOpenConnections(), (error: unknown) => {
+      assert.ok(error instanceof AdminStatusError);
+      assert.equal(error.status, 500);
+      assert.match(error.message, /HTTP 500: "emulated admin failure/);
+      return true;
+    });
+  });
+
+  test('garbage instead of stats is an AdminResponseError', async (t) => {
+    const { client } = await setUp(t, { fault: { kind: 'garbage' } });
+    await assert.rejects(client.countOpenConnections(), (error: unknown) => {
+      assert.ok(error instanceof AdminResponseError);
+      assert.match(error.message, /not understood/);
+      return true;
+    });
+  });
+
+  test('a GET on a mutation would be refused: the client never sends one', async (t) => {
+    const { emulator, client } = await setUp(t);
+    await client.failHealthChecks();
+    await client.drainInboundListeners();
+    assert.ok(emulator.adminRequests.every((request) => request.status === 200));
+  });
+
+  test("a caller's abort cancels the call as a transport error, distinct from a timeout", async (t) => {
+    const { client } = await setUp(t, { fault: { kind: 'slow', delayMs: 2_000 } }, 5_000);
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 30);
+    await assert.rejects(client.countOpenConnections(controller.signal), (error: unknown) => {
+      assert.ok(error instanceof AdminTransportError && !(error instanceof AdminTimeoutError));
+      assert.ok(error instanceof EnvoyAdminError);
+      return true;
+    });
+  });
+});

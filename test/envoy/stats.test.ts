@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, test } from 'node:test';
+import {
+  countDownstreamConnections,
+  DOWNSTREAM_CX_ACTIVE_FILTER,
+  listenerOfActiveConnections,
+  parseJsonStats,
+  parseStats,
+  parseTextStats,
+  StatsParseError,
+} from '../../src/envoy/stats.js';
+
+const fixture = (name: string): string => readFileSync(new URL(`../fixtures/envoy/${name}`, import.meta.url), 'utf8');
+
+/** 697 + 120 + 15 + 4: see test/fixtures/envoy/README.md. */
+const FIXTURE_OPEN_CONNECTIONS = 836;
+
+describe('parsing /stats output', () => {
+  test('text: keeps counters and gauges, skips text readouts and histograms', () => {
+    const samples = parseTextStats(fixture('stats.txt'));
+    const byName = new Map(samples.map((sample) => [sample.name, sample.value]));
+    assert.equal(byName.get('listener.0.0.0.0_8080.downstream_cx_active'), 697);
+    assert.equal(byName.get('server.total_connections'), 846);
+    assert.equal(byName.has('control_plane.identifier'), false);
+    assert.equal(byName.has('http.ingress_http.downstream_cx_length_ms'), false);
+    assert.equal(byName.has('listener.0.0.0.0_8080.downstream_cx_length_ms'), false);
+  });
+
+  test('JSON: keeps numeric values, skips text readouts and the histograms element', () => {
+    const samples = parseJsonStats(fixture('stats.json'));
+    const byName = new Map(samples.map((sample) => [sample.name, sample.value]));
+    assert.equal(byName.get('listener.[__]_8080.downstream_cx_active'), 4);
+    assert.equal(byName.has('cluster.xds_cluster.version_text'), false);
+    assert.equal(samples.some((sample) => sample.name.endsWith('downstream_cx_length_ms')), false);
+  });
+
+  test('both formats of the same stats give the same samples', () => {
+    assert.deepEqual(parseStats(fixture('stats.json')), parseStats(fixture('stats.txt')));
+  });
+
+  test('an empty answer (filter matching nothing) is zero samples, not an error', () => {
+    assert.deepEqual(parseStats(fixture('stats-empty.json')), []);
+    assert.deepEqual(parseStats(''), []);
+  });
+
+  test('an HTML page, truncated JSON or JSON of another shape is rejected with an excerpt', () => {
+    for (const body of ['<html><body>upstream connect error</body></html>', '{"stats":[{"name":"a","val', '{"histograms":{}}', '[1,2]']) {
+      assert.throws(() => parseStats(body), (error: unknown) => {
+        assert.ok(error instanceof StatsParseError, `for ${body}`);
+        assert.match(error.message, /not understood/);
+        assert.ok(error.excerpt.length > 0);
+        return true;
+      });
+    }
+  });
+
+  test('a text body with one line that is not "name: value" is rejected as a whole', () => {
+    const body = 'listener.0.0.0.0_8080.downstream_cx_active: 3\nSomething went wrong\n';
+    assert.throws(() => parseTextStats(body), StatsParseError);
+  });
+
+  test('the Prometheus format is not taken for stats (it is never asked for)', () => {
+    assert.throws(() => parseStats(fixture('stats-prometheus.txt')), StatsParseError);
+  });
+});
+
+describe('counting open downstream connections', () => {
+  test('sums whole listeners, HTTP and TCP proxy alike, in both formats', () => {
+    for (const name of ['stats.txt', 'stats.json', 'stats-filtered.json']) {
+      const count = countDownstreamConnections(parseStats(fixture(name)));
+      assert.equal(count.total, FIXTURE_OPEN_CONNECTIONS, name);
+      assert.deepEqual(count.byListener, {
+        '0.0.0.0_5432': 15,
+        '0.0.0.0_8080': 697,
+        '0.0.0.0_8443': 120,
+        '[__]_8080': 4,
+      });
+    }
+  });
+
+  test('excludes admin, per-worker copies and internal listeners; never adds the http.* family', () => {
+    const count = countDownstreamConnections([
+      { name: 'listener.admin.downstream_cx_active', value: 5 },
+      { name: 'listener.admin.main_thread.downstream_cx_active', value: 5 },
+      { name: 'listener.0.0.0.0_80.worker_0.downstream_cx_active', value: 2 },
+      { name: 'listener.0.0.0.0_80.worker_11.downstream_cx_active', value: 1 },
+      { name: 'listener.envoy_internal_x.downstream_cx_active', value: 7 },
+      { name: 'http.ingress_http.downstream_cx_active', value: 3 },
+      { name: 'listener.0.0.0.0_80.downstream_cx_total', value: 100 },
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: 3 },
+    ]);
+    assert.equal(count.total, 3);
+    assert.deepEqual(count.byListener, { '0.0.0.0_80': 3 });
+  });
+
+  test('named listeners: only those are counted, and absent ones are reported', () => {
+    const count = countDownstreamConnections(parseStats(fixture('stats.txt')), { listeners: ['0.0.0.0_5432', '0.0.0.0_9999'] });
+    assert.equal(count.total, 15);
+    assert.deepEqual(count.byListener, { '0.0.0.0_5432': 15 });
+    assert.deepEqual(count.missingListeners, ['0.0.0.0_9999']);
+  });
+
+  test('a listener with a custom stat_prefix containing dots is still one listener', () => {
+    assert.equal(listenerOfActiveConnections('listener.public.edge.downstream_cx_active'), 'public.edge');
+    assert.equal(listenerOfActiveConnections('listener.public.edge.worker_0.downstream_cx_active'), undefined);
+    assert.equal(listenerOfActiveConnections('http.public.downstream_cx_active'), undefined);
+  });
+
+  test('no listener stats at all means no open connection', () => {
+    assert.deepEqual(countDownstreamConnections([]), { total: 0, byListener: {}, missingListeners: [] });
+  });
+
+  test('the filter sent to Envoy selects exactly the listener gauges', () => {
+    const filter = new RegExp(DOWNSTREAM_CX_ACTIVE_FILTER);
+    const selected = parseStats(fixture('stats.txt')).filter((sample) => filter.test(sample.name));
+    assert.deepEqual(selected, parseStats(fixture('stats-filtered.json')));
+  });
+});

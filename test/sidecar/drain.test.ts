@@ -1,0 +1,218 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
+import type { ConnectionCount } from '../../src/envoy/stats.js';
+import { Drain, type DrainLogger, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+
+type Answer = number | Error | 'hang';
+
+/** A scripted Envoy: each count call takes the next answer (the last one repeats); records every call. */
+class FakeEnvoy implements EnvoyDrainTarget {
+  readonly calls: { name: string; at: number }[] = [];
+  failAnswers: (Error | undefined)[] = [];
+  drainAnswers: (Error | undefined)[] = [];
+
+  constructor(private readonly countAnswers: Answer[]) {}
+
+  async failHealthChecks(): Promise<void> {
+    this.calls.push({ name: 'fail', at: Date.now() });
+    const answer = this.failAnswers.shift();
+    if (answer !== undefined) throw answer;
+  }
+
+  async drainInboundListeners(): Promise<void> {
+    this.calls.push({ name: 'drain', at: Date.now() });
+    const answer = this.drainAnswers.shift();
+    if (answer !== undefined) throw answer;
+  }
+
+  async countOpenConnections(signal: AbortSignal): Promise<ConnectionCount> {
+    this.calls.push({ name: 'count', at: Date.now() });
+    const answer = this.countAnswers.length > 1 ? this.countAnswers.shift() : this.countAnswers[0];
+    if (answer === 'hang') {
+      return new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+    }
+    if (answer instanceof Error) throw answer;
+    return { total: answer ?? 0, byListener: { '0.0.0.0_8080': answer ?? 0 }, missingListeners: [] };
+  }
+
+  names(): string[] {
+    return this.calls.map((call) => call.name);
+  }
+}
+
+class MemoryLog implements DrainLogger {
+  readonly lines: { level: string; fields: Record<string, unknown>; message: string }[] = [];
+  info(fields: object, message: string): void {
+    this.lines.push({ level: 'info', fields: fields as Record<string, unknown>, message });
+  }
+  warn(fields: object, message: string): void {
+    this.lines.push({ level: 'warn', fields: fields as Record<string, unknown>, message });
+  }
+  events(name: string): Record<string, unknown>[] {
+    return this.lines.filter((line) => line.fields['event'] === name).map((line) => line.fields);
+  }
+}
+
+const SETTINGS: DrainSettings = {
+  checkDelayMs: 0,
+  checkIntervalMs: 10,
+  minOpenConnections: 0,
+  drainTimeoutMs: 2_000,
+  refusalsBeforeExited: 3,
+};
+
+const refused = (): AdminRefusedError => new AdminRefusedError('GET /stats', 'connection refused');
+
+function makeDrain(envoy: FakeEnvoy, settings: Partial<DrainSettings> = {}) {
+  const log = new MemoryLog();
+  const drain = new Drain(envoy, { ...SETTINGS, ...settings }, log);
+  return { drain, log };
+}
+
+describe('Drain', () => {
+  test('fails health checks, drains listeners, then polls until connections are gone', async () => {
+    const envoy = new FakeEnvoy([3, 2, 0]);
+    const { drain, log } = makeDrain(envoy);
+    assert.equal(drain.current, 'idle');
+    const outcome = await drain.start();
+    assert.deepEqual(envoy.names(), ['fail', 'drain', 'count', 'count', 'count']);
+    assert.equal(outcome.state, 'drained');
+    assert.equal(outcome.reason, 'connections-closed');
+    assert.equal(outcome.openConnections, 0);
+    assert.equal(drain.current, 'drained');
+    const polls = log.events('poll');
+    assert.deepEqual(polls.map((poll) => poll['open_connections']), [3, 2, 0]);
+    for (const poll of polls) {
+      assert.equal(poll['min_connections'], 0);
+      assert.equal(typeof poll['elapsed_ms'], 'number');
+      assert.equal(typeof poll['remaining_ms'], 'number');
+    }
+    assert.equal(log.events('drain_started').length, 1);
+    assert.deepEqual(log.events('drain_finished').map((line) => [line['state'], line['reason']]), [['drained', 'connections-closed']]);
+  });
+
+  test('single flight: every caller, concurrent or later, gets the same outcome of one drain', async () => {
+    const envoy = new FakeEnvoy([1, 0]);
+    const { drain } = makeDrain(envoy);
+    const [first, second] = await Promise.all([drain.start(), drain.start()]);
+    assert.equal(first, second);
+    assert.equal(await drain.start(), first);
+    assert.deepEqual(envoy.names().filter((name) => name !== 'count'), ['fail', 'drain']);
+  });
+
+  test('waits check-delay before the first poll, then check-interval between polls', async () => {
+    const envoy = new FakeEnvoy([1, 1, 0]);
+    const { drain } = makeDrain(envoy, { checkDelayMs: 120, checkIntervalMs: 40 });
+    await drain.start();
+    const [drainCall, ...counts] = envoy.calls.slice(1);
+    assert.ok(drainCall !== undefined && counts.length === 3);
+    assert.ok((counts[0]?.at ?? 0) - drainCall.at >= 115, 'check delay respected');
+    assert.ok((counts[1]?.at ?? 0) - (counts[0]?.at ?? 0) >= 35, 'check interval respected');
+  });
+
+  test('initiation calls that failed are retried every check-interval during check-delay', async () => {
+    const envoy = new FakeEnvoy([0]);
+    envoy.failAnswers = [new AdminStatusError('POST /healthcheck/fail', 500, 'busy'), new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
+    const { drain } = makeDrain(envoy, { checkDelayMs: 200, checkIntervalMs: 20 });
+    const started = Date.now();
+    await drain.start();
+    assert.deepEqual(envoy.names(), ['fail', 'drain', 'fail', 'fail', 'count']);
+    const [, , , retried, count] = envoy.calls;
+    assert.ok((retried?.at ?? Infinity) - started < 100, 'retried long before the delay is over');
+    assert.ok((count?.at ?? 0) - started >= 195, 'the first poll still waits for the whole delay');
+  });
+
+  test('min-open-connections: done as soon as the count is at or below it', async () => {
+    const envoy = new FakeEnvoy([9, 5, 2, 0]);
+    const { drain } = makeDrain(envoy, { minOpenConnections: 2 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.openConnections], ['drained', 2]);
+    assert.equal(envoy.names().filter((name) => name === 'count').length, 3);
+  });
+
+  test('deadline: times out on time even while a poll hangs', async () => {
+    const envoy = new FakeEnvoy([4, 'hang']);
+    const { drain } = makeDrain(envoy, { drainTimeoutMs: 150 });
+    const started = Date.now();
+    const outcome = await drain.start();
+    const elapsed = Date.now() - started;
+    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections], ['timed-out', 'deadline', 4]);
+    assert.ok(elapsed >= 145 && elapsed < 400, `ended after ${elapsed} ms`);
+    assert.equal(drain.snapshot().remainingMs, 0);
+  });
+
+  test('deadline during check-delay ends the drain without a poll', async () => {
+    const envoy = new FakeEnvoy([0]);
+    const { drain } = makeDrain(envoy, { checkDelayMs: 10_000, drainTimeoutMs: 80 });
+    const outcome = await drain.start();
+    assert.equal(outcome.state, 'timed-out');
+    assert.equal(outcome.openConnections, null);
+    assert.deepEqual(envoy.names(), ['fail', 'drain']);
+  });
+
+  test('Envoy refusing connections a few checks in a row counts as drained; a success resets the count', async () => {
+    const envoy = new FakeEnvoy([refused(), refused(), 5, refused(), refused(), refused()]);
+    const { drain, log } = makeDrain(envoy);
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections], ['drained', 'envoy-exited', 5]);
+    assert.equal(envoy.names().filter((name) => name === 'count').length, 6);
+    assert.deepEqual(log.events('admin_error').map((line) => line['consecutive_refusals']), [1, 2, 1, 2]);
+  });
+
+  test('refused initiation skips check-delay, and refusals are counted once per check, spaced by check-interval', async () => {
+    const envoy = new FakeEnvoy([refused()]);
+    envoy.failAnswers = [refused(), refused(), refused()];
+    const { drain } = makeDrain(envoy, { checkDelayMs: 10_000, checkIntervalMs: 30 });
+    const started = Date.now();
+    const outcome = await drain.start();
+    const elapsed = Date.now() - started;
+    assert.equal(outcome.reason, 'envoy-exited');
+    assert.deepEqual(envoy.names(), ['fail', 'fail', 'fail'], 'a refused round stops at its first call');
+    assert.ok(elapsed >= 55 && elapsed < 1_000, `two intervals between three refusals, took ${elapsed} ms`);
+  });
+
+  test('timeouts, 5xx and unreadable answers are logged and retried; failed steps are retried before polls', async () => {
+    const envoy = new FakeEnvoy([new AdminTimeoutError('GET /stats', 'slow'), new AdminStatusError('GET /stats', 500, 'oops'), 1, 0]);
+    envoy.failAnswers = [new AdminStatusError('POST /healthcheck/fail', 503, 'busy')];
+    const { drain, log } = makeDrain(envoy);
+    const outcome = await drain.start();
+    assert.equal(outcome.state, 'drained');
+    assert.deepEqual(envoy.names(), ['fail', 'drain', 'fail', 'count', 'count', 'count', 'count']);
+    assert.deepEqual(log.events('admin_error').map((line) => line['error']), ['AdminStatusError', 'AdminTimeoutError', 'AdminStatusError']);
+    assert.equal(drain.snapshot().healthChecksFailed, true);
+  });
+
+  test('interrupt() ends a running drain as interrupted; it does nothing before a drain', async () => {
+    const envoy = new FakeEnvoy([7]);
+    const { drain } = makeDrain(envoy);
+    drain.interrupt();
+    assert.equal(drain.current, 'idle');
+    const outcome = drain.start();
+    setTimeout(() => drain.interrupt(), 40);
+    assert.deepEqual([(await outcome).state, (await outcome).openConnections], ['interrupted', 7]);
+  });
+
+  test('snapshot shows what a person debugging a stuck pod needs', async () => {
+    const envoy = new FakeEnvoy([6, 'hang']);
+    const { drain } = makeDrain(envoy, { drainTimeoutMs: 5_000, minOpenConnections: 1 });
+    assert.deepEqual(
+      { state: drain.snapshot().state, startedAt: drain.snapshot().startedAt, polls: drain.snapshot().polls },
+      { state: 'idle', startedAt: null, polls: 0 },
+    );
+    const outcome = drain.start();
+    const deadline = Date.now() + 2_000;
+    while (drain.snapshot().polls < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    const snapshot = drain.snapshot();
+    assert.equal(snapshot.state, 'draining');
+    assert.equal(snapshot.openConnections, 6);
+    assert.deepEqual(snapshot.openConnectionsByListener, { '0.0.0.0_8080': 6 });
+    assert.equal(snapshot.minOpenConnections, 1);
+    assert.equal(snapshot.healthChecksFailed && snapshot.listenersDraining, true);
+    assert.ok(snapshot.startedAt !== null && snapshot.deadline !== null);
+    assert.equal(Date.parse(snapshot.deadline) - Date.parse(snapshot.startedAt), 5_000);
+    assert.ok((snapshot.remainingMs ?? 0) > 4_000);
+    drain.interrupt();
+    await outcome;
+  });
+});

@@ -1,0 +1,673 @@
+/**
+ * An Envoy stand-in for tests: real sockets, real counters, Envoy's admin API shapes.
+ *
+ * - an HTTP/1.1 listener (stat prefix `ingress_http`) answering a tiny fixed response on keep-alive
+ *   connections, like a `direct_response` route;
+ * - a TCP proxy listener (stat prefix `ingress_tcp`) that holds raw connections and echoes their bytes,
+ *   counted in `listener.*` stats only, as Envoy's tcp_proxy has no `downstream_cx_active`;
+ * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
+ *   formats of Envoy's documentation (see test/fixtures/envoy/), and switchable faults.
+ *
+ * Differences from Envoy, on purpose: the listeners bind `host` (loopback in tests) but are named with
+ * `statAddress` (0.0.0.0 by default, as in a pod); drain closes are immediate (Envoy's
+ * `--drain-strategy immediate`) rather than gradual; `filter` is a JavaScript regex, not RE2.
+ *
+ * Start it in-process with `EnvoyEmulator.start(options)`, or as a child process with
+ * `node --import tsx test/support/envoy-emulator-cli.ts` (see that file).
+ */
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export type AdminFault =
+  | { readonly kind: 'none' }
+  /** Every admin answer waits this long first (an overloaded Envoy). */
+  | { readonly kind: 'slow'; readonly delayMs: number }
+  /** Every admin answer is this status with a short text body (500, 503…). */
+  | { readonly kind: 'status'; readonly status: number }
+  /** Every admin answer is 200 with an HTML page instead of the endpoint's output. */
+  | { readonly kind: 'garbage' }
+  /** The admin listener is closed: connections are refused, as when Envoy has exited. */
+  | { readonly kind: 'down' };
+
+export interface EnvoyEmulatorOptions {
+  /** Address to bind every listener to; default 127.0.0.1. */
+  readonly host?: string;
+  /** Address used in listener stat names (`listener.<statAddress>_<port>.…`); default 0.0.0.0. */
+  readonly statAddress?: string;
+  readonly adminPort?: number;
+  readonly httpPort?: number;
+  readonly tcpPort?: number;
+  /** Envoy's --concurrency: how many `worker_<n>` copies each listener stat has; default 2. */
+  readonly workers?: number;
+  readonly httpStatPrefix?: string;
+  readonly tcpStatPrefix?: string;
+  readonly fault?: AdminFault;
+  /** Apply the fault only to admin paths starting with one of these (e.g. ['/stats']); default all. */
+  readonly faultPaths?: readonly string[];
+  /** Envoy's --drain-time-s, in ms: after a graceful drain_listeners, listeners stop accepting; default 600 s. */
+  readonly drainTimeMs?: number;
+  /**
+   * Status of a GET on a mutating endpoint. Envoy's documentation says 400 (the default here); the
+   * source of recent versions answers 405 "Method GET not allowed, POST required.".
+   */
+  readonly mutationOnGetStatus?: 400 | 405;
+  /** More gauges to report as they are (e.g. an internal listener's); counted as used. */
+  readonly extraGauges?: Readonly<Record<string, number>>;
+}
+
+export interface AdminRequestRecord {
+  readonly method: string;
+  /** Path without the query string. */
+  readonly path: string;
+  /** The raw query string, without "?". */
+  readonly query: string;
+  readonly status: number;
+  /** Date.now() when the request arrived. */
+  readonly at: number;
+}
+
+export type ServerState = 'LIVE' | 'DRAINING';
+
+interface StatValue {
+  readonly name: string;
+  readonly type: 'counter' | 'gauge';
+  readonly value: number;
+  readonly used: boolean;
+}
+
+/** One listener's connection bookkeeping, split by worker as Envoy's per-worker stats are. */
+class ListenerStats {
+  readonly activeByWorker: number[];
+  readonly totalByWorker: number[];
+  private nextWorker = 0;
+
+  constructor(
+    readonly statName: string,
+    workers: number,
+  ) {
+    this.activeByWorker = new Array<number>(workers).fill(0);
+    this.totalByWorker = new Array<number>(workers).fill(0);
+  }
+
+  /** Assigns a new connection to a worker (round robin, like the kernel's balancing) and returns a release function. */
+  accept(): () => void {
+    const worker = this.nextWorker;
+    this.nextWorker = (this.nextWorker + 1) % this.activeByWorker.length;
+    this.activeByWorker[worker] = (this.activeByWorker[worker] ?? 0) + 1;
+    this.totalByWorker[worker] = (this.totalByWorker[worker] ?? 0) + 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.activeByWorker[worker] = (this.activeByWorker[worker] ?? 1) - 1;
+    };
+  }
+
+  get active(): number {
+    return sum(this.activeByWorker);
+  }
+
+  get total(): number {
+    return sum(this.totalByWorker);
+  }
+
+  stats(): StatValue[] {
+    const prefix = `listener.${this.statName}`;
+    const values: StatValue[] = [
+      gauge(`${prefix}.downstream_cx_active`, this.active, this.total > 0),
+      counter(`${prefix}.downstream_cx_total`, this.total),
+    ];
+    this.activeByWorker.forEach((active, worker) => {
+      const used = (this.totalByWorker[worker] ?? 0) > 0;
+      values.push(gauge(`${prefix}.worker_${worker}.downstream_cx_active`, active, used));
+      values.push(counter(`${prefix}.worker_${worker}.downstream_cx_total`, this.totalByWorker[worker] ?? 0));
+    });
+    return values;
+  }
+}
+
+const MUTATING_PATHS = new Set(['/healthcheck/fail', '/healthcheck/ok', '/drain_listeners', '/quitquitquit', '/reset_counters']);
+const HISTOGRAM_QUANTILES = [0, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 100];
+const PROMETHEUS_BUCKETS = [0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000];
+const DATA_RESPONSE_BODY = 'ok\n';
+const GARBAGE_BODY = '<!DOCTYPE html><html><head><title>502</title></head><body>upstream connect error</body></html>\n';
+
+export class EnvoyEmulator {
+  readonly adminRequests: AdminRequestRecord[] = [];
+  private readonly options: Required<Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges'>> & {
+    faultPaths: readonly string[];
+    extraGauges: Readonly<Record<string, number>>;
+  };
+  private readonly startedAt = Date.now();
+  private fault: AdminFault;
+  private faultPaths: readonly string[];
+  private healthCheckFailed = false;
+  private listenersDraining = false;
+  private listenersStopped = false;
+  private drainTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private readonly closing = new AbortController();
+
+  private readonly httpServer: http.Server;
+  private readonly tcpServer: net.Server;
+  private adminServer: http.Server | undefined;
+  private readonly sockets = new Set<net.Socket>();
+  private adminSockets = new Set<net.Socket>();
+  private httpListener!: ListenerStats;
+  private tcpListener!: ListenerStats;
+  private readonly admin: ListenerStats;
+  private httpRequests = 0;
+  private adminRequestCount = 0;
+  private drainCloses = 0;
+  private adminPortNumber = 0;
+
+  private constructor(options: EnvoyEmulatorOptions) {
+    this.options = {
+      host: options.host ?? '127.0.0.1',
+      statAddress: options.statAddress ?? '0.0.0.0',
+      adminPort: options.adminPort ?? 0,
+      httpPort: options.httpPort ?? 0,
+      tcpPort: options.tcpPort ?? 0,
+      workers: Math.max(1, options.workers ?? 2),
+      httpStatPrefix: options.httpStatPrefix ?? 'ingress_http',
+      tcpStatPrefix: options.tcpStatPrefix ?? 'ingress_tcp',
+      fault: options.fault ?? { kind: 'none' },
+      faultPaths: options.faultPaths ?? [],
+      drainTimeMs: options.drainTimeMs ?? 600_000,
+      mutationOnGetStatus: options.mutationOnGetStatus ?? 400,
+      extraGauges: options.extraGauges ?? {},
+    };
+    this.fault = this.options.fault;
+    this.faultPaths = this.options.faultPaths;
+    // The admin listener is served by Envoy's main thread: its per-thread copy is `main_thread`.
+    this.admin = new ListenerStats('admin', 1);
+    this.httpServer = this.createHttpListener();
+    this.tcpServer = this.createTcpListener();
+  }
+
+  /** Starts the three listeners; ports default to free ones (see `ports`). */
+  static async start(options: EnvoyEmulatorOptions = {}): Promise<EnvoyEmulator> {
+    const emulator = new EnvoyEmulator(options);
+    await emulator.listen();
+    return emulator;
+  }
+
+  get ports(): { readonly admin: number; readonly http: number; readonly tcp: number } {
+    return {
+      admin: this.adminPortNumber,
+      http: (this.httpServer.address() as AddressInfo | null)?.port ?? this.options.httpPort,
+      tcp: (this.tcpServer.address() as AddressInfo | null)?.port ?? this.options.tcpPort,
+    };
+  }
+
+  get host(): string {
+    return this.options.host;
+  }
+
+  /** The stat names of the data listeners, e.g. `0.0.0.0_8080`. */
+  get listenerNames(): { readonly http: string; readonly tcp: string } {
+    return { http: this.httpListener.statName, tcp: this.tcpListener.statName };
+  }
+
+  get state(): ServerState {
+    return this.healthCheckFailed || this.listenersDraining ? 'DRAINING' : 'LIVE';
+  }
+
+  get isHealthCheckFailed(): boolean {
+    return this.healthCheckFailed;
+  }
+
+  get isDraining(): boolean {
+    return this.listenersDraining;
+  }
+
+  /** Open downstream connections per data listener, and on the admin listener. */
+  get openConnections(): { readonly http: number; readonly tcp: number; readonly admin: number } {
+    return { http: this.httpListener.active, tcp: this.tcpListener.active, admin: this.admin.active };
+  }
+
+  /** Changes the admin fault; `down` closes the admin listener, leaving `down` reopens it on the same port. */
+  async setFault(fault: AdminFault, paths: readonly string[] = []): Promise<void> {
+    if (this.closed) return;
+    const wasDown = this.fault.kind === 'down';
+    this.fault = fault;
+    this.faultPaths = paths;
+    if (fault.kind === 'down' && !wasDown) await this.closeAdmin();
+    if (fault.kind !== 'down' && wasDown) await this.listenAdmin(this.adminPortNumber);
+  }
+
+  /** Every counter and gauge, sorted by name, as Envoy's /stats lists them. */
+  statValues(): StatValue[] {
+    const httpPrefix = `http.${this.options.httpStatPrefix}`;
+    const values: StatValue[] = [
+      gauge('http.admin.downstream_cx_active', this.admin.active, this.admin.total > 0),
+      counter('http.admin.downstream_cx_total', this.admin.total),
+      counter('http.admin.downstream_rq_total', this.adminRequestCount),
+      gauge(`${httpPrefix}.downstream_cx_active`, this.httpListener.active, this.httpListener.total > 0),
+      counter(`${httpPrefix}.downstream_cx_drain_close`, this.drainCloses),
+      counter(`${httpPrefix}.downstream_cx_total`, this.httpListener.total),
+      counter(`${httpPrefix}.downstream_rq_total`, this.httpRequests),
+      gauge('listener.admin.downstream_cx_active', this.admin.active, this.admin.total > 0),
+      counter('listener.admin.downstream_cx_total', this.admin.total),
+      gauge('listener.admin.main_thread.downstream_cx_active', this.admin.active, this.admin.total > 0),
+      counter('listener.admin.main_thread.downstream_cx_total', this.admin.total),
+      ...this.httpListener.stats(),
+      ...this.tcpListener.stats(),
+      gauge('listener_manager.total_listeners_active', this.listenersStopped ? 0 : 2, true),
+      gauge('listener_manager.total_listeners_draining', this.listenersDraining && !this.listenersStopped ? 2 : 0, this.listenersDraining),
+      gauge('listener_manager.workers_started', 1, true),
+      gauge('server.concurrency', this.options.workers, true),
+      gauge('server.live', this.state === 'LIVE' ? 1 : 0, true),
+      gauge('server.state', this.state === 'LIVE' ? 0 : 1, true),
+      gauge('server.total_connections', this.httpListener.active + this.tcpListener.active + this.admin.active, true),
+      gauge('server.uptime', Math.floor((Date.now() - this.startedAt) / 1000), true),
+      counter(`tcp.${this.options.tcpStatPrefix}.downstream_cx_total`, this.tcpListener.total),
+      ...Object.entries(this.options.extraGauges).map(([name, value]) => gauge(name, value, true)),
+    ];
+    return values.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** Waits (bounded) until an admin request matching `predicate` has been received. */
+  async waitForAdminRequest(predicate: (request: AdminRequestRecord) => boolean, timeoutMs = 5_000): Promise<AdminRequestRecord> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.adminRequests.find(predicate);
+      if (found !== undefined) return found;
+      if (Date.now() >= deadline) throw new Error(`no matching admin request within ${timeoutMs} ms; got ${JSON.stringify(this.adminRequests)}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  /** Stops like Envoy on SIGTERM: listeners closed, every connection (data and admin) cut at once. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.closing.abort();
+    clearTimeout(this.drainTimer);
+    for (const socket of this.sockets) socket.destroy();
+    this.httpServer.closeAllConnections();
+    await Promise.all([closeServer(this.httpServer), closeServer(this.tcpServer), this.closeAdmin()]);
+  }
+
+  // --- data listeners ---------------------------------------------------------------------------
+
+  private createHttpListener(): http.Server {
+    // Envoy's default idle timeout is 1 h: idle keep-alive connections stay open for the whole test.
+    const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, (request, response) => {
+      this.httpRequests += 1;
+      request.resume();
+      const headers: Record<string, string> = { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(DATA_RESPONSE_BODY.length) };
+      // While health checks fail or listeners drain, Envoy's HTTP connection manager closes each
+      // HTTP/1.1 connection after its current response ("drain close").
+      if (this.state === 'DRAINING') {
+        headers['connection'] = 'close';
+        this.drainCloses += 1;
+      }
+      response.writeHead(200, headers);
+      response.end(DATA_RESPONSE_BODY);
+    });
+    server.keepAliveTimeout = 0;
+    server.on('connection', (socket: net.Socket) => this.track(socket, this.httpListener));
+    return server;
+  }
+
+  private createTcpListener(): net.Server {
+    return net.createServer((socket) => {
+      this.track(socket, this.tcpListener);
+      // An echo upstream behind the proxy: bytes go back, the connection lives until the client ends it.
+      socket.pipe(socket);
+      socket.on('error', () => socket.destroy());
+    });
+  }
+
+  private track(socket: net.Socket, listener: ListenerStats): void {
+    const release = listener.accept();
+    this.sockets.add(socket);
+    socket.once('close', () => {
+      release();
+      this.sockets.delete(socket);
+    });
+  }
+
+  private async listen(): Promise<void> {
+    const { host } = this.options;
+    await listenOn(this.httpServer, this.options.httpPort, host);
+    await listenOn(this.tcpServer, this.options.tcpPort, host);
+    this.httpListener = new ListenerStats(`${this.options.statAddress}_${(this.httpServer.address() as AddressInfo).port}`, this.options.workers);
+    this.tcpListener = new ListenerStats(`${this.options.statAddress}_${(this.tcpServer.address() as AddressInfo).port}`, this.options.workers);
+    if (this.fault.kind === 'down') {
+      // Reserve a port so that the listener can come back up on it when the fault is lifted.
+      await this.listenAdmin(this.options.adminPort);
+      await this.closeAdmin();
+    } else {
+      await this.listenAdmin(this.options.adminPort);
+    }
+  }
+
+  /** Envoy's graceful drain ends with the listeners closed: no new connections, existing ones untouched. */
+  private stopListeners(): void {
+    if (this.listenersStopped) return;
+    this.listenersStopped = true;
+    this.httpServer.close();
+    this.tcpServer.close();
+  }
+
+  // --- admin ------------------------------------------------------------------------------------
+
+  private async listenAdmin(port: number): Promise<void> {
+    const server = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => void this.handleAdmin(request, response));
+    });
+    server.on('connection', (socket: net.Socket) => {
+      const release = this.admin.accept();
+      this.adminSockets.add(socket);
+      socket.once('close', () => {
+        release();
+        this.adminSockets.delete(socket);
+      });
+    });
+    await listenOn(server, port, this.options.host);
+    this.adminServer = server;
+    this.adminPortNumber = (server.address() as AddressInfo).port;
+  }
+
+  private async closeAdmin(): Promise<void> {
+    const server = this.adminServer;
+    if (server === undefined) return;
+    this.adminServer = undefined;
+    for (const socket of this.adminSockets) socket.destroy();
+    server.closeAllConnections();
+    await closeServer(server);
+  }
+
+  private async handleAdmin(request: http.IncomingMessage, response: http.ServerResponse): Promise<void> {
+    this.adminRequestCount += 1;
+    const url = new URL(request.url ?? '/', 'http://admin');
+    const method = request.method ?? 'GET';
+    const record = (status: number): void => {
+      this.adminRequests.push({ method, path: url.pathname, query: url.search.slice(1), status, at: Date.now() });
+    };
+    const send = (status: number, contentType: string, body: string): void => {
+      record(status);
+      if (response.destroyed) return;
+      response.writeHead(status, { 'content-type': contentType, server: 'envoy', 'cache-control': 'no-cache, max-age=0' });
+      response.end(body);
+    };
+
+    if (url.pathname.startsWith('/emulator/')) {
+      this.handleEmulatorControl(method, url, send);
+      return;
+    }
+    const fault = this.faultFor(url.pathname);
+    if (fault.kind === 'slow') {
+      // Cut short by close(), so that a closed emulator holds no timer.
+      await sleep(fault.delayMs, undefined, { signal: this.closing.signal }).catch(() => undefined);
+      if (this.closed) return;
+    }
+    if (fault.kind === 'status') return send(fault.status, 'text/plain', `emulated admin failure (HTTP ${fault.status})\n`);
+    if (fault.kind === 'garbage') return send(200, 'text/html', GARBAGE_BODY);
+
+    if (MUTATING_PATHS.has(url.pathname) && method !== 'POST') {
+      return send(this.options.mutationOnGetStatus, 'text/plain', `Method ${method} not allowed, POST required.`);
+    }
+    const params = url.searchParams;
+    switch (url.pathname) {
+      case '/ready':
+        return send(this.state === 'LIVE' ? 200 : 503, 'text/plain', `${this.state}\n`);
+      case '/server_info':
+        return send(200, 'application/json', this.renderServerInfo());
+      case '/healthcheck/fail':
+        this.healthCheckFailed = true;
+        return send(200, 'text/plain', 'OK\n');
+      case '/healthcheck/ok':
+        this.healthCheckFailed = false;
+        return send(200, 'text/plain', 'OK\n');
+      case '/drain_listeners':
+        return this.drainListeners(params, send);
+      case '/stats':
+        return this.serveStats(params, send);
+      case '/stats/prometheus':
+        return this.serveStats(new URLSearchParams([...params, ['format', 'prometheus']]), send);
+      case '/quitquitquit':
+        send(200, 'text/plain', 'OK\n');
+        setImmediate(() => void this.close());
+        return;
+      default:
+        return send(404, 'text/plain', `invalid path. admin commands are:\n  /ready\n  /server_info\n  /stats\n  /stats/prometheus\n  /healthcheck/fail\n  /healthcheck/ok\n  /drain_listeners\n`);
+    }
+  }
+
+  private faultFor(path: string): AdminFault {
+    if (this.faultPaths.length === 0 || this.faultPaths.some((prefix) => path.startsWith(prefix))) return this.fault;
+    return { kind: 'none' };
+  }
+
+  private drainListeners(params: URLSearchParams, send: (status: number, type: string, body: string) => void): void {
+    const graceful = params.has('graceful');
+    if (params.has('skip_exit') && !graceful) return send(400, 'text/plain', 'skip_exit requires graceful\n');
+    // Every listener of the emulator is inbound, so `inboundonly` selects all of them.
+    if (graceful) {
+      if (!this.listenersDraining) {
+        this.listenersDraining = true;
+        this.drainTimer = setTimeout(() => this.stopListeners(), this.options.drainTimeMs);
+        this.drainTimer.unref();
+      }
+    } else {
+      this.stopListeners();
+    }
+    send(200, 'text/plain', 'OK\n');
+  }
+
+  private serveStats(params: URLSearchParams, send: (status: number, type: string, body: string) => void): void {
+    let filter: RegExp | undefined;
+    const pattern = params.get('filter');
+    if (pattern !== null && pattern !== '') {
+      try {
+        filter = new RegExp(pattern);
+      } catch {
+        return send(400, 'text/plain', `Invalid re2 regex\n`);
+      }
+    }
+    const usedOnly = params.has('usedonly');
+    const stats = this.statValues().filter((stat) => (!usedOnly || stat.used) && (filter === undefined || filter.test(stat.name)));
+    const histograms = this.histogramNames().filter((name) => !usedOnly && (filter === undefined || filter.test(name)));
+    const textReadouts = usedOnly || (filter !== undefined && !filter.test('control_plane.identifier')) ? [] : [['control_plane.identifier', '']];
+    switch (params.get('format')) {
+      case 'json':
+        return send(200, 'application/json', renderJson(textReadouts, stats, histograms));
+      case 'prometheus':
+        return send(200, 'text/plain; charset=UTF-8', renderPrometheus(stats, histograms));
+      case null:
+      case 'text':
+        return send(200, 'text/plain; charset=UTF-8', renderText(textReadouts, stats, histograms));
+      default:
+        return send(400, 'text/plain', `usage: /stats?format=(html|active-html|json|prometheus|text)\n`);
+    }
+  }
+
+  /** Histograms with no recorded values: present in unfiltered output, never used. */
+  private histogramNames(): string[] {
+    return [`http.${this.options.httpStatPrefix}.downstream_cx_length_ms`, `listener.${this.httpListener.statName}.downstream_cx_length_ms`];
+  }
+
+  private renderServerInfo(): string {
+    const uptime = `${Math.floor((Date.now() - this.startedAt) / 1000)}s`;
+    return `${JSON.stringify(
+      {
+        version: 'emulated/1.31.0/Clean/RELEASE/BoringSSL',
+        state: this.state,
+        hot_restart_version: 'disabled',
+        command_line_options: {
+          concurrency: this.options.workers,
+          drain_time: `${Math.round(this.options.drainTimeMs / 1000)}s`,
+          drain_strategy: 'Immediate',
+          parent_shutdown_time: '900s',
+          mode: 'Serve',
+        },
+        uptime_current_epoch: uptime,
+        uptime_all_epochs: uptime,
+        node: { id: 'envoy-emulator', cluster: 'emulator', user_agent_name: 'envoy' },
+      },
+      null,
+      2,
+    )}\n`;
+  }
+
+  /** Test control over HTTP, for an emulator running as a child process. */
+  private handleEmulatorControl(method: string, url: URL, send: (status: number, type: string, body: string) => void): void {
+    if (url.pathname === '/emulator/requests' && method === 'GET') {
+      return send(200, 'application/json', JSON.stringify(this.adminRequests));
+    }
+    if (url.pathname === '/emulator/fault' && method === 'POST') {
+      const fault = parseFault(url.searchParams.get('fault') ?? 'none');
+      if (fault === undefined) return send(400, 'text/plain', 'fault must be none, slow:<ms>, status:<code>, garbage or down\n');
+      if (this.closed) return send(503, 'text/plain', 'closed\n');
+      const paths = (url.searchParams.get('paths') ?? '').split(',').filter((path) => path !== '');
+      // `for_ms` lifts the fault after a while: the only way back from `down` for a child process.
+      const forMs = Number(url.searchParams.get('for_ms') ?? NaN);
+      if (Number.isInteger(forMs) && forMs > 0) {
+        setTimeout(() => void this.setFault({ kind: 'none' }), forMs).unref();
+      }
+      if (fault.kind === 'down') {
+        // Answer before closing the listener this very request came in on.
+        send(200, 'text/plain', 'OK\n');
+        setImmediate(() => void this.setFault(fault, paths));
+      } else {
+        void this.setFault(fault, paths).then(() => send(200, 'text/plain', 'OK\n'));
+      }
+      return;
+    }
+    send(404, 'text/plain', 'emulator control: GET /emulator/requests, POST /emulator/fault?fault=…&paths=…&for_ms=…\n');
+  }
+}
+
+/** Reads `none`, `slow:<ms>`, `status:<code>`, `garbage`, `down`. */
+export function parseFault(text: string): AdminFault | undefined {
+  const [kind, argument] = text.split(':', 2);
+  const number = Number(argument);
+  switch (kind) {
+    case 'none':
+    case 'garbage':
+    case 'down':
+      return argument === undefined ? { kind } : undefined;
+    case 'slow':
+      return Number.isInteger(number) && number >= 0 ? { kind, delayMs: number } : undefined;
+    case 'status':
+      return Number.isInteger(number) && number >= 100 && number <= 599 ? { kind, status: number } : undefined;
+    default:
+      return undefined;
+  }
+}
+
+// --- output formats (see test/fixtures/envoy/) ------------------------------------------------------
+
+/** `name: value` lines: text readouts (quoted), then counters and gauges, then histograms. */
+function renderText(textReadouts: string[][], stats: StatValue[], histograms: string[]): string {
+  const lines = [
+    ...textReadouts.map(([name, value]) => `${name}: ${JSON.stringify(value)}`),
+    ...stats.map((stat) => `${stat.name}: ${stat.value}`),
+    ...histograms.map((name) => `${name}: No recorded values`),
+  ];
+  return lines.map((line) => `${line}\n`).join('');
+}
+
+function renderJson(textReadouts: string[][], stats: StatValue[], histograms: string[]): string {
+  const entries: unknown[] = [
+    ...textReadouts.map(([name, value]) => ({ name, value })),
+    ...stats.map(({ name, value }) => ({ name, value })),
+  ];
+  if (histograms.length > 0) {
+    entries.push({
+      histograms: {
+        supported_quantiles: HISTOGRAM_QUANTILES,
+        computed_quantiles: histograms.map((name) => ({
+          name,
+          values: HISTOGRAM_QUANTILES.map(() => ({ interval: null, cumulative: null })),
+        })),
+      },
+    });
+  }
+  return JSON.stringify({ stats: entries }, null, 1);
+}
+
+/** Envoy's tag extraction for the stats emulated here: a prefix becomes a label. */
+function prometheusSeries(name: string): { metric: string; labels: string } {
+  const patterns: [RegExp, (match: RegExpExecArray) => { metric: string; labels: string }][] = [
+    [/^http\.([^.]+)\.(.+)$/, (m) => ({ metric: `envoy_http_${m[2]}`, labels: `envoy_http_conn_manager_prefix="${m[1]}"` })],
+    [/^tcp\.([^.]+)\.(.+)$/, (m) => ({ metric: `envoy_tcp_${m[2]}`, labels: `envoy_tcp_prefix="${m[1]}"` })],
+    [/^listener\.admin\.(.+)$/, (m) => ({ metric: `envoy_listener_admin_${m[1]}`, labels: '' })],
+    [
+      /^listener\.(.+)\.worker_(\d+)\.(.+)$/,
+      (m) => ({ metric: `envoy_listener_worker_${m[3]}`, labels: `envoy_worker_id="${m[2]}",envoy_listener_address="${m[1]}"` }),
+    ],
+    [/^listener\.(.+)\.([^.]+)$/, (m) => ({ metric: `envoy_listener_${m[2]}`, labels: `envoy_listener_address="${m[1]}"` })],
+  ];
+  for (const [pattern, toSeries] of patterns) {
+    const match = pattern.exec(name);
+    if (match !== null) {
+      const series = toSeries(match);
+      return { metric: series.metric.replaceAll('.', '_'), labels: series.labels };
+    }
+  }
+  return { metric: `envoy_${name.replaceAll('.', '_')}`, labels: '' };
+}
+
+function renderPrometheus(stats: StatValue[], histograms: string[]): string {
+  const families = new Map<string, { type: string; lines: string[] }>();
+  const add = (metric: string, type: string, line: string): void => {
+    const family = families.get(metric) ?? { type, lines: [] };
+    family.lines.push(line);
+    families.set(metric, family);
+  };
+  for (const stat of stats) {
+    const { metric, labels } = prometheusSeries(stat.name);
+    add(metric, stat.type, `${metric}{${labels}} ${stat.value}`);
+  }
+  for (const name of histograms) {
+    const { metric, labels } = prometheusSeries(name);
+    const separator = labels === '' ? '' : ',';
+    for (const bound of PROMETHEUS_BUCKETS) add(metric, 'histogram', `${metric}_bucket{${labels}${separator}le="${bound}"} 0`);
+    add(metric, 'histogram', `${metric}_bucket{${labels}${separator}le="+Inf"} 0`);
+    add(metric, 'histogram', `${metric}_sum{${labels}} 0`);
+    add(metric, 'histogram', `${metric}_count{${labels}} 0`);
+  }
+  let output = '';
+  for (const [metric, family] of [...families].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    output += `# TYPE ${metric} ${family.type}\n${family.lines.join('\n')}\n`;
+  }
+  return output;
+}
+
+// --- helpers ----------------------------------------------------------------------------------------
+
+function gauge(name: string, value: number, used: boolean): StatValue {
+  return { name, type: 'gauge', value, used };
+}
+
+function counter(name: string, value: number): StatValue {
+  return { name, type: 'counter', value, used: value > 0 };
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((total, value) => total + value, 0);
+}
+
+function listenOn(server: net.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function closeServer(server: net.Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+  });
+}
