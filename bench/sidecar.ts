@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
 import { EnvoyEmulator } from '../test/support/envoy-emulator.js';
 import { BUILT_MAIN, spawnSidecar, type SidecarProcess } from '../test/support/sidecar-process.js';
+import { freePort } from '../test/support/ports.js';
 
 const STARTS = 7;
 const DRAINS = 9;
@@ -77,15 +78,6 @@ async function timeToReady(command: 'sidecar' | 'floor', adminPort: number): Pro
   }
   const readyAt = await firstHealthy(() => port, command === 'sidecar' ? '/healthz' : '/');
   return { ms: readyAt - started, child, port: port as number };
-}
-
-async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 async function measureStartAndIdle(emulator: EnvoyEmulator): Promise<void> {

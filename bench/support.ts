@@ -1,17 +1,6 @@
 /** Small helpers shared by the bench scripts: free ports, waiting for a server, percentiles. */
-import { createServer } from 'node:net';
+export { freePort } from '../test/support/ports.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-    server.on('error', reject);
-  });
-}
 
 /** Calls `probe` until it resolves true, at most `limitMs`. */
 export async function waitUntil(probe: () => Promise<boolean>, limitMs: number, what: string): Promise<void> {

@@ -34,6 +34,8 @@ const KNOWN_SUFFIXES = new Set([
 
 export interface ResolvedPlan {
   readonly plan: PodDrainPlan;
+  /** The settings the pod's annotations set explicitly. */
+  readonly overridden: ReadonlySet<keyof DrainDefaults>;
   /** Annotations under our prefix that mean nothing (most likely typos): reported, not fatal. */
   readonly unknownAnnotations: readonly string[];
 }
@@ -78,7 +80,7 @@ export function resolvePodDrainPlan(
     return key === undefined ? `default ${name}` : `annotation ${key}`;
   };
   try {
-    return { plan: makeDrainPlan(values, sourceOf), unknownAnnotations };
+    return { plan: makeDrainPlan(values, sourceOf), overridden: new Set(annotationOf.keys()), unknownAnnotations };
   } catch (error) {
     if (error instanceof ConfigError) throw new ConfigErrors([error]);
     throw error;

@@ -66,11 +66,13 @@ function decide(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
         ]);
   }
 
-  const { plan: requested, unknownAnnotations } = resolvePodDrainPlan(annotations, config.defaults);
+  const { plan: requested, overridden, unknownAnnotations } = resolvePodDrainPlan(annotations, config.defaults);
   const envoy = findEnvoyContainer(containers, annotations);
   if (!envoy.found) return skip('no-envoy-container', [`not injected: ${envoy.reason}`]);
 
-  const plan = withEffectiveGracePeriod(requested, pod.spec?.terminationGracePeriodSeconds);
+  const plan = overridden.has('termination-grace-period')
+    ? requested
+    : withEffectiveGracePeriod(requested, pod.spec?.terminationGracePeriodSeconds);
   assertServePortIsFree(plan, pod.spec);
 
   const warnings = unknownAnnotations.map((key) => `unknown annotation ${key} ignored`);
@@ -109,7 +111,11 @@ function hasSidecar(spec: V1PodSpec | undefined): boolean {
   return all.some((container) => container.name === SIDECAR_CONTAINER_NAME);
 }
 
-/** The grace period is only ever raised; a pod that already allows longer keeps it, and the deadline follows. */
+/**
+ * The webhook-wide grace period only ever raises the pod's; a pod that already allows longer keeps it, and
+ * the deadline follows. (A pod's own annotation is taken as asked, even when lower: the API server
+ * defaults every pod to 30 s before admission, so the pod's value cannot tell intent from default.)
+ */
 function withEffectiveGracePeriod(plan: PodDrainPlan, podGraceSeconds: number | undefined): PodDrainPlan {
   const current = podGraceSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS;
   if (current <= plan.terminationGracePeriodSeconds) return plan;

@@ -107,7 +107,12 @@ describe('the pure injector on generated pods', () => {
         const patched = jsonPatch.applyPatch(structuredClone(original), patch, true, false).newDocument;
         assert.deepEqual(patched, outcome.pod);
         assert.equal(sidecars(patched), 1);
-        assert.ok((patched.spec?.terminationGracePeriodSeconds ?? 0) >= (original.spec?.terminationGracePeriodSeconds ?? 30));
+        const asked = original.metadata?.annotations?.['shutdown-manager.io/termination-grace-period'];
+        if (asked === undefined) {
+          assert.ok((patched.spec?.terminationGracePeriodSeconds ?? 0) >= (original.spec?.terminationGracePeriodSeconds ?? 30));
+        } else {
+          assert.equal(patched.spec?.terminationGracePeriodSeconds, asked === '10m' ? 600 : Number(asked));
+        }
         const again = injectPod(deepFreeze(structuredClone(patched)), config);
         assert.equal(again.action, 'skip');
         assert.equal(again.action === 'skip' && again.reason, 'already-injected');

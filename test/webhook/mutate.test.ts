@@ -161,6 +161,17 @@ describe('a Contour-style DaemonSet pod', () => {
     assert.equal(pod.metadata.annotations['prometheus.io/port'], '8002');
   });
 
+  test('a grace period asked for by annotation is taken as asked, even below the pod\'s (defaulted) 30 s', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.metadata.annotations = {
+      'shutdown-manager.io/termination-grace-period': '20',
+      'shutdown-manager.io/check-delay': '5s',
+    };
+    const pod = applyResponse(body.request.object, (await review(body)).response);
+    assert.equal(pod.spec.terminationGracePeriodSeconds, 20);
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-timeout=18s'));
+  });
+
   test('a pod whose grace period is already longer than configured keeps it, and the deadline follows it', async () => {
     const body = await loadReview('deployment-envoy-pod.json');
     body.request.object.spec.terminationGracePeriodSeconds = 900;

@@ -1,0 +1,93 @@
+/**
+ * One rollout step, end to end: the running webhook injects an Envoy pod, the simulated kubelet starts
+ * it, traffic flows through it, and the pod is deleted while the traffic goes on. Shared by the e2e
+ * tests and `npm run demo`.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+import jsonPatch from 'fast-json-patch';
+import { closeAll, openTcpConnection, type HeldConnection } from '../support/connections.js';
+import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { freePort } from '../support/ports.js';
+import type { LogLine } from '../support/sidecar-process.js';
+import { loadReview, postReview, startTestWebhook } from '../webhook/support.js';
+import { SimulatedPod, type TerminationReport } from './kubelet.js';
+import { KeepAliveLoad, type LoadReport } from './load.js';
+
+/** Webhook-wide defaults for a rollout that takes seconds, not minutes; pods may override them. */
+export const FAST_DRAIN_DEFAULTS = ['--check-delay=300ms', '--check-interval=100ms', '--termination-grace-period=10'];
+
+export interface RolloutOptions {
+  /** Annotations on the Envoy pod template. */
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly webhookArgs?: readonly string[];
+  /** Keep-alive client connections sending requests throughout. */
+  readonly connections?: number;
+  /** Connections to the TCP proxy listener that the client never closes. */
+  readonly stubbornConnections?: number;
+  /** Close one of the stubborn connections this long after termination began (a slow client finishing). */
+  readonly closeOneStubbornAfterMs?: number;
+}
+
+export interface RolloutResult {
+  readonly pod: V1Pod;
+  readonly termination: TerminationReport;
+  readonly load: LoadReport;
+  readonly sidecarLogs: readonly LogLine[];
+  /** Whether each never-closing connection had been closed by Envoy's exit when the pod was gone. */
+  readonly stubbornClosed: readonly boolean[];
+}
+
+/** Sends the fixture Deployment pod to the real webhook over HTTPS and applies the patch it answers. */
+export async function admitEnvoyPod(webhookArgs: readonly string[], annotations: Readonly<Record<string, string>>): Promise<V1Pod> {
+  const webhook = await startTestWebhook(webhookArgs);
+  try {
+    const review = await loadReview('deployment-envoy-pod.json');
+    review.request.object.metadata.annotations = { ...annotations };
+    const answer = await postReview(webhook, review);
+    const response = answer.json().response;
+    if (response.allowed !== true || response.patch === undefined) {
+      throw new Error(`the webhook did not inject the pod: ${answer.text}`);
+    }
+    const operations = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
+    return jsonPatch.applyPatch(structuredClone(review.request.object), operations, true, false).newDocument as V1Pod;
+  } finally {
+    await webhook.close();
+  }
+}
+
+export async function runRollout(options: RolloutOptions = {}): Promise<RolloutResult> {
+  // The pod's ports come from the webhook's defaults, set to free ports so runs never collide.
+  const [servePort, adminPort] = [await freePort(), await freePort()];
+  const webhookArgs = [...FAST_DRAIN_DEFAULTS, `--serve-port=${servePort}`, `--admin-port=${adminPort}`, ...(options.webhookArgs ?? [])];
+  const pod = await admitEnvoyPod(webhookArgs, options.annotations ?? {});
+
+  const secondReplica = await EnvoyEmulator.start();
+  const simulated = await SimulatedPod.start(pod).catch(async (error: unknown) => {
+    await secondReplica.close();
+    throw error;
+  });
+  let load: KeepAliveLoad | undefined;
+  const stubborn: HeldConnection[] = [];
+  try {
+    load = new KeepAliveLoad({ first: simulated.envoy.http, second: secondReplica.ports.http }, options.connections ?? 8);
+    await load.warmedUp(100);
+    for (let i = 0; i < (options.stubbornConnections ?? 0); i += 1) stubborn.push(await openTcpConnection(simulated.envoy.tcp));
+
+    const slowClient =
+      options.closeOneStubbornAfterMs === undefined
+        ? undefined
+        : setTimeout(() => void stubborn[0]?.close(), options.closeOneStubbornAfterMs);
+    const termination = await simulated.terminate();
+    clearTimeout(slowClient);
+    // Envoy's exit closes them; give the client a moment to see the FIN, no more.
+    await Promise.race([Promise.all(stubborn.map((connection) => connection.closed)), sleep(1_000)]);
+    const stubbornClosed = stubborn.map((connection) => connection.socket.destroyed);
+    return { pod, termination, load: await load.stop(), sidecarLogs: simulated.sidecarLogs, stubbornClosed };
+  } finally {
+    await load?.stop();
+    simulated.kill();
+    await closeAll(stubborn);
+    await secondReplica.close();
+  }
+}
