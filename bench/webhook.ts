@@ -150,7 +150,7 @@ function injectorScaling(): void {
     const iterations = 20_000;
     const started = process.hrtime.bigint();
     for (let i = 0; i < iterations; i += 1) {
-      const outcome = injectPod(pod, config);
+      const outcome = injectPod(pod, config, 'bench-token');
       if (outcome.action === 'inject') podPatch(pod, outcome.pod);
     }
     parts.push(`${count} container(s): ${(Number(process.hrtime.bigint() - started) / 1000 / iterations).toFixed(1)} µs`);

@@ -9,6 +9,7 @@ import { Document, LineCounter, parseAllDocuments } from 'yaml';
 import type { InjectionConfig } from '../config/webhook.js';
 import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch, type Operation } from '../inject/patch.js';
+import { newShutdownToken } from '../inject/sidecar.js';
 
 /** Where the pod template sits in each kind of workload (a Pod is its own template). */
 const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
@@ -92,7 +93,7 @@ function injectDocument(document: Document, config: InjectionConfig, note: (text
     if (templatePath === undefined) continue;
     const template = getIn(object, templatePath);
     if (!isObject(template)) continue;
-    const outcome = injectPod(template as V1Pod, config);
+    const outcome = injectPod(template as V1Pod, config, newShutdownToken());
     const operations = operationsFor(outcome, template, object, note);
     for (const operation of operations) applyToDocument(document, [...base, ...templatePath], operation);
     if (operations.length > 0) count += 1;

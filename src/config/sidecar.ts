@@ -1,6 +1,6 @@
 /** Settings of sidecar mode: the drain server started by the injected container. */
 import { DRAIN_SETTINGS } from './drain.js';
-import { readSettings, type Setting } from './settings.js';
+import { envName, readSettings, type Setting } from './settings.js';
 import * as kinds from './values.js';
 import type { ValueKind } from './values.js';
 
@@ -50,8 +50,16 @@ export const SIDECAR_SETTINGS = {
     default: 3,
     help: 'After this many consecutive refused connections Envoy is taken as exited, and the drain as done.',
   } satisfies Setting<number>,
+  'shutdown-token': {
+    kind: kinds.text,
+    default: '',
+    help: 'When set, /shutdown requires the header "Authorization: Bearer <token>" (the webhook injects one per pod). Pass it by environment variable, not flag.',
+  } satisfies Setting<string>,
   'log-level': LOG_LEVEL_SETTING,
 };
+
+/** The variable the injected container receives its /shutdown token in. */
+export const SHUTDOWN_TOKEN_ENV = envName('shutdown-token');
 
 export interface SidecarConfig {
   readonly checkIntervalMs: number;
@@ -67,6 +75,8 @@ export interface SidecarConfig {
   readonly adminTimeoutMs: number;
   readonly adminRefusalsBeforeExited: number;
   readonly logLevel: string;
+  /** Bearer token /shutdown requires; undefined leaves /shutdown open (pods injected by hand). */
+  readonly shutdownToken: string | undefined;
 }
 
 export function parseSidecarConfig(args: readonly string[], env: NodeJS.ProcessEnv): SidecarConfig {
@@ -84,5 +94,6 @@ export function parseSidecarConfig(args: readonly string[], env: NodeJS.ProcessE
     adminTimeoutMs: values['admin-timeout'],
     adminRefusalsBeforeExited: Math.max(1, values['admin-refusals']),
     logLevel: values['log-level'],
+    shutdownToken: values['shutdown-token'] === '' ? undefined : values['shutdown-token'],
   };
 }

@@ -4,7 +4,6 @@
  * which keeps injection cheap and lets the JSON-patch diff skip unchanged parts by identity.
  */
 import type { V1Container, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { isDeepStrictEqual } from 'node:util';
 import { ANNOTATIONS, resolvePodDrainPlan } from '../config/annotations.js';
 import { drainTimeoutMs, type PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
@@ -37,9 +36,13 @@ export interface InjectionStatus {
   readonly native: boolean;
 }
 
-export function injectPod(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
+/**
+ * `shutdownToken` is the secret the pod's hooks will present to its sidecar; it is a parameter, not made
+ * here, so that injection stays a pure function of its inputs (the webhook draws a fresh one per pod).
+ */
+export function injectPod(pod: V1Pod, config: InjectionConfig, shutdownToken: string): InjectionOutcome {
   try {
-    return decide(pod, config);
+    return decide(pod, config, shutdownToken);
   } catch (error) {
     const errors = error instanceof ConfigErrors ? error.errors : error instanceof ConfigError ? [error] : undefined;
     if (errors === undefined) throw error;
@@ -52,7 +55,7 @@ function settingName(error: ConfigError): string {
   return /(?:^annotation shutdown-manager\.io\/|^default |^)([a-z-]+)/.exec(error.source)?.[1] ?? 'unknown';
 }
 
-function decide(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
+function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOutcome {
   const annotations = pod.metadata?.annotations;
   if (pod.metadata?.labels?.[ENVOY_APP_LABEL.key] !== ENVOY_APP_LABEL.value) return skip('not-envoy');
   if (!wantsInjection(annotations)) return skip('opted-out');
@@ -77,7 +80,7 @@ function decide(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
 
   const warnings = unknownAnnotations.map((key) => `unknown annotation ${key} ignored`);
   const envoyContainer = containers[envoy.index] as V1Container;
-  const hookWarning = preStopReplacementWarning(envoyContainer, plan);
+  const hookWarning = preStopReplacementWarning(envoyContainer);
   if (hookWarning !== undefined) warnings.push(hookWarning);
 
   const status: InjectionStatus = {
@@ -87,7 +90,7 @@ function decide(pod: V1Pod, config: InjectionConfig): InjectionOutcome {
     servePort: plan.servePort,
     native: booleanAnnotation(annotations, ANNOTATIONS.nativeSidecar) ?? config.nativeSidecar,
   };
-  return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status), plan, warnings };
+  return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status, token), plan, warnings };
 }
 
 function skip(reason: SkipReason, warnings: readonly string[] = []): InjectionOutcome {
@@ -142,9 +145,8 @@ function isNativeSidecar(container: V1Container): boolean {
   return container.restartPolicy === 'Always';
 }
 
-function preStopReplacementWarning(envoy: V1Container, plan: PodDrainPlan): string | undefined {
-  const existing = envoy.lifecycle?.preStop;
-  if (existing === undefined || isDeepStrictEqual(existing, shutdownHook(plan))) return undefined;
+function preStopReplacementWarning(envoy: V1Container): string | undefined {
+  if (envoy.lifecycle?.preStop === undefined) return undefined;
   return `replaced the existing preStop hook of container "${envoy.name}" with the shutdown-manager's`;
 }
 
@@ -154,12 +156,13 @@ function mutate(
   plan: PodDrainPlan,
   config: InjectionConfig,
   status: InjectionStatus,
+  token: string,
 ): V1Pod {
   const spec = pod.spec as V1PodSpec;
   const containers = spec.containers.map((container, index) =>
-    index === envoyIndex ? { ...container, lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan) } } : container,
+    index === envoyIndex ? { ...container, lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan, token) } } : container,
   );
-  const sidecar = buildSidecarContainer(plan, config, status.native);
+  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token });
   // A native sidecar goes last among the init containers: bootstrap init containers (Contour's) run first.
   const placement = status.native
     ? { containers, initContainers: [...(spec.initContainers ?? []), sidecar] }

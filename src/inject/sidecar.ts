@@ -1,17 +1,30 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container and the preStop hooks. */
+import { randomBytes } from 'node:crypto';
 import type { V1Container, V1LifecycleHandler } from '@kubernetes/client-node';
 import type { PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { toFlags } from '../config/settings.js';
-import { SIDECAR_SETTINGS } from '../config/sidecar.js';
+import { SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS } from '../config/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
 
 /** The UID of the image's non-root user (distroless "nonroot"); the container must not need root. */
 export const SIDECAR_USER_ID = 65532;
 
+/** A per-pod secret: only the kubelet's hooks, which carry it, may start a drain. */
+export function newShutdownToken(): string {
+  return randomBytes(24).toString('base64url');
+}
+
 /** The hook both containers call: it blocks until the sidecar has drained Envoy. */
-export function shutdownHook(plan: PodDrainPlan): V1LifecycleHandler {
-  return { httpGet: { path: SIDECAR_PATHS.shutdown, port: plan.servePort, scheme: 'HTTP' } };
+export function shutdownHook(plan: PodDrainPlan, token: string): V1LifecycleHandler {
+  return {
+    httpGet: {
+      path: SIDECAR_PATHS.shutdown,
+      port: plan.servePort,
+      scheme: 'HTTP',
+      httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }],
+    },
+  };
 }
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
@@ -33,12 +46,18 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
  * The shutdown-manager container. As a native sidecar (init container with restartPolicy Always) it is
  * stopped only after Envoy has exited, so it needs no preStop hook of its own: Envoy's hook does the waiting.
  */
-export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfig, native: boolean): V1Container {
+export function buildSidecarContainer(
+  plan: PodDrainPlan,
+  config: InjectionConfig,
+  options: { readonly native: boolean; readonly token: string },
+): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: config.sidecarImage,
     imagePullPolicy: config.sidecarImagePullPolicy,
     args: sidecarArgs(plan),
+    // By environment, not flag: it stays out of the process list.
+    env: [{ name: SHUTDOWN_TOKEN_ENV, value: options.token }],
     ports: [{ name: 'shutdown-mgr', containerPort: plan.servePort, protocol: 'TCP' }],
     livenessProbe: {
       httpGet: { path: SIDECAR_PATHS.healthz, port: plan.servePort, scheme: 'HTTP' },
@@ -47,7 +66,7 @@ export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfi
       timeoutSeconds: 1,
       failureThreshold: 3,
     },
-    lifecycle: { preStop: shutdownHook(plan) },
+    lifecycle: { preStop: shutdownHook(plan, options.token) },
     resources: {
       requests: { cpu: '10m', memory: '32Mi' },
       limits: { cpu: '200m', memory: '96Mi' },
@@ -65,7 +84,7 @@ export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfi
     // The drain outcome ends up in `kubectl describe pod` even when the log is gone.
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
-  if (!native) return container;
+  if (!options.native) return container;
   const { lifecycle: _ownHookNotNeeded, ...rest } = container;
   return { ...rest, restartPolicy: 'Always' };
 }

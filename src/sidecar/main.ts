@@ -9,7 +9,7 @@ import { pino, type Logger } from 'pino';
 import { formatDuration } from '../config/duration.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
-import { parseSidecarConfig, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
+import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
 import { Drain } from './drain.js';
 import { startDrainServer } from './server.js';
@@ -96,7 +96,11 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     host: config.serveAddress,
     port: config.servePort,
     log,
+    shutdownToken: config.shutdownToken,
   });
+  if (config.shutdownToken === undefined) {
+    log.warn({ event: 'shutdown_unprotected' }, `no ${SHUTDOWN_TOKEN_ENV}: anyone who can reach this port can drain Envoy`);
+  }
   log.info(
     {
       event: 'listening',

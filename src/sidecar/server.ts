@@ -2,6 +2,7 @@
  * The sidecar's HTTP edge (node:http, no framework: this process should stay small). Routes only
  * translate between HTTP and the Drain; every decision lives there.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
@@ -47,8 +48,11 @@ export async function startDrainServer(options: {
   readonly host: string;
   readonly port: number;
   readonly log: ServerLogger;
+  /** When set, /shutdown needs "Authorization: Bearer <token>": nobody else in the cluster may drain Envoy. */
+  readonly shutdownToken?: string | undefined;
 }): Promise<DrainServer> {
   const { drain, minOpenConnections, log } = options;
+  const authorized = bearerCheck(options.shutdownToken);
   const server = http.createServer({ requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS }, (request, response) => {
     const path = (request.url ?? '/').split('?', 1)[0];
     if (request.method !== 'GET' && request.method !== 'HEAD') {
@@ -63,6 +67,13 @@ export async function startDrainServer(options: {
         reply(response, 200, 'application/json', `${JSON.stringify(drain.snapshot(), null, 2)}\n`);
         return;
       case SIDECAR_PATHS.shutdown:
+        if (!authorized(request.headers.authorization)) {
+          log.info({ event: 'shutdown_refused', remote: request.socket.remoteAddress }, '/shutdown without the right token refused');
+          reply(response, 401, 'text/plain', 'a valid "Authorization: Bearer <token>" header is required\n', {
+            'www-authenticate': 'Bearer realm="shutdown-manager"',
+          });
+          return;
+        }
         answerWhenDrained(response, drain.start(), minOpenConnections, log);
         return;
       default:
@@ -98,6 +109,14 @@ export async function startDrainServer(options: {
       }
     },
   };
+}
+
+/** Compares digests, so that neither the token's content nor its length leaks through timing. */
+function bearerCheck(token: string | undefined): (header: string | undefined) => boolean {
+  if (token === undefined) return () => true;
+  const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
+  const expected = digest(`Bearer ${token}`);
+  return (header) => header !== undefined && timingSafeEqual(digest(header), expected);
 }
 
 function answerWhenDrained(

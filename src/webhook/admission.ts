@@ -5,6 +5,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch } from '../inject/patch.js';
+import { newShutdownToken } from '../inject/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
 
 export const ADMISSION_VERSIONS = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'] as const;
@@ -108,7 +109,7 @@ export function reviewAdmission(
   }
 
   const pod = decodePod(request.object);
-  const decision = injectPod(pod, config);
+  const decision = injectPod(pod, config, newShutdownToken());
   return { response: respond(request.uid, pod, decision), decision };
 }
 

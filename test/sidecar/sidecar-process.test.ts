@@ -289,3 +289,22 @@ describe('sidecar process: lifecycle and flags', () => {
     assert.match(result.stderr, new RegExp(`cannot serve on 127\\.0\\.0\\.1:${port}: the port is taken`));
   });
 });
+
+describe('sidecar process: a protected /shutdown', () => {
+  test('without the pod\'s token it answers 401 and drains nothing; with it, it drains', async (t) => {
+    const { emulator, sidecar } = await setUp(t, ['--shutdown-token=s3cr3t-token']);
+    const attempts: Record<string, string>[] = [{}, { authorization: 'Bearer wrong' }, { authorization: 's3cr3t-token' }, { authorization: 'Bearer s3cr3t-token2' }];
+    for (const headers of attempts) {
+      const refused = await httpRequest(sidecar.url('/shutdown'), { headers });
+      assert.equal(refused.status, 401, JSON.stringify(headers));
+      assert.match(String(refused.headers['www-authenticate']), /^Bearer /);
+    }
+    assert.deepEqual(emulator.adminRequests, [], 'Envoy was not touched');
+    assert.equal((await httpRequest(sidecar.url('/healthz'))).status, 200, '/healthz stays open');
+    assert.equal(JSON.parse((await httpRequest(sidecar.url('/drain'))).body).state, 'idle');
+
+    const accepted = await httpRequest(sidecar.url('/shutdown'), { headers: { authorization: 'Bearer s3cr3t-token' } });
+    assert.equal(accepted.status, 200, accepted.body);
+    assert.ok(emulator.isHealthCheckFailed);
+  });
+});

@@ -100,9 +100,13 @@ export interface SimpleResponse {
 }
 
 /** One HTTP request on a fresh connection (no agent reuse), rejecting after `timeoutMs`. */
-export function httpRequest(url: string, options: { method?: string; timeoutMs?: number } = {}): Promise<SimpleResponse> {
+export function httpRequest(
+  url: string,
+  options: { method?: string; timeoutMs?: number; headers?: Record<string, string> } = {},
+): Promise<SimpleResponse> {
   return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: options.method ?? 'GET', agent: false, signal: AbortSignal.timeout(options.timeoutMs ?? 5_000) }, (response) => {
+    const settings = { method: options.method ?? 'GET', headers: options.headers ?? {}, agent: false, signal: AbortSignal.timeout(options.timeoutMs ?? 5_000) };
+    const request = http.request(url, settings, (response) => {
       let body = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => (body += chunk));

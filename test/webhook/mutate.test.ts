@@ -28,6 +28,19 @@ function container(pod: Json, name: string): Json {
   return pod.spec.containers.find((c: Json) => c.name === name);
 }
 
+/** The token the sidecar is given by environment; the hooks must present exactly this one. */
+function shutdownToken(pod: Json): string {
+  const env = container(pod, 'shutdown-manager').env;
+  assert.deepEqual(env.map((e: Json) => e.name), ['SHUTDOWN_MANAGER_SHUTDOWN_TOKEN']);
+  return env[0].value;
+}
+
+function shutdownHook(token: string, port = 8090): Json {
+  return {
+    httpGet: { path: '/shutdown', port, scheme: 'HTTP', httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] },
+  };
+}
+
 describe('an Envoy pod created by a Deployment', () => {
   test('gets the sidecar, both preStop hooks, a liveness probe and a longer grace period', async () => {
     const body = await loadReview('deployment-envoy-pod.json');
@@ -53,7 +66,9 @@ describe('an Envoy pod created by a Deployment', () => {
     assert.equal(sidecar.image, webhook.config.injection.sidecarImage);
     assert.deepEqual(sidecar.ports, [{ name: 'shutdown-mgr', containerPort: 8090, protocol: 'TCP' }]);
     assert.deepEqual(sidecar.livenessProbe.httpGet, { path: '/healthz', port: 8090, scheme: 'HTTP' });
-    assert.deepEqual(sidecar.lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
+    const token = shutdownToken(pod);
+    assert.match(token, /^[A-Za-z0-9_-]{32}$/, 'a 192-bit random token');
+    assert.deepEqual(sidecar.lifecycle.preStop, shutdownHook(token));
     assert.equal(sidecar.securityContext.runAsNonRoot, true);
     assert.equal(sidecar.securityContext.readOnlyRootFilesystem, true);
     assert.equal(sidecar.securityContext.allowPrivilegeEscalation, false);
@@ -61,7 +76,7 @@ describe('an Envoy pod created by a Deployment', () => {
     assert.ok(sidecar.resources.requests.memory && sidecar.resources.limits.memory);
 
     const envoy = container(pod, 'envoy');
-    assert.deepEqual(envoy.lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
+    assert.deepEqual(envoy.lifecycle.preStop, shutdownHook(token));
     assert.deepEqual(envoy.ports, body.request.object.spec.containers[0].ports, 'Envoy keeps its ports');
     assert.equal(pod.spec.terminationGracePeriodSeconds, 300);
 
@@ -103,6 +118,13 @@ describe('an Envoy pod created by a Deployment', () => {
     assert.equal(again.response.allowed, true);
     assert.equal(again.response.patch, undefined);
     assert.equal(again.response.patchType, undefined);
+  });
+
+  test('every pod gets its own shutdown token', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    const first = shutdownToken(applyResponse(body.request.object, (await review(body)).response));
+    const second = shutdownToken(applyResponse(body.request.object, (await review(body)).response));
+    assert.notEqual(first, second);
   });
 
   test('answers v1beta1 in kind', async () => {
@@ -156,7 +178,7 @@ describe('a Contour-style DaemonSet pod', () => {
     assert.ok(args.includes('--check-delay=10s'), args.join(' '));
     assert.ok(args.includes('--drain-timeout=9m50s'), args.join(' '));
     assert.deepEqual(container(pod, 'envoy').lifecycle, {
-      preStop: { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } },
+      preStop: shutdownHook(shutdownToken(pod)),
     });
     assert.equal(pod.metadata.annotations['prometheus.io/port'], '8002');
   });
