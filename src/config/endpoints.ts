@@ -10,6 +10,7 @@ export const SIDECAR_PATHS = {
   healthz: '/healthz',
   shutdown: '/shutdown',
   drain: '/drain',
+  metrics: '/metrics',
 } as const;
 
 /** Name of the injected container, also used to recognise a pod that already has it. */

@@ -9,6 +9,7 @@ import { pino, type Logger } from 'pino';
 import { formatDuration } from '../config/duration.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
+import { sidecarMetrics } from './metrics.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
 import { Drain } from './drain.js';
@@ -90,6 +91,7 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     },
     log,
   );
+  const registry = sidecarMetrics(drain);
   const server = await startDrainServer({
     drain,
     minOpenConnections: config.minOpenConnections,
@@ -97,6 +99,7 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     port: config.servePort,
     log,
     shutdownToken: config.shutdownToken,
+    metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
   });
   if (config.shutdownToken === undefined) {
     log.warn({ event: 'shutdown_unprotected' }, `no ${SHUTDOWN_TOKEN_ENV}: anyone who can reach this port can drain Envoy`);

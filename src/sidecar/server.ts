@@ -50,6 +50,8 @@ export async function startDrainServer(options: {
   readonly log: ServerLogger;
   /** When set, /shutdown needs "Authorization: Bearer <token>": nobody else in the cluster may drain Envoy. */
   readonly shutdownToken?: string | undefined;
+  /** Prometheus exposition for /metrics. */
+  readonly metrics?: () => Promise<{ readonly contentType: string; readonly body: string }>;
 }): Promise<DrainServer> {
   const { drain, minOpenConnections, log } = options;
   const authorized = bearerCheck(options.shutdownToken);
@@ -66,6 +68,13 @@ export async function startDrainServer(options: {
       case SIDECAR_PATHS.drain:
         reply(response, 200, 'application/json', `${JSON.stringify(drain.snapshot(), null, 2)}\n`);
         return;
+      case SIDECAR_PATHS.metrics:
+        if (options.metrics === undefined) break;
+        options.metrics().then(
+          ({ contentType, body }) => reply(response, 200, contentType, body),
+          (error: unknown) => reply(response, 500, 'text/plain', `metrics failed: ${String(error)}\n`),
+        );
+        return;
       case SIDECAR_PATHS.shutdown:
         if (!authorized(request.headers.authorization)) {
           log.info({ event: 'shutdown_refused', remote: request.socket.remoteAddress }, '/shutdown without the right token refused');
@@ -76,9 +85,8 @@ export async function startDrainServer(options: {
         }
         answerWhenDrained(response, drain.start(), minOpenConnections, log);
         return;
-      default:
-        reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
     }
+    reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
   });
   // Node's default keep-alive of 5 s would hold the process after close(); kubelet probes open a new connection each time anyway.
   server.keepAliveTimeout = 1_000;
@@ -146,6 +154,7 @@ function reply(
 ): void {
   // The caller may have given up (a kubelet hook abandoned at the grace period): nothing to answer.
   if (response.destroyed || response.writableEnded) return;
-  response.writeHead(status, { 'content-type': `${contentType}; charset=utf-8`, 'cache-control': 'no-store', ...headers });
+  const type = contentType.includes('charset') ? contentType : `${contentType}; charset=utf-8`;
+  response.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', ...headers });
   response.end(response.req.method === 'HEAD' ? undefined : body);
 }

@@ -308,3 +308,43 @@ describe('sidecar process: a protected /shutdown', () => {
     assert.ok(emulator.isHealthCheckFailed);
   });
 });
+
+describe('sidecar process: /metrics', () => {
+  const sample = (text: string, series: string): number | undefined => {
+    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+    return line === undefined ? undefined : Number(line.slice(series.length + 1));
+  };
+
+  /** Summed over listeners, as `sum(shutdown_manager_open_connections)` would. */
+  const openConnections = (text: string): number | undefined => {
+    const lines = text.split('\n').filter((l) => l.startsWith('shutdown_manager_open_connections{'));
+    return lines.length === 0 ? undefined : lines.reduce((sum, l) => sum + Number(l.split(' ')[1]), 0);
+  };
+
+  test('report the drain state, the open connections, the polls and the duration', async (t) => {
+    const { emulator, sidecar } = await setUp(t);
+    const idle = await httpRequest(sidecar.url('/metrics'));
+    assert.equal(idle.status, 200);
+    assert.match(String(idle.headers['content-type']), /^text\/plain; version=0\.0\.4/);
+    assert.equal(sample(idle.body, 'shutdown_manager_drain_state{state="idle"}'), 1);
+    assert.equal(openConnections(idle.body), undefined, 'unknown before the first poll');
+
+    const held = await openTcpConnections(emulator.ports.tcp, 2);
+    t.after(() => closeAll(held));
+    const shutdown = callShutdown(sidecar);
+    await sidecar.waitForLog(pollsSeeing(2));
+    const draining = (await httpRequest(sidecar.url('/metrics'))).body;
+    assert.equal(sample(draining, 'shutdown_manager_drain_state{state="draining"}'), 1);
+    assert.equal(sample(draining, 'shutdown_manager_drain_state{state="idle"}'), 0);
+    assert.equal(openConnections(draining), 2);
+    assert.equal(sample(draining, `shutdown_manager_open_connections{listener="${emulator.listenerNames.tcp}"}`), 2);
+
+    await closeAll(held);
+    assert.equal((await shutdown.response).status, 200);
+    const drained = (await httpRequest(sidecar.url('/metrics'))).body;
+    assert.equal(sample(drained, 'shutdown_manager_drain_state{state="drained"}'), 1);
+    assert.equal(openConnections(drained), 0);
+    assert.ok((sample(drained, 'shutdown_manager_drain_polls_total') ?? 0) >= 2);
+    assert.ok((sample(drained, 'shutdown_manager_drain_duration_seconds') ?? 0) > 0);
+  });
+});

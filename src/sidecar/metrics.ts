@@ -1,0 +1,52 @@
+/**
+ * Prometheus metrics of sidecar mode. They are read from the drain's snapshot at scrape time, so the drain
+ * logic knows nothing of metrics. No default process metrics: this container is sized in tens of MiB.
+ */
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { Drain, DrainState } from './drain.js';
+
+const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out', 'interrupted'];
+
+export function sidecarMetrics(drain: Drain): Registry {
+  const registry = new Registry();
+  new Gauge({
+    name: 'shutdown_manager_drain_state',
+    help: 'The drain state, one series per state with value 1 for the current one (drained, timed-out: how it ended).',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      const { state } = drain.snapshot();
+      for (const name of STATES) this.set({ state: name }, name === state ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'shutdown_manager_open_connections',
+    help: "Envoy's active downstream connections at the last poll, by listener (absent before the first poll).",
+    labelNames: ['listener'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [listener, count] of Object.entries(drain.snapshot().openConnectionsByListener ?? {})) {
+        this.set({ listener }, count);
+      }
+    },
+  });
+  new Gauge({
+    name: 'shutdown_manager_drain_duration_seconds',
+    help: 'How long the drain has lasted (so far, or in all once it ended); 0 before it starts.',
+    registers: [registry],
+    collect() {
+      this.set((drain.snapshot().elapsedMs ?? 0) / 1000);
+    },
+  });
+  new Counter({
+    name: 'shutdown_manager_drain_polls_total',
+    help: 'Polls of Envoy for open connections during the drain.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(drain.snapshot().polls);
+    },
+  });
+  return registry;
+}
