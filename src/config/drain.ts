@@ -26,7 +26,7 @@ export const DRAIN_SETTINGS = {
   'serve-port': {
     kind: kinds.port,
     default: 8090,
-    help: "The sidecar's HTTP port for /healthz, /shutdown and /drain.",
+    help: "The sidecar's HTTP port for /healthz, /shutdown, /drain and /metrics.",
   } satisfies Setting<number>,
   'admin-port': {
     kind: kinds.port,
@@ -52,7 +52,7 @@ export interface PodDrainPlan {
 export const GRACE_PERIOD_SETTING = {
   kind: kinds.gracePeriodSeconds,
   default: 300,
-  help: "The pod's terminationGracePeriodSeconds is raised to this (never lowered); bounds the whole drain.",
+  help: "Bounds the whole drain. The webhook-wide value raises a pod's terminationGracePeriodSeconds, never lowers it; the pod annotation sets it as given.",
 } satisfies Setting<number>;
 
 /**
