@@ -29,6 +29,8 @@ export interface CertificateRequest {
   readonly validityDays?: number;
   /** Subject CN of the serving certificate; default the first DNS name (or IP). Clients match SANs, not CN. */
   readonly commonName?: string;
+  /** The instant of issue; default now. Self-managed TLS passes its own clock so that renewal can be tested. */
+  readonly now?: Date;
 }
 
 export const DEFAULT_VALIDITY_DAYS = 365;
@@ -106,7 +108,7 @@ export async function generateCertificates(request: CertificateRequest): Promise
   const ipAddresses = request.ipAddresses ?? [];
   // The library would otherwise fall back to a process-global provider; pass Node's explicitly.
   const crypto = webcrypto;
-  const notBefore = new Date(Date.now() - CLOCK_SKEW_MS);
+  const notBefore = new Date((request.now ?? new Date()).getTime() - CLOCK_SKEW_MS);
   const notAfter = new Date(notBefore.getTime() + CLOCK_SKEW_MS + days * DAY_MS);
   // Whole seconds: X.509 UTCTime has no fractions, and the returned notAfter must equal the certificate's.
   notAfter.setMilliseconds(0);

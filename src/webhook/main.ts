@@ -1,9 +1,12 @@
 /** Webhook mode: read the settings, make sure certificates exist, serve until SIGTERM. */
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
+import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
 import { parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../config/webhook.js';
 import { ensureDevCertificates } from '../certs/files.js';
+import type { SelfManagedCertificates } from '../certs/self-managed.js';
 import { startWebhookServer } from './server.js';
+import type { TlsMaterial } from './tls.js';
 
 const USAGE = `Usage: envoy-shutdown-manager [mode=webhook] [flags]
 
@@ -24,6 +27,11 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
     process.stdout.write(USAGE);
     return;
   }
+  if (config.devCerts && config.selfSignedCerts.enabled) {
+    throw new ConfigErrors([
+      new ConfigError('flag --dev-certs', 'true', 'false with --self-signed-certs, which manages the certificate itself'),
+    ]);
+  }
   const logger = pino({ level: config.logLevel, base: { mode: 'webhook' } });
 
   if (config.devCerts) {
@@ -31,12 +39,27 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
     if (generated) logger.info({ certFile: config.tlsCertFile, caFile }, 'generated development certificates');
   }
 
-  const server = await startWebhookServer(config, logger);
+  let selfManaged: SelfManagedCertificates | undefined;
+  let certificate: TlsMaterial | undefined;
+  if (config.selfSignedCerts.enabled) {
+    try {
+      selfManaged = await createSelfManaged(config, logger);
+      certificate = await selfManaged.obtain();
+    } catch (error) {
+      // Retries with backoff already happened inside obtain(); exiting lets the kubelet's own backoff take over.
+      logger.fatal({ err: error }, error instanceof Error ? error.message : String(error));
+      process.exitCode = 1;
+      return;
+    }
+  }
+
+  const server = await startWebhookServer(config, logger, certificate === undefined ? {} : { certificate });
+  selfManaged?.start((material) => server.useCertificate(material));
   logger.info({ url: server.url, drainDefaults: config.injection.defaults }, 'webhook listening');
 
   const stop = (signal: NodeJS.Signals): void => {
     logger.info({ signal }, 'shutting down: finishing in-flight reviews');
-    server.close().then(
+    Promise.all([selfManaged?.stop(), server.close()]).then(
       () => process.exit(0),
       (error: unknown) => {
         logger.error({ err: error }, 'shutdown failed');
@@ -46,4 +69,21 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+}
+
+/** Imported on demand: only this mode needs the Kubernetes client. */
+async function createSelfManaged(config: WebhookConfig, logger: Logger): Promise<SelfManagedCertificates> {
+  const [{ SelfManagedCertificates }, { KubeCertificateStore, loadInClusterConfig }, { serviceDnsNames }] = await Promise.all([
+    import('../certs/self-managed.js'),
+    import('../kube/client.js'),
+    import('../certs/generate.js'),
+  ]);
+  const { namespace, serviceName, secretName, webhookConfigurationName } = config.selfSignedCerts;
+  const store = new KubeCertificateStore(loadInClusterConfig(), { namespace, secretName, webhookConfigurationName });
+  return new SelfManagedCertificates({
+    store,
+    dnsNames: serviceDnsNames(serviceName, namespace),
+    commonName: `${serviceName}.${namespace}.svc`,
+    logger,
+  });
 }

@@ -1,12 +1,13 @@
 /**
- * Reading manifests/ for the tests: YAML parsing that fails loudly, a minimal kustomize (resources only,
- * which is all our kustomizations use, and the tests insist on that), path access that names the missing
- * field, and Kubernetes label-selector semantics.
+ * Reading manifests/ for the tests: YAML parsing that fails loudly, a minimal kustomize (resources, plus
+ * inline JSON 6902 patches with a target, which is all our kustomizations use, and the tests insist on
+ * that), path access that names the missing field, and Kubernetes label-selector semantics.
  */
 import assert from 'node:assert/strict';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import jsonPatch, { type Operation } from 'fast-json-patch';
 import { parseAllDocuments } from 'yaml';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -30,8 +31,11 @@ export function isObject(value: unknown): value is JsonObject {
  * differently, such as `0440`, `on` or `yes`.
  */
 export async function loadYamlFile(path: string): Promise<unknown[]> {
-  const text = await readFile(path, 'utf8');
-  const name = relative(REPO_ROOT, path);
+  return parseYamlText(await readFile(path, 'utf8'), relative(REPO_ROOT, path));
+}
+
+/** loadYamlFile for text that is not a file of its own (an inline patch); `name` is for messages. */
+export function parseYamlText(text: string, name: string): unknown[] {
   const docs12 = parseAllDocuments(text, { prettyErrors: true });
   const docs11 = parseAllDocuments(text, { version: '1.1' });
   assert.ok(Array.isArray(docs12) && Array.isArray(docs11), `${name}: not a YAML stream`);
@@ -81,9 +85,16 @@ export function getString(value: unknown, path: readonly (string | number)[], wh
   return result as string;
 }
 
+export interface KustomizePatch {
+  /** kind and name always; group and version when given. */
+  readonly target: Readonly<Record<string, string>>;
+  readonly operations: readonly Operation[];
+}
+
 export interface Kustomization {
   readonly dir: string;
   readonly resources: readonly string[];
+  readonly patches: readonly KustomizePatch[];
 }
 
 export async function loadKustomization(dir: string): Promise<Kustomization> {
@@ -93,12 +104,59 @@ export async function loadKustomization(dir: string): Promise<Kustomization> {
   assert.ok(isObject(doc), `${name}: not a mapping`);
   assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1beta1', `${name}: apiVersion`);
   assert.equal(doc.kind, 'Kustomization', `${name}: kind`);
-  // The tests resolve resources themselves; any transformer (namespace:, patches, images...) would make
-  // what they check differ from what kubectl applies.
-  assert.deepEqual(Object.keys(doc).sort(), ['apiVersion', 'kind', 'resources'], `${name}: only resources are supported`);
+  // The tests resolve resources and patches themselves; any other transformer (namespace:, images...)
+  // would make what they check differ from what kubectl applies.
+  const keys = Object.keys(doc).filter((key) => key !== 'patches').sort();
+  assert.deepEqual(keys, ['apiVersion', 'kind', 'resources'], `${name}: only resources and patches are supported`);
   const resources = getArray(doc, ['resources'], `${name}: `);
   for (const entry of resources) assert.equal(typeof entry, 'string', `${name}: resources entries are paths`);
-  return { dir, resources: resources as string[] };
+  const patches = ((doc.patches ?? []) as unknown[]).map((patch, index) => loadPatch(patch, `${name} patches.${index}: `));
+  return { dir, resources: resources as string[], patches };
+}
+
+/** An inline JSON 6902 patch: `target` (kind, name, optionally group and version) and `patch` (a YAML list of operations). */
+function loadPatch(patch: unknown, where: string): KustomizePatch {
+  assert.ok(isObject(patch), `${where}not a mapping`);
+  assert.deepEqual(Object.keys(patch).sort(), ['patch', 'target'], `${where}only inline patches with a target are supported`);
+  const target = getObject(patch, ['target'], where);
+  assert.deepEqual(
+    Object.keys(target).filter((key) => !['group', 'version', 'kind', 'name'].includes(key)),
+    [],
+    `${where}target selects by group, version, kind and name only`,
+  );
+  getString(target, ['kind'], where);
+  getString(target, ['name'], where);
+  const [operations, ...rest] = parseYamlText(getString(patch, ['patch'], where), `${where}patch`);
+  assert.equal(rest.length, 0, `${where}patch is one YAML document`);
+  assert.ok(Array.isArray(operations) && operations.length > 0, `${where}patch is a list of JSON patch operations`);
+  return { target: target as Record<string, string>, operations: operations as Operation[] };
+}
+
+function matchesTarget(value: JsonObject, target: Readonly<Record<string, string>>): boolean {
+  const [group, version] = String(value.apiVersion).includes('/') ? String(value.apiVersion).split('/') : ['', String(value.apiVersion)];
+  return (
+    value.kind === target.kind &&
+    get(value, ['metadata', 'name']) === target.name &&
+    (target.group === undefined || target.group === group) &&
+    (target.version === undefined || target.version === version)
+  );
+}
+
+/** Applies each patch to the one object it targets; a failed `test` or a missing path fails, as in kustomize. */
+function applyPatches(docs: ManifestDoc[], patches: readonly KustomizePatch[], where: string): ManifestDoc[] {
+  for (const patch of patches) {
+    const matches = docs.filter((doc) => matchesTarget(doc.value, patch.target));
+    assert.equal(matches.length, 1, `${where}: a patch target must match exactly one object (${JSON.stringify(patch.target)})`);
+    const doc = matches[0] as ManifestDoc;
+    let patched: JsonObject;
+    try {
+      patched = jsonPatch.applyPatch(structuredClone(doc.value), [...patch.operations], true, false).newDocument;
+    } catch (error) {
+      assert.fail(`${where}: patch of ${String(doc.value.kind)} ${String(patch.target.name)} does not apply: ${String(error)}`);
+    }
+    docs[docs.indexOf(doc)] = { file: doc.file, value: patched };
+  }
+  return docs;
 }
 
 /** Directories under manifests/ (itself included). */
@@ -117,9 +175,9 @@ export async function isDirectory(path: string): Promise<boolean> {
   );
 }
 
-/** What `kubectl apply -k dir` sends, given that our kustomizations only list resources. */
+/** What `kubectl apply -k dir` sends, given that our kustomizations only list resources and inline patches. */
 export async function resolveKustomization(dir: string): Promise<ManifestDoc[]> {
-  const { resources } = await loadKustomization(dir);
+  const { resources, patches } = await loadKustomization(dir);
   const docs: ManifestDoc[] = [];
   for (const entry of resources) {
     const path = join(dir, entry);
@@ -132,7 +190,7 @@ export async function resolveKustomization(dir: string): Promise<ManifestDoc[]> 
       docs.push({ file: relative(REPO_ROOT, path), value });
     }
   }
-  return docs;
+  return applyPatches(docs, patches, relative(REPO_ROOT, join(dir, 'kustomization.yaml')));
 }
 
 /** The one object of that kind (and name, if given); fails when there are none or several. */

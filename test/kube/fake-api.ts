@@ -1,0 +1,261 @@
+/**
+ * A fake Kubernetes API server for the few endpoints self-managed TLS uses: Secrets (get, create, update
+ * with resourceVersion) and MutatingWebhookConfigurations (get, JSON patch). It is a real node:https server on
+ * 127.0.0.1, so the real @kubernetes/client-node code path (TLS, bearer token, serialisation, middleware)
+ * is exercised. Every request is recorded; faults, stalls and barriers can be injected.
+ */
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import fastJsonPatch, { type Operation } from 'fast-json-patch';
+import { generateCertificates } from '../../src/certs/generate.js';
+
+const { applyPatch } = fastJsonPatch;
+
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly contentType: string | undefined;
+  readonly authorization: string | undefined;
+  readonly body: unknown;
+  /** performance.now() when the request arrived. */
+  readonly at: number;
+}
+
+type KubeObject = Record<string, any>;
+
+export interface Fault {
+  readonly method?: string;
+  readonly path?: RegExp;
+  /** Answer with this status (a Status body), or stall until the client gives up. */
+  readonly status: number | 'stall';
+  readonly reason?: string;
+  readonly message?: string;
+  /** How many requests it applies to; default all. */
+  times?: number;
+}
+
+const SECRETS = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/;
+const WEBHOOKS = /^\/apis\/admissionregistration\.k8s\.io\/v1\/mutatingwebhookconfigurations\/([^/]+)$/;
+
+export class FakeKubeApi {
+  readonly requests: RecordedRequest[] = [];
+  readonly secrets = new Map<string, KubeObject>();
+  readonly webhookConfigurations = new Map<string, KubeObject>();
+  private readonly faults: Fault[] = [];
+  private barrier: { match: (request: RecordedRequest) => boolean; count: number; waiting: (() => void)[] } | undefined;
+  private version = 100;
+
+  private constructor(
+    private readonly server: Server,
+    readonly url: string,
+    readonly caPem: string,
+    readonly token: string,
+  ) {}
+
+  static async start(token = 'test-token'): Promise<FakeKubeApi> {
+    const bundle = await generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: 1 });
+    const server = createServer({ cert: bundle.certPem, key: bundle.keyPem });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    const fake = new FakeKubeApi(server, `https://127.0.0.1:${port}`, bundle.caCertPem, token);
+    server.on('request', (request: IncomingMessage, response: ServerResponse) => void fake.handle(request, response));
+    return fake;
+  }
+
+  /** A KubeConfig like the in-cluster one: this server, its CA, a bearer token. */
+  kubeConfig(token = this.token): KubeConfig {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromOptions({
+      clusters: [{ name: 'fake', server: this.url, caData: Buffer.from(this.caPem).toString('base64'), skipTLSVerify: false }],
+      users: [{ name: 'webhook', token }],
+      contexts: [{ name: 'fake', cluster: 'fake', user: 'webhook' }],
+      currentContext: 'fake',
+    });
+    return kubeConfig;
+  }
+
+  async close(): Promise<void> {
+    for (const release of this.barrier?.waiting ?? []) release();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  addWebhookConfiguration(name: string, webhookNames: readonly string[], caBundle?: string): void {
+    this.webhookConfigurations.set(name, {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'MutatingWebhookConfiguration',
+      metadata: { name, resourceVersion: this.nextVersion() },
+      webhooks: webhookNames.map((webhookName) => ({
+        name: webhookName,
+        admissionReviewVersions: ['v1'],
+        sideEffects: 'None',
+        clientConfig: {
+          service: { name: 'envoy-shutdown-manager', namespace: 'envoy-shutdown-manager', path: '/mutate', port: 443 },
+          ...(caBundle === undefined ? {} : { caBundle: Buffer.from(caBundle).toString('base64') }),
+        },
+      })),
+    });
+  }
+
+  /** The caBundle of each webhook, as PEM text. */
+  caBundles(name: string): (string | undefined)[] {
+    const webhooks = (this.webhookConfigurations.get(name)?.webhooks ?? []) as KubeObject[];
+    return webhooks.map((webhook) => {
+      const value = webhook.clientConfig?.caBundle as string | undefined;
+      return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+    });
+  }
+
+  /** Stores a Secret directly, as if created earlier; data values are plain text. */
+  seedSecret(namespace: string, name: string, data: Record<string, string>, type = 'kubernetes.io/tls'): void {
+    const encoded = Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
+    this.secrets.set(`${namespace}/${name}`, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace, resourceVersion: this.nextVersion() },
+      type,
+      data: encoded,
+    });
+  }
+
+  /** A stored Secret's data as plain text. */
+  secretData(namespace: string, name: string): Record<string, string> | undefined {
+    const secret = this.secrets.get(`${namespace}/${name}`);
+    if (secret === undefined) return undefined;
+    const data = (secret.data ?? {}) as Record<string, string>;
+    return Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
+  }
+
+  fail(fault: Fault): void {
+    this.faults.push(fault);
+  }
+
+  /** Holds requests that match until `count` of them have arrived, then lets them all through at once. */
+  holdUntil(count: number, match: (request: RecordedRequest) => boolean): void {
+    this.barrier = { match, count, waiting: [] };
+  }
+
+  /** "GET /api/v1/..." for every request so far, for assertions on the sequence. */
+  calls(): string[] {
+    return this.requests.map(({ method, path }) => `${method} ${path}`);
+  }
+
+  private nextVersion(): string {
+    this.version += 1;
+    return String(this.version);
+  }
+
+  private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const url = new URL(request.url ?? '/', this.url);
+    const recorded: RecordedRequest = {
+      method: request.method ?? 'GET',
+      path: url.pathname,
+      contentType: request.headers['content-type'],
+      authorization: request.headers.authorization,
+      body: text === '' ? undefined : (JSON.parse(text) as unknown),
+      at: performance.now(),
+    };
+    this.requests.push(recorded);
+    await this.waitAtBarrier(recorded);
+
+    const fault = this.takeFault(recorded);
+    if (fault?.status === 'stall') return; // never answered: the client's timeout must fire
+    if (fault !== undefined) return this.status(response, fault.status, fault.reason ?? 'InternalError', fault.message ?? 'injected fault');
+    if (recorded.authorization !== `Bearer ${this.token}`) return this.status(response, 401, 'Unauthorized', 'Unauthorized');
+    this.route(recorded, response);
+  }
+
+  private async waitAtBarrier(request: RecordedRequest): Promise<void> {
+    const barrier = this.barrier;
+    if (barrier === undefined || !barrier.match(request)) return;
+    const arrived = new Promise<void>((resolve) => barrier.waiting.push(resolve));
+    if (barrier.waiting.length >= barrier.count) {
+      this.barrier = undefined;
+      for (const release of barrier.waiting) release();
+    }
+    await arrived;
+  }
+
+  private takeFault(request: RecordedRequest): Fault | undefined {
+    const fault = this.faults.find(
+      (candidate) =>
+        (candidate.method === undefined || candidate.method === request.method) &&
+        (candidate.path === undefined || candidate.path.test(request.path)) &&
+        (candidate.times === undefined || candidate.times > 0),
+    );
+    if (fault?.times !== undefined) fault.times -= 1;
+    return fault;
+  }
+
+  private route(request: RecordedRequest, response: ServerResponse): void {
+    const secret = SECRETS.exec(request.path);
+    if (secret) return this.secretRoute(request, response, secret[1] as string, secret[2]);
+    const webhook = WEBHOOKS.exec(request.path);
+    if (webhook) return this.webhookRoute(request, response, webhook[1] as string);
+    this.status(response, 404, 'NotFound', `the server could not find the requested resource ${request.path}`);
+  }
+
+  private secretRoute(request: RecordedRequest, response: ServerResponse, namespace: string, name: string | undefined): void {
+    const body = request.body as KubeObject | undefined;
+    if (request.method === 'POST' && name === undefined && body !== undefined) {
+      const key = `${namespace}/${String(body.metadata?.name)}`;
+      if (this.secrets.has(key)) {
+        return this.status(response, 409, 'AlreadyExists', `secrets "${String(body.metadata?.name)}" already exists`);
+      }
+      const created = { ...body, metadata: { ...body.metadata, namespace, resourceVersion: this.nextVersion() } };
+      this.secrets.set(key, created);
+      return this.json(response, 201, created);
+    }
+    const key = `${namespace}/${name ?? ''}`;
+    const stored = this.secrets.get(key);
+    if (name === undefined || stored === undefined) return this.status(response, 404, 'NotFound', `secrets "${name ?? ''}" not found`);
+    if (request.method === 'GET') return this.json(response, 200, stored);
+    if (request.method === 'PUT' && body !== undefined) {
+      if (body.metadata?.resourceVersion !== stored.metadata.resourceVersion) {
+        return this.status(response, 409, 'Conflict', `Operation cannot be fulfilled on secrets "${name}": the object has been modified`);
+      }
+      if (body.type !== stored.type) return this.status(response, 422, 'Invalid', `Secret "${name}" is invalid: type: field is immutable`);
+      const updated = { ...body, metadata: { ...body.metadata, resourceVersion: this.nextVersion() } };
+      this.secrets.set(key, updated);
+      return this.json(response, 200, updated);
+    }
+    this.status(response, 405, 'MethodNotAllowed', `${request.method} is not supported here`);
+  }
+
+  private webhookRoute(request: RecordedRequest, response: ServerResponse, name: string): void {
+    const stored = this.webhookConfigurations.get(name);
+    if (stored === undefined) {
+      return this.status(response, 404, 'NotFound', `mutatingwebhookconfigurations.admissionregistration.k8s.io "${name}" not found`);
+    }
+    if (request.method === 'GET') return this.json(response, 200, stored);
+    if (request.method !== 'PATCH') return this.status(response, 405, 'MethodNotAllowed', `${request.method} is not supported here`);
+    if (request.contentType !== 'application/json-patch+json') {
+      return this.status(response, 415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json`);
+    }
+    try {
+      const { newDocument } = applyPatch(stored, request.body as Operation[], true, false);
+      newDocument.metadata = { ...newDocument.metadata, resourceVersion: this.nextVersion() };
+      this.webhookConfigurations.set(name, newDocument);
+      this.json(response, 200, newDocument);
+    } catch (error) {
+      // What the API server answers when a JSON patch `test` fails.
+      this.status(response, 422, 'Invalid', `the server rejected our request due to an error in our request: ${String(error)}`);
+    }
+  }
+
+  private json(response: ServerResponse, code: number, body: unknown): void {
+    response.writeHead(code, { 'content-type': 'application/json' });
+    response.end(JSON.stringify(body));
+  }
+
+  private status(response: ServerResponse, code: number, reason: string, message: string): void {
+    this.json(response, code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
+  }
+}
