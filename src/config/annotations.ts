@@ -1,5 +1,12 @@
 /** Per-pod overrides: annotations under shutdown-manager.io/ override the webhook-wide drain defaults. */
-import { DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type DrainDefaults, type PodDrainPlan } from './drain.js';
+import {
+  DRAIN_SETTINGS,
+  drainSettingsOf,
+  GRACE_PERIOD_SETTING,
+  makeDrainPlan,
+  type DrainDefaults,
+  type PodDrainPlan,
+} from './drain.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting } from './settings.js';
 
@@ -20,9 +27,10 @@ const OVERRIDES: Readonly<Record<string, keyof DrainDefaults>> = {
   'termination-grace-period': 'termination-grace-period',
   'envoy-admin-port': 'admin-port',
   'serve-port': 'serve-port',
+  listeners: 'listeners',
 };
 
-const OVERRIDE_SETTINGS: Readonly<Record<keyof DrainDefaults, Setting<number>>> = {
+const OVERRIDE_SETTINGS: { readonly [Name in keyof DrainDefaults]: Setting<DrainDefaults[Name]> } = {
   ...DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
 };
@@ -32,10 +40,11 @@ const KNOWN_SUFFIXES = new Set([
   ...Object.values(ANNOTATIONS).map((key) => key.slice(ANNOTATION_PREFIX.length)),
 ]);
 
+/** Kubernetes' own default, which the API server has set on every pod before admission. */
+export const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
+
 export interface ResolvedPlan {
   readonly plan: PodDrainPlan;
-  /** The settings the pod's annotations set explicitly. */
-  readonly overridden: ReadonlySet<keyof DrainDefaults>;
   /** Annotations under our prefix that mean nothing (most likely typos): reported, not fatal. */
   readonly unknownAnnotations: readonly string[];
 }
@@ -43,19 +52,21 @@ export interface ResolvedPlan {
 /**
  * The pod's drain plan: defaults, overridden by annotations. Throws ConfigErrors naming every bad
  * annotation, its value and the accepted form, so that the webhook can deny the pod with that message.
+ *
+ * The grace period: an annotation is taken as asked (even below the pod's value: the API server defaults
+ * every pod to 30 s, so the pod's value cannot tell intent from default); otherwise the webhook-wide value
+ * only raises the pod's, never lowers it. The plan is checked once, with the grace period it will have.
  */
 export function resolvePodDrainPlan(
   annotations: Readonly<Record<string, string>> | undefined,
   defaults: PodDrainPlan,
+  podGracePeriodSeconds: number | undefined,
 ): ResolvedPlan {
-  const values: DrainDefaults = {
-    'check-interval': defaults.checkIntervalMs,
-    'check-delay': defaults.checkDelayMs,
-    'min-open-connections': defaults.minOpenConnections,
-    'serve-port': defaults.servePort,
-    'admin-port': defaults.adminPort,
-    'termination-grace-period': defaults.terminationGracePeriodSeconds,
-  };
+  const values = drainSettingsOf(defaults);
+  values['termination-grace-period'] = Math.max(
+    defaults.terminationGracePeriodSeconds,
+    podGracePeriodSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS,
+  );
   const annotationOf = new Map<keyof DrainDefaults, string>();
   const errors: ConfigError[] = [];
   const unknownAnnotations: string[] = [];
@@ -69,9 +80,10 @@ export function resolvePodDrainPlan(
       continue;
     }
     annotationOf.set(name, key);
-    const value = OVERRIDE_SETTINGS[name].kind.parse(String(raw));
-    if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), OVERRIDE_SETTINGS[name].kind.form));
-    else values[name] = value;
+    const { kind } = OVERRIDE_SETTINGS[name];
+    const value = kind.parse(String(raw));
+    if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), kind.form, suffix));
+    else (values as Record<keyof DrainDefaults, unknown>)[name] = value;
   }
   if (errors.length > 0) throw new ConfigErrors(errors);
 
@@ -80,7 +92,7 @@ export function resolvePodDrainPlan(
     return key === undefined ? `default ${name}` : `annotation ${key}`;
   };
   try {
-    return { plan: makeDrainPlan(values, sourceOf), overridden: new Set(annotationOf.keys()), unknownAnnotations };
+    return { plan: makeDrainPlan(values, sourceOf), unknownAnnotations };
   } catch (error) {
     if (error instanceof ConfigError) throw new ConfigErrors([error]);
     throw error;

@@ -33,6 +33,11 @@ export const DRAIN_SETTINGS = {
     default: 9001,
     help: "Envoy's admin port, reached on 127.0.0.1 inside the pod.",
   } satisfies Setting<number>,
+  listeners: {
+    kind: kinds.nameList,
+    default: [] as readonly string[],
+    help: 'Count only these listeners (stat names such as 0.0.0.0_8080); empty counts every listener but admin.',
+  } satisfies Setting<readonly string[]>,
 };
 
 export type DrainDefaults = ValuesOf<typeof DRAIN_SETTINGS> & { 'termination-grace-period': number };
@@ -44,6 +49,8 @@ export interface PodDrainPlan {
   readonly minOpenConnections: number;
   readonly servePort: number;
   readonly adminPort: number;
+  /** Listener stat names to count; empty counts them all. */
+  readonly listeners: readonly string[];
   readonly terminationGracePeriodSeconds: number;
   /** When the sidecar gives up waiting: the grace period minus a margin for Envoy's own SIGTERM. */
   readonly drainTimeoutMs: number;
@@ -65,6 +72,19 @@ export function drainTimeoutMs(gracePeriodSeconds: number): number {
   return graceMs - marginMs;
 }
 
+/** The plan's values under their setting names: the one place where setting names meet plan fields. */
+export function drainSettingsOf(plan: PodDrainPlan): DrainDefaults {
+  return {
+    'check-interval': plan.checkIntervalMs,
+    'check-delay': plan.checkDelayMs,
+    'min-open-connections': plan.minOpenConnections,
+    'serve-port': plan.servePort,
+    'admin-port': plan.adminPort,
+    listeners: plan.listeners,
+    'termination-grace-period': plan.terminationGracePeriodSeconds,
+  };
+}
+
 /** Resolves the plan and checks that its parts fit together; `sourceOf` names where each value came from. */
 export function makeDrainPlan(values: DrainDefaults, sourceOf: (name: keyof DrainDefaults) => string): PodDrainPlan {
   const plan: PodDrainPlan = {
@@ -73,24 +93,32 @@ export function makeDrainPlan(values: DrainDefaults, sourceOf: (name: keyof Drai
     minOpenConnections: values['min-open-connections'],
     servePort: values['serve-port'],
     adminPort: values['admin-port'],
+    listeners: values.listeners,
     terminationGracePeriodSeconds: values['termination-grace-period'],
     drainTimeoutMs: drainTimeoutMs(values['termination-grace-period']),
   };
+  checkDrainTiming(plan, sourceOf);
+  return plan;
+}
+
+/**
+ * What makes a drain impossible whatever Envoy does: no time left to poll, or the sidecar on Envoy's admin
+ * port. Shared by the webhook (per pod) and the sidecar (its own flags).
+ */
+export function checkDrainTiming(
+  plan: Pick<PodDrainPlan, 'checkDelayMs' | 'drainTimeoutMs' | 'servePort' | 'adminPort'>,
+  sourceOf: (name: 'check-delay' | 'serve-port') => string,
+): void {
   if (plan.checkDelayMs >= plan.drainTimeoutMs) {
     throw new ConfigError(
       sourceOf('check-delay'),
       formatDuration(plan.checkDelayMs),
-      `a check delay shorter than the drain deadline of ${formatDuration(plan.drainTimeoutMs)} ` +
-        `(termination-grace-period ${plan.terminationGracePeriodSeconds}s minus a safety margin); ` +
-        `lower check-delay or raise termination-grace-period`,
+      `a check delay shorter than the drain deadline of ${formatDuration(plan.drainTimeoutMs)}; ` +
+        `lower check-delay or raise termination-grace-period (the deadline is the grace period minus a safety margin)`,
+      'check-delay',
     );
   }
   if (plan.servePort === plan.adminPort) {
-    throw new ConfigError(
-      sourceOf('serve-port'),
-      String(plan.servePort),
-      `a port other than Envoy's admin port ${plan.adminPort}`,
-    );
+    throw new ConfigError(sourceOf('serve-port'), String(plan.servePort), `a port other than Envoy's admin port ${plan.adminPort}`, 'serve-port');
   }
-  return plan;
 }

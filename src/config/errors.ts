@@ -8,6 +8,8 @@ export class ConfigError extends Error {
     readonly value: string,
     /** What is accepted, or why this value cannot work. */
     readonly expected: string,
+    /** The setting at fault ("check-delay"), for metrics and programs; the message is for people. */
+    readonly setting: string = 'unknown',
   ) {
     super(`${source}: ${JSON.stringify(value)} is not valid; expected ${expected}`);
   }

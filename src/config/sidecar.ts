@@ -22,8 +22,8 @@ export const SIDECAR_SETTINGS = {
   'serve-port': { ...DRAIN_SETTINGS['serve-port'], kind: portOrAnyFree } satisfies Setting<number>,
   'serve-address': {
     kind: kinds.text,
-    default: '0.0.0.0',
-    help: 'Address to serve on; the kubelet sends preStop and liveness requests to the pod IP.',
+    default: '',
+    help: 'Address to serve on; empty means every interface, IPv4 and IPv6 (the kubelet calls hooks and probes on the pod IP, which may be either).',
   } satisfies Setting<string>,
   'admin-address': {
     kind: kinds.text,
@@ -35,18 +35,13 @@ export const SIDECAR_SETTINGS = {
     default: 290_000,
     help: '/shutdown answers 503 and lets the pod go once the drain has lasted this long.',
   } satisfies Setting<number>,
-  listeners: {
-    kind: kinds.nameList,
-    default: [] as readonly string[],
-    help: 'Count only these listeners (stat names such as 0.0.0.0_8080); empty counts every listener but admin.',
-  } satisfies Setting<readonly string[]>,
   'admin-timeout': {
     kind: kinds.positiveDurationMs,
     default: 2_000,
     help: 'Timeout of each call to the Envoy admin API.',
   } satisfies Setting<number>,
   'admin-refusals': {
-    kind: kinds.connectionCount,
+    kind: kinds.attempts,
     default: 3,
     help: 'After this many consecutive refused connections Envoy is taken as exited, and the drain as done.',
   } satisfies Setting<number>,
@@ -66,6 +61,7 @@ export interface SidecarConfig {
   readonly checkDelayMs: number;
   readonly minOpenConnections: number;
   readonly servePort: number;
+  /** Empty: every interface, both IP families. */
   readonly serveAddress: string;
   readonly adminAddress: string;
   readonly adminPort: number;
@@ -92,7 +88,7 @@ export function parseSidecarConfig(args: readonly string[], env: NodeJS.ProcessE
     drainTimeoutMs: values['drain-timeout'],
     listeners: values.listeners,
     adminTimeoutMs: values['admin-timeout'],
-    adminRefusalsBeforeExited: Math.max(1, values['admin-refusals']),
+    adminRefusalsBeforeExited: values['admin-refusals'],
     logLevel: values['log-level'],
     shutdownToken: values['shutdown-token'] === '' ? undefined : values['shutdown-token'],
   };

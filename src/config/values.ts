@@ -25,23 +25,32 @@ function integerIn(min: number, max: number, form: string): ValueKind<number> {
   };
 }
 
-export const durationMs: ValueKind<number> = {
-  form: DURATION_FORM,
-  parse: parseDuration,
-  format: formatDuration,
-};
+/**
+ * Node timers overflow past 2^31-1 ms (about 24.8 days) and then fire at once: a day is far more than any
+ * drain needs, and keeps every duration safely below that.
+ */
+export const MAX_DURATION_MS = 24 * 3_600_000;
+
+function durationBetween(minMs: number, form: string): ValueKind<number> {
+  return {
+    form,
+    parse: (raw) => {
+      const ms = parseDuration(raw);
+      return ms !== undefined && ms >= minMs && ms <= MAX_DURATION_MS ? ms : undefined;
+    },
+    format: formatDuration,
+  };
+}
+
+export const durationMs = durationBetween(0, `${DURATION_FORM}, at most 24h`);
 
 /** A duration that must be longer than zero (a poll interval of 0 would spin). */
-export const positiveDurationMs: ValueKind<number> = {
-  ...durationMs,
-  form: `${DURATION_FORM}, greater than zero`,
-  parse: (raw) => {
-    const ms = parseDuration(raw);
-    return ms !== undefined && ms > 0 ? ms : undefined;
-  },
-};
+export const positiveDurationMs = durationBetween(1, `${DURATION_FORM}, greater than zero and at most 24h`);
 
 export const connectionCount = integerIn(0, 1_000_000_000, 'a whole number of connections, 0 or more');
+
+/** A count of retries or attempts: at least one, or the setting would mean nothing. */
+export const attempts = integerIn(1, 100, 'a whole number from 1 to 100');
 
 export const port = integerIn(1, 65535, 'a port number from 1 to 65535');
 

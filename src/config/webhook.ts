@@ -11,7 +11,11 @@ export const WEBHOOK_SETTINGS = {
   ...DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
   port: { kind: kinds.listenPort, default: 8443, help: 'HTTPS port of the admission webhook.' } satisfies Setting<number>,
-  address: { kind: kinds.text, default: '0.0.0.0', help: 'Address to listen on.' } satisfies Setting<string>,
+  address: {
+    kind: kinds.text,
+    default: '',
+    help: 'Address to listen on; empty means every interface, IPv4 and IPv6 (the API server may reach the Service over either).',
+  } satisfies Setting<string>,
   'tls-cert-file': {
     kind: kinds.text,
     default: 'certs/tls.crt',

@@ -24,6 +24,7 @@ export function findEnvoyContainer(
         `annotation ${ANNOTATIONS.envoyContainer}`,
         named,
         `the name of one of the pod's containers: ${listNames(containers)}`,
+        'envoy-container',
       );
     }
     return { found: true, index };

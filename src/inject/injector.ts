@@ -4,8 +4,8 @@
  * which keeps injection cheap and lets the JSON-patch diff skip unchanged parts by identity.
  */
 import type { V1Container, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { ANNOTATIONS, resolvePodDrainPlan } from '../config/annotations.js';
-import { drainTimeoutMs, type PodDrainPlan } from '../config/drain.js';
+import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan } from '../config/annotations.js';
+import type { PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { boolean } from '../config/values.js';
@@ -15,10 +15,13 @@ import { buildSidecarContainer, shutdownHook } from './sidecar.js';
 
 export const ENVOY_APP_LABEL = { key: 'app', value: 'envoy' } as const;
 
-/** Kubernetes' own default, used when a pod does not set terminationGracePeriodSeconds. */
-const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
-
-export type SkipReason = 'not-envoy' | 'opted-out' | 'already-injected' | 'hand-configured' | 'no-envoy-container';
+export type SkipReason =
+  | 'not-envoy'
+  | 'opted-out'
+  | 'already-injected'
+  | 'hand-configured'
+  | 'no-envoy-container'
+  | 'runs-to-completion';
 
 export type InjectionOutcome =
   | { readonly action: 'inject'; readonly pod: V1Pod; readonly plan: PodDrainPlan; readonly warnings: readonly string[] }
@@ -46,13 +49,8 @@ export function injectPod(pod: V1Pod, config: InjectionConfig, shutdownToken: st
   } catch (error) {
     const errors = error instanceof ConfigErrors ? error.errors : error instanceof ConfigError ? [error] : undefined;
     if (errors === undefined) throw error;
-    return { action: 'deny', message: errors.map((e) => e.message).join('; '), settings: errors.map(settingName) };
+    return { action: 'deny', message: errors.map((e) => e.message).join('; '), settings: errors.map((e) => e.setting) };
   }
-}
-
-/** "annotation shutdown-manager.io/check-delay" → "check-delay"; "serve-port (annotation … or default)" → "serve-port". */
-function settingName(error: ConfigError): string {
-  return /(?:^annotation shutdown-manager\.io\/|^default |^)([a-z-]+)/.exec(error.source)?.[1] ?? 'unknown';
 }
 
 function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOutcome {
@@ -69,14 +67,15 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
         ]);
   }
 
-  const { plan: requested, overridden, unknownAnnotations } = resolvePodDrainPlan(annotations, config.defaults);
+  const { plan, unknownAnnotations } = resolvePodDrainPlan(annotations, config.defaults, pod.spec?.terminationGracePeriodSeconds);
   const envoy = findEnvoyContainer(containers, annotations);
   if (!envoy.found) return skip('no-envoy-container', [`not injected: ${envoy.reason}`]);
-
-  const plan = overridden.has('termination-grace-period')
-    ? requested
-    : withEffectiveGracePeriod(requested, pod.spec?.terminationGracePeriodSeconds);
   assertServePortIsFree(plan, pod.spec);
+  const native = booleanAnnotation(annotations, ANNOTATIONS.nativeSidecar) ?? config.nativeSidecar;
+  if (!native && runsToCompletion(pod.spec)) {
+    // A regular sidecar never exits, so the Job's pod would never complete.
+    return skip('runs-to-completion', [`not injected: a Job's pod needs annotation ${ANNOTATIONS.nativeSidecar}: "true"`]);
+  }
 
   const warnings = unknownAnnotations.map((key) => `unknown annotation ${key} ignored`);
   const envoyContainer = containers[envoy.index] as V1Container;
@@ -88,7 +87,7 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     sidecar: SIDECAR_CONTAINER_NAME,
     envoyContainer: envoyContainer.name,
     servePort: plan.servePort,
-    native: booleanAnnotation(annotations, ANNOTATIONS.nativeSidecar) ?? config.nativeSidecar,
+    native,
   };
   return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status, token), plan, warnings };
 }
@@ -105,7 +104,7 @@ function booleanAnnotation(annotations: Readonly<Record<string, string>> | undef
   const raw = annotations?.[key];
   if (raw === undefined) return undefined;
   const value = boolean.parse(String(raw));
-  if (value === undefined) throw new ConfigError(`annotation ${key}`, String(raw), boolean.form);
+  if (value === undefined) throw new ConfigError(`annotation ${key}`, String(raw), boolean.form, key.slice(ANNOTATION_PREFIX.length));
   return value;
 }
 
@@ -114,15 +113,9 @@ function hasSidecar(spec: V1PodSpec | undefined): boolean {
   return all.some((container) => container.name === SIDECAR_CONTAINER_NAME);
 }
 
-/**
- * The webhook-wide grace period only ever raises the pod's; a pod that already allows longer keeps it, and
- * the deadline follows. (A pod's own annotation is taken as asked, even when lower: the API server
- * defaults every pod to 30 s before admission, so the pod's value cannot tell intent from default.)
- */
-function withEffectiveGracePeriod(plan: PodDrainPlan, podGraceSeconds: number | undefined): PodDrainPlan {
-  const current = podGraceSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS;
-  if (current <= plan.terminationGracePeriodSeconds) return plan;
-  return { ...plan, terminationGracePeriodSeconds: current, drainTimeoutMs: drainTimeoutMs(current) };
+/** Pods of Jobs (and CronJobs) are the ones that may not restart: they are meant to finish. */
+function runsToCompletion(spec: V1PodSpec | undefined): boolean {
+  return spec?.restartPolicy === 'Never' || spec?.restartPolicy === 'OnFailure';
 }
 
 /** The sidecar shares the pod's network namespace: a port another container listens on would make it crash-loop. */
@@ -136,6 +129,7 @@ function assertServePortIsFree(plan: PodDrainPlan, spec: V1PodSpec | undefined):
         String(plan.servePort),
         `a port that no container uses; container "${container.name}" declares port ${plan.servePort}` +
           (clash.name ? ` (${clash.name})` : ''),
+        'serve-port',
       );
     }
   }

@@ -1,7 +1,7 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container and the preStop hooks. */
 import { randomBytes } from 'node:crypto';
 import type { V1Container, V1LifecycleHandler } from '@kubernetes/client-node';
-import type { PodDrainPlan } from '../config/drain.js';
+import { drainSettingsOf, type PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { toFlags } from '../config/settings.js';
 import { SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS } from '../config/sidecar.js';
@@ -29,14 +29,13 @@ export function shutdownHook(plan: PodDrainPlan, token: string): V1LifecycleHand
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
 export function sidecarArgs(plan: PodDrainPlan): string[] {
+  const { 'termination-grace-period': _boundByDrainTimeout, listeners, ...settings } = drainSettingsOf(plan);
   return [
     'mode=sidecar',
     ...toFlags(SIDECAR_SETTINGS, {
-      'check-interval': plan.checkIntervalMs,
-      'check-delay': plan.checkDelayMs,
-      'min-open-connections': plan.minOpenConnections,
-      'serve-port': plan.servePort,
-      'admin-port': plan.adminPort,
+      ...settings,
+      // Only when restricted: the sidecar's default already counts every listener.
+      ...(listeners.length > 0 ? { listeners } : {}),
       'drain-timeout': plan.drainTimeoutMs,
     }),
   ];
@@ -81,7 +80,7 @@ export function buildSidecarContainer(
       capabilities: { drop: ['ALL'] },
       seccompProfile: { type: 'RuntimeDefault' },
     },
-    // The drain outcome ends up in `kubectl describe pod` even when the log is gone.
+    // Should the sidecar ever crash, its last log lines show in `kubectl describe pod`.
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
   if (!options.native) return container;

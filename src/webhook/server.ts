@@ -68,12 +68,14 @@ export async function startWebhookServer(
         });
 
   registerRoutes(app, config, new WebhookMetrics());
-  await app.listen({ port: config.port, host: config.address });
+  // No host: Node listens on :: with IPv4 mapped in, or on 0.0.0.0 where IPv6 is off.
+  await app.listen({ port: config.port, ...(config.address === '' ? {} : { host: config.address }) });
   reloader?.start();
 
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
-  const host = config.address.includes(':') ? `[${config.address}]` : config.address;
+  const shown = config.address === '' ? 'localhost' : config.address;
+  const host = shown.includes(':') ? `[${shown}]` : shown;
   return {
     app,
     reloader,

@@ -31,7 +31,7 @@ describe('a multi-document YAML stream', () => {
     const before = sourceDocuments(input);
     const after = sourceDocuments(result.stdout);
     assert.equal(after.length, before.length);
-    for (const index of [0, 2, 3, 5]) assert.equal(after[index], before[index], `document ${index + 1} changed`);
+    for (const index of [0, 2, 3, 4, 5]) assert.equal(after[index], before[index], `document ${index + 1} changed`);
   });
 
   test('the Deployment template gets the sidecar, its annotation overrides, and keeps its comment', () => {
@@ -45,10 +45,19 @@ describe('a multi-document YAML stream', () => {
     assert.match(sourceDocuments(result.stdout)[1] ?? '', /replicas: 3 # one per zone/);
   });
 
-  test('the CronJob pod template is injected too', () => {
-    const cronJob: Json = parseAllDocuments(result.stdout)[4]?.toJS();
-    const names = cronJob.spec.jobTemplate.spec.template.spec.containers.map((c: Json) => c.name);
-    assert.deepEqual(names, ['envoy', 'shutdown-manager']);
+  test('the CronJob is left alone with a note: a regular sidecar would keep its Jobs from finishing', () => {
+    const before = sourceDocuments(input);
+    assert.equal(sourceDocuments(result.stdout)[4], before[4]);
+    assert.match(result.stderr, /note: document 5 \(CronJob edge\/envoy-canary\): not injected: a Job's pod needs annotation shutdown-manager.io\/native-sidecar: "true"/);
+  });
+
+  test('with native sidecars, the CronJob pod template is injected too', () => {
+    const native = inject(['-f', `${FIXTURES}mixed.yaml`, '--native-sidecar']);
+    assert.equal(native.code, 0, native.stderr);
+    const cronJob: Json = parseAllDocuments(native.stdout)[4]?.toJS();
+    const spec = cronJob.spec.jobTemplate.spec.template.spec;
+    assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy']);
+    assert.deepEqual(spec.initContainers.map((c: Json) => [c.name, c.restartPolicy]), [['shutdown-manager', 'Always']]);
   });
 
   test('injecting the output again changes nothing', () => {

@@ -34,6 +34,7 @@ describe('webhook settings', () => {
       minOpenConnections: 0,
       servePort: 8090,
       adminPort: 9001,
+      listeners: [],
       terminationGracePeriodSeconds: 300,
       drainTimeoutMs: 290_000,
     });
@@ -101,6 +102,7 @@ describe('per-pod annotations', () => {
         'example.com/check-delay': 'not ours',
       },
       defaults,
+      30,
     );
     assert.equal(plan.checkIntervalMs, 100);
     assert.equal(plan.terminationGracePeriodSeconds, 120);
@@ -108,6 +110,30 @@ describe('per-pod annotations', () => {
     assert.equal(plan.adminPort, 15000);
     assert.equal(plan.checkDelayMs, defaults.checkDelayMs);
     assert.deepEqual(unknownAnnotations, []);
+  });
+
+  test('a pod that already allows longer keeps its grace period, and is checked against it', () => {
+    // 10m of check delay would not fit in the default 300 s, but fits in the pod's own 900 s.
+    const { plan } = resolvePodDrainPlan({ 'shutdown-manager.io/check-delay': '10m' }, defaults, 900);
+    assert.equal(plan.terminationGracePeriodSeconds, 900);
+    assert.equal(plan.drainTimeoutMs, 890_000);
+    assert.equal(resolvePodDrainPlan(undefined, defaults, 30).plan.terminationGracePeriodSeconds, 300, 'raised');
+    assert.equal(resolvePodDrainPlan(undefined, defaults, undefined).plan.terminationGracePeriodSeconds, 300);
+    const asked = resolvePodDrainPlan({ 'shutdown-manager.io/termination-grace-period': '20', 'shutdown-manager.io/check-delay': '1s' }, defaults, 900);
+    assert.equal(asked.plan.terminationGracePeriodSeconds, 20, 'an annotation is taken as asked');
+  });
+
+  test('durations beyond a day are refused: Node timers would overflow', () => {
+    assert.throws(
+      () => resolvePodDrainPlan({ 'shutdown-manager.io/check-interval': '720h' }, defaults, undefined),
+      /annotation shutdown-manager.io\/check-interval: "720h" is not valid; expected a Go duration such as 500ms, 5s, 2m or 1m30s, greater than zero and at most 24h/,
+    );
+    assert.throws(() => parseSidecarConfig(['--drain-timeout=600h'], {}), /flag --drain-timeout: "600h"/);
+  });
+
+  test('a listeners annotation restricts counting', () => {
+    const { plan } = resolvePodDrainPlan({ 'shutdown-manager.io/listeners': '0.0.0.0_8080, 0.0.0.0_8443' }, defaults, undefined);
+    assert.deepEqual(plan.listeners, ['0.0.0.0_8080', '0.0.0.0_8443']);
   });
 
   test('the safety margin is a tenth of the grace period, between 1 s and 10 s', () => {

@@ -60,7 +60,7 @@ describe('example Envoy', () => {
   });
 
   it('serves admin on 127.0.0.1 at the port the drain plan uses', () => {
-    const { plan, unknownAnnotations } = resolvePodDrainPlan(podAnnotations(), defaults);
+    const { plan, unknownAnnotations } = resolvePodDrainPlan(podAnnotations(), defaults, undefined);
     assert.deepEqual(unknownAnnotations, []);
     const address = getObject(bootstrap(), ['admin', 'address', 'socket_address']);
     assert.equal(address.address, '127.0.0.1');
@@ -86,7 +86,7 @@ describe('example Envoy', () => {
 
   it("leaves the sidecar's port free", () => {
     assert.ok(envoy);
-    const { plan } = resolvePodDrainPlan(podAnnotations(), defaults);
+    const { plan } = resolvePodDrainPlan(podAnnotations(), defaults, undefined);
     const ports = (getArray(envoy, ['ports']) as JsonObject[]).map((p) => p.containerPort);
     assert.ok(!ports.includes(plan.servePort), `port ${plan.servePort} is the shutdown-manager's`);
   });
@@ -96,7 +96,7 @@ describe('example Envoy', () => {
     const ours = Object.keys(annotations).filter((key) => key.startsWith(ANNOTATION_PREFIX));
     assert.ok(ours.length > 0, 'the example shows at least one override');
     assert.ok(!ours.includes(ANNOTATIONS.status), `${ANNOTATIONS.status} is written by the webhook`);
-    const { plan } = resolvePodDrainPlan(annotations, defaults);
+    const { plan } = resolvePodDrainPlan(annotations, defaults, undefined);
     assert.equal(plan.checkDelayMs, 15_000);
     assert.equal(plan.terminationGracePeriodSeconds, 120);
   });
@@ -108,7 +108,7 @@ describe('example Envoy', () => {
     ) as Record<string, string>;
     assert.ok(Object.keys(documented).length >= 6, 'the drain overrides are documented');
     // Numbers and durations are checked by the drain plan; the switches are plain booleans.
-    const { unknownAnnotations } = resolvePodDrainPlan(documented, defaults);
+    const { unknownAnnotations } = resolvePodDrainPlan(documented, defaults, undefined);
     assert.deepEqual(unknownAnnotations, []);
     for (const key of [ANNOTATIONS.inject, ANNOTATIONS.nativeSidecar]) {
       const value = documented[key];

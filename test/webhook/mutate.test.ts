@@ -136,6 +136,32 @@ describe('an Envoy pod created by a Deployment', () => {
   });
 });
 
+describe('pods of Jobs', () => {
+  async function jobPod(annotations: Record<string, string>): Promise<Json> {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.spec.restartPolicy = 'Never';
+    body.request.object.metadata.ownerReferences = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'canary-29123', uid: 'u', controller: true }];
+    body.request.object.metadata.annotations = annotations;
+    return body;
+  }
+
+  test('are not given a regular sidecar, which would keep them from completing', async () => {
+    const answer = await review(await jobPod({}));
+    assert.equal(answer.response.allowed, true);
+    assert.equal(answer.response.patch, undefined);
+    assert.deepEqual(answer.response.warnings, [
+      'shutdown-manager: not injected: a Job\'s pod needs annotation shutdown-manager.io/native-sidecar: "true"',
+    ]);
+  });
+
+  test('get a native sidecar when asked', async () => {
+    const body = await jobPod({ 'shutdown-manager.io/native-sidecar': 'true' });
+    const pod = applyResponse(body.request.object, (await review(body)).response);
+    assert.equal(pod.spec.initContainers.at(-1).name, 'shutdown-manager');
+    assert.equal(pod.spec.initContainers.at(-1).restartPolicy, 'Always');
+  });
+});
+
 describe('native sidecars (Kubernetes 1.29+)', () => {
   test('the annotation injects an init container with restartPolicy Always, after the bootstrap init container', async () => {
     const body = await loadReview('contour-daemonset-pod.json');
@@ -192,6 +218,16 @@ describe('a Contour-style DaemonSet pod', () => {
     const pod = applyResponse(body.request.object, (await review(body)).response);
     assert.equal(pod.spec.terminationGracePeriodSeconds, 20);
     assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-timeout=18s'));
+  });
+
+  test('a check delay that fits only in the pod\'s own longer grace period is accepted', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.spec.terminationGracePeriodSeconds = 900;
+    body.request.object.metadata.annotations = { 'shutdown-manager.io/check-delay': '10m' };
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, true, JSON.stringify(answer.response.status));
+    const args = container(applyResponse(body.request.object, answer.response), 'shutdown-manager').args;
+    assert.ok(args.includes('--check-delay=10m') && args.includes('--drain-timeout=14m50s'), args.join(' '));
   });
 
   test('a pod whose grace period is already longer than configured keeps it, and the deadline follows it', async () => {
