@@ -1,11 +1,13 @@
 /** `envoy-shutdown-manager inject -f FILE|-`: offline injection, writing the result to stdout. */
+import { createHmac } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { text as readStream } from 'node:stream/consumers';
 import { ConfigErrors } from '../config/errors.js';
-import { describeSettings, HelpRequested, type SettingTable } from '../config/settings.js';
-import { parseWebhookConfig, WEBHOOK_SETTINGS } from '../config/webhook.js';
-import { DRAIN_SETTINGS } from '../config/drain.js';
-import { injectManifests, ManifestError } from './manifests.js';
+import { describeSettings, envName, HelpRequested, readSettings, type Setting } from '../config/settings.js';
+import * as kinds from '../config/values.js';
+import { INJECTION_SETTINGS, injectionConfigOf } from '../config/webhook.js';
+import { newShutdownToken } from '../inject/sidecar.js';
+import { injectManifests, ManifestError, type TokenFor } from './manifests.js';
 
 export interface CommandIo {
   readonly stdin: NodeJS.ReadableStream;
@@ -14,12 +16,14 @@ export interface CommandIo {
   readonly env: NodeJS.ProcessEnv;
 }
 
-/** The webhook settings that shape what is injected; the server's own (port, TLS) mean nothing here. */
-const INJECTION_FLAGS: SettingTable = Object.fromEntries(
-  Object.entries(WEBHOOK_SETTINGS).filter(
-    ([name]) => name in DRAIN_SETTINGS || ['termination-grace-period', 'sidecar-image', 'sidecar-image-pull-policy', 'native-sidecar'].includes(name),
-  ),
-);
+const INJECT_SETTINGS = {
+  ...INJECTION_SETTINGS,
+  'token-seed': {
+    kind: kinds.text,
+    default: '',
+    help: 'A secret from which each workload\'s /shutdown token is derived (HMAC of kind/namespace/name), so that output is the same on every run (GitOps). Without it tokens are random. Prefer the environment variable.',
+  } satisfies Setting<string>,
+};
 
 const USAGE = `Usage: envoy-shutdown-manager inject -f FILE [flags]
        kubectl get deploy envoy -o yaml | envoy-shutdown-manager inject -f - | kubectl apply -f -
@@ -31,33 +35,37 @@ Reads YAML (several documents, or a List) or JSON; writes the result to stdout, 
 Flags:
   -f, --filename FILE
       The manifests to read; - reads standard input.
-${describeSettings(INJECTION_FLAGS)}
+${describeSettings(INJECT_SETTINGS)}
 `;
 
 export async function runInjectCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  const { filename, rest } = takeFilename(args);
-  if (rest.includes('--help') || rest.includes('-h')) {
-    io.stdout.write(USAGE);
-    return 0;
-  }
-  for (const arg of rest) {
-    const name = arg.replace(/^--/, '').split('=')[0] ?? '';
-    if (!(name in INJECTION_FLAGS)) return fail(io, `unknown flag ${arg}; see --help`, 2);
-  }
-  if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', 2);
   try {
-    const config = parseWebhookConfig(rest, io.env).injection;
+    const { filename, rest } = takeFilename(args);
+    const values = readSettings(INJECT_SETTINGS, rest, io.env);
+    if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', 2);
     const input = filename === '-' ? await readStream(io.stdin) : await readInput(filename);
-    const result = injectManifests(input, config);
+    const seed = values['token-seed'];
+    if (seed === '') {
+      io.stderr.write(`note: /shutdown tokens are random, so every run changes the pod templates; set ${envName('token-seed')} for stable output\n`);
+    }
+    const result = injectManifests(input, injectionConfigOf(values), seed === '' ? newShutdownToken : derivedToken(seed));
     for (const note of result.notes) io.stderr.write(`note: ${note}\n`);
     io.stdout.write(result.output);
     return 0;
   } catch (error) {
-    if (error instanceof HelpRequested) return 0;
+    if (error instanceof HelpRequested) {
+      io.stdout.write(USAGE);
+      return 0;
+    }
     if (error instanceof ConfigErrors) return fail(io, error.message, 2);
     if (error instanceof ManifestError || error instanceof InputError) return fail(io, error.message, 1);
     throw error;
   }
+}
+
+/** The same workload gets the same token on every run, and nobody without the seed can compute it. */
+function derivedToken(seed: string): TokenFor {
+  return (workload) => createHmac('sha256', seed).update(workload).digest('base64url').slice(0, 32);
 }
 
 class InputError extends Error {
@@ -72,6 +80,7 @@ async function readInput(filename: string): Promise<string> {
   }
 }
 
+/** -f is ours; every other flag goes to the settings reader, which knows `--name=value` and `--name value`. */
 function takeFilename(args: readonly string[]): { filename: string | undefined; rest: string[] } {
   const rest: string[] = [];
   let filename: string | undefined;

@@ -9,7 +9,7 @@ import { Document, LineCounter, parseAllDocuments } from 'yaml';
 import type { InjectionConfig } from '../config/webhook.js';
 import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch, type Operation } from '../inject/patch.js';
-import { newShutdownToken } from '../inject/sidecar.js';
+import { isJsonObject, type JsonObject } from '../json.js';
 
 /** Where the pod template sits in each kind of workload (a Pod is its own template). */
 const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
@@ -23,6 +23,9 @@ const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
   CronJob: ['spec', 'jobTemplate', 'spec', 'template'],
 };
 
+/** The /shutdown token for one workload, named "Kind namespace/name". */
+export type TokenFor = (workload: string) => string;
+
 export class ManifestError extends Error {
   override readonly name = 'ManifestError';
 }
@@ -34,15 +37,14 @@ export interface InjectedManifests {
   readonly injected: number;
 }
 
-type Json = Record<string, unknown>;
 type Path = readonly (string | number)[];
 
-export function injectManifests(text: string, config: InjectionConfig): InjectedManifests {
-  return /^\s*[[{]/.test(text) ? injectJson(text, config) : injectYaml(text, config);
+export function injectManifests(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
+  return /^\s*[[{]/.test(text) ? injectJson(text, config, tokenFor) : injectYaml(text, config, tokenFor);
 }
 
 /** JSON in, JSON out (kubectl -o json, a List): the same edits, without YAML formatting to preserve. */
-function injectJson(text: string, config: InjectionConfig): InjectedManifests {
+function injectJson(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -51,11 +53,11 @@ function injectJson(text: string, config: InjectionConfig): InjectedManifests {
   }
   const document = new Document(parsed);
   const notes: string[] = [];
-  const injected = injectDocument(document, config, (note) => notes.push(`document 1 (${describe(document)}): ${note}`));
+  const injected = injectDocument(document, config, tokenFor, (note) => notes.push(`document 1 (${describe(document)}): ${note}`));
   return { output: injected > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, notes, injected };
 }
 
-function injectYaml(text: string, config: InjectionConfig): InjectedManifests {
+function injectYaml(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
   const lineCounter = new LineCounter();
   const documents = parseAllDocuments(text, { lineCounter });
   if (!Array.isArray(documents)) return { output: text, notes: [], injected: 0 }; // only comments
@@ -72,7 +74,7 @@ function injectYaml(text: string, config: InjectionConfig): InjectedManifests {
     }
     const start = index === 0 ? 0 : document.range[0];
     const end = documents[index + 1]?.range[0] ?? text.length;
-    const changed = injectDocument(document, config, (note) => notes.push(`${label} (${describe(document)}): ${note}`));
+    const changed = injectDocument(document, config, tokenFor, (note) => notes.push(`${label} (${describe(document)}): ${note}`));
     injected += changed;
     output += changed > 0 ? document.toString() : text.slice(start, end);
   });
@@ -80,20 +82,20 @@ function injectYaml(text: string, config: InjectionConfig): InjectedManifests {
 }
 
 /** Injects every pod template found in the document (a List holds several); returns how many were injected. */
-function injectDocument(document: Document, config: InjectionConfig, note: (text: string) => void): number {
+function injectDocument(document: Document, config: InjectionConfig, tokenFor: TokenFor, note: (text: string) => void): number {
   const root = document.toJS({ maxAliasCount: 100 }) as unknown;
-  if (!isObject(root)) return 0;
-  const targets: Array<{ object: Json; base: Path }> =
+  if (!isJsonObject(root)) return 0;
+  const targets: Array<{ object: JsonObject; base: Path }> =
     root.kind === 'List' && Array.isArray(root.items)
-      ? root.items.flatMap((item, i) => (isObject(item) ? [{ object: item, base: ['items', i] }] : []))
+      ? root.items.flatMap((item, i) => (isJsonObject(item) ? [{ object: item, base: ['items', i] }] : []))
       : [{ object: root, base: [] }];
   let count = 0;
   for (const { object, base } of targets) {
     const templatePath = TEMPLATE_PATHS[String(object.kind)];
     if (templatePath === undefined) continue;
     const template = getIn(object, templatePath);
-    if (!isObject(template)) continue;
-    const outcome = injectPod(template as V1Pod, config, newShutdownToken());
+    if (!isJsonObject(template)) continue;
+    const outcome = injectPod(template as V1Pod, config, tokenFor(`${String(object.kind)} ${nameOf(object)}`));
     const operations = operationsFor(outcome, template, object, note);
     for (const operation of operations) applyToDocument(document, [...base, ...templatePath], operation);
     if (operations.length > 0) count += 1;
@@ -101,7 +103,7 @@ function injectDocument(document: Document, config: InjectionConfig, note: (text
   return count;
 }
 
-function operationsFor(outcome: InjectionOutcome, template: Json, object: Json, note: (text: string) => void): Operation[] {
+function operationsFor(outcome: InjectionOutcome, template: JsonObject, object: JsonObject, note: (text: string) => void): Operation[] {
   switch (outcome.action) {
     case 'deny':
       throw new ManifestError(`${String(object.kind)} ${nameOf(object)}: ${outcome.message}`);
@@ -131,21 +133,18 @@ function parsePointer(pointer: string): (string | number)[] {
     .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
 }
 
-function getIn(object: Json, path: Path): unknown {
-  return path.reduce<unknown>((value, key) => (isObject(value) ? value[key as string] : undefined), object);
+function getIn(object: JsonObject, path: Path): unknown {
+  return path.reduce<unknown>((value, key) => (isJsonObject(value) ? value[key as string] : undefined), object);
 }
 
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
-function nameOf(object: Json): string {
-  const metadata = isObject(object.metadata) ? object.metadata : {};
+function nameOf(object: JsonObject): string {
+  const metadata = isJsonObject(object.metadata) ? object.metadata : {};
   const name = String(metadata.name ?? metadata.generateName ?? '(unnamed)');
   return metadata.namespace ? `${String(metadata.namespace)}/${name}` : name;
 }
 
 function describe(document: Document): string {
   const root = document.toJS() as unknown;
-  return isObject(root) ? `${String(root.kind ?? 'unknown kind')} ${nameOf(root)}` : 'not an object';
+  return isJsonObject(root) ? `${String(root.kind ?? 'unknown kind')} ${nameOf(root)}` : 'not an object';
 }

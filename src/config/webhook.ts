@@ -1,15 +1,35 @@
 /** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
 import { DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type PodDrainPlan } from './drain.js';
-import { envName, readSettings, type Setting } from './settings.js';
+import { envName, readSettings, type Setting, type ValuesOf } from './settings.js';
 import { LOG_LEVEL_SETTING } from './sidecar.js';
 import * as kinds from './values.js';
 
 export const PROJECT_VERSION = '0.1.0';
 export const DEFAULT_SIDECAR_IMAGE = `ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager:${PROJECT_VERSION}`;
 
-export const WEBHOOK_SETTINGS = {
+/** What shapes an injection: shared by the webhook and the offline `inject` command. */
+export const INJECTION_SETTINGS = {
   ...DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
+  'sidecar-image': {
+    kind: kinds.text,
+    default: DEFAULT_SIDECAR_IMAGE,
+    help: 'Image of the injected shutdown-manager container (normally this very image).',
+  } satisfies Setting<string>,
+  'sidecar-image-pull-policy': {
+    kind: kinds.oneOf('IfNotPresent', 'Always', 'Never'),
+    default: 'IfNotPresent',
+    help: 'imagePullPolicy of the injected container.',
+  } satisfies Setting<string>,
+  'native-sidecar': {
+    kind: kinds.boolean,
+    default: false,
+    help: 'Inject the sidecar as a native sidecar (init container with restartPolicy Always, Kubernetes 1.29+); pods may override with an annotation.',
+  } satisfies Setting<boolean>,
+};
+
+export const WEBHOOK_SETTINGS = {
+  ...INJECTION_SETTINGS,
   port: { kind: kinds.listenPort, default: 8443, help: 'HTTPS port of the admission webhook.' } satisfies Setting<number>,
   address: {
     kind: kinds.text,
@@ -56,21 +76,6 @@ export const WEBHOOK_SETTINGS = {
     default: 'shutdown-manager.io',
     help: 'With --self-signed-certs: the MutatingWebhookConfiguration whose caBundle is kept up to date.',
   } satisfies Setting<string>,
-  'sidecar-image': {
-    kind: kinds.text,
-    default: DEFAULT_SIDECAR_IMAGE,
-    help: 'Image of the injected shutdown-manager container (normally this very image).',
-  } satisfies Setting<string>,
-  'sidecar-image-pull-policy': {
-    kind: kinds.oneOf('IfNotPresent', 'Always', 'Never'),
-    default: 'IfNotPresent',
-    help: 'imagePullPolicy of the injected container.',
-  } satisfies Setting<string>,
-  'native-sidecar': {
-    kind: kinds.boolean,
-    default: false,
-    help: 'Inject the sidecar as a native sidecar (init container with restartPolicy Always, Kubernetes 1.29+); pods may override with an annotation.',
-  } satisfies Setting<boolean>,
   'body-limit': {
     kind: kinds.byteSize,
     default: 3 * 1024 * 1024,
@@ -109,9 +114,18 @@ export interface InjectionConfig {
   readonly defaults: PodDrainPlan;
 }
 
+/** The injection settings as the injector takes them (the offline command reads only these, never the server's). */
+export function injectionConfigOf(values: ValuesOf<typeof INJECTION_SETTINGS>): InjectionConfig {
+  return {
+    sidecarImage: values['sidecar-image'],
+    sidecarImagePullPolicy: values['sidecar-image-pull-policy'],
+    nativeSidecar: values['native-sidecar'],
+    defaults: makeDrainPlan(values, (name) => `flag --${name} (or ${envName(name)})`),
+  };
+}
+
 export function parseWebhookConfig(args: readonly string[], env: NodeJS.ProcessEnv): WebhookConfig {
   const values = readSettings(WEBHOOK_SETTINGS, args, env);
-  const defaults = makeDrainPlan(values, (name) => `flag --${name} (or ${envName(name)})`);
   return {
     port: values.port,
     address: values.address,
@@ -127,11 +141,6 @@ export function parseWebhookConfig(args: readonly string[], env: NodeJS.ProcessE
       secretName: values['tls-secret-name'],
       webhookConfigurationName: values['webhook-configuration-name'],
     },
-    injection: {
-      sidecarImage: values['sidecar-image'],
-      sidecarImagePullPolicy: values['sidecar-image-pull-policy'],
-      nativeSidecar: values['native-sidecar'],
-      defaults,
-    },
+    injection: injectionConfigOf(values),
   };
 }

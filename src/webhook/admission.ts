@@ -7,6 +7,7 @@ import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch } from '../inject/patch.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
+import { isJsonObject, type JsonObject } from '../json.js';
 
 export const ADMISSION_VERSIONS = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'] as const;
 export type AdmissionVersion = (typeof ADMISSION_VERSIONS)[number];
@@ -46,27 +47,23 @@ export type AdmissionDecision =
   | { readonly action: 'ignore'; readonly reason: string }
   | InjectionOutcome;
 
-type Json = Record<string, unknown>;
 
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function fail(field: string, expected: string): never {
   throw new InvalidAdmissionReviewError(`AdmissionReview ${field} must be ${expected}`);
 }
 
 export function decodeAdmissionReview(body: unknown): AdmissionReview {
-  if (!isObject(body)) fail('body', 'a JSON object');
+  if (!isJsonObject(body)) fail('body', 'a JSON object');
   if (!ADMISSION_VERSIONS.includes(body.apiVersion as AdmissionVersion)) {
     fail('apiVersion', `one of ${ADMISSION_VERSIONS.join(', ')} (got ${JSON.stringify(body.apiVersion)})`);
   }
   if (body.kind !== 'AdmissionReview') fail('kind', `"AdmissionReview" (got ${JSON.stringify(body.kind)})`);
   const request = body.request;
-  if (!isObject(request)) fail('request', 'an object');
+  if (!isJsonObject(request)) fail('request', 'an object');
   if (typeof request.uid !== 'string' || request.uid === '') fail('request.uid', 'a non-empty string');
   if (typeof request.operation !== 'string') fail('request.operation', 'a string such as "CREATE"');
-  if (!isObject(request.kind) || typeof request.kind.kind !== 'string') {
+  if (!isJsonObject(request.kind) || typeof request.kind.kind !== 'string') {
     fail('request.kind', 'an object with a string "kind", such as {"group":"","version":"v1","kind":"Pod"}');
   }
   return body as unknown as AdmissionReview;
@@ -74,20 +71,20 @@ export function decodeAdmissionReview(body: unknown): AdmissionReview {
 
 /** A pod as far as the injector relies on its shape; anything else is a malformed request, not a pod to admit. */
 function decodePod(object: unknown): V1Pod {
-  if (!isObject(object)) fail('request.object', 'the Pod being created');
-  if (object.metadata !== undefined && !isObject(object.metadata)) fail('request.object.metadata', 'an object');
-  const metadata = (object.metadata ?? {}) as Json;
+  if (!isJsonObject(object)) fail('request.object', 'the Pod being created');
+  if (object.metadata !== undefined && !isJsonObject(object.metadata)) fail('request.object.metadata', 'an object');
+  const metadata = (object.metadata ?? {}) as JsonObject;
   for (const map of ['labels', 'annotations'] as const) {
     const value = metadata[map];
-    if (value !== undefined && (!isObject(value) || Object.values(value).some((v) => typeof v !== 'string'))) {
+    if (value !== undefined && (!isJsonObject(value) || Object.values(value).some((v) => typeof v !== 'string'))) {
       fail(`request.object.metadata.${map}`, 'a map of strings');
     }
   }
-  if (!isObject(object.spec)) fail('request.object.spec', 'an object');
+  if (!isJsonObject(object.spec)) fail('request.object.spec', 'an object');
   for (const list of ['containers', 'initContainers'] as const) {
     const containers = object.spec[list];
     if (containers === undefined) continue;
-    if (!Array.isArray(containers) || containers.some((c) => !isObject(c) || typeof c.name !== 'string')) {
+    if (!Array.isArray(containers) || containers.some((c) => !isJsonObject(c) || typeof c.name !== 'string')) {
       fail(`request.object.spec.${list}`, 'a list of containers, each with a string name');
     }
   }

@@ -11,8 +11,13 @@ type Json = any; // parsed manifests, navigated freely by the assertions
 const ENTRY = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
 
-function inject(args: string[], input?: string) {
-  const result = spawnSync(process.execPath, [ENTRY, 'inject', ...args], { input, encoding: 'utf8', timeout: 15_000 });
+function inject(args: string[], input?: string, env: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, [ENTRY, 'inject', ...args], {
+    input,
+    encoding: 'utf8',
+    timeout: 15_000,
+    env: { ...process.env, ...env },
+  });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
@@ -76,6 +81,32 @@ describe('a multi-document YAML stream', () => {
   });
 });
 
+describe('flags and tokens', () => {
+  const tokenOf = (output: string): string =>
+    (parseAllDocuments(output)[1]?.toJS() as Json).spec.template.spec.containers[1].env[0].value;
+
+  test('`--name value` works like `--name=value`, and the server\'s environment is not read', () => {
+    const result = inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval', '2s'], undefined, { SHUTDOWN_MANAGER_PORT: 'not-a-port' });
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok((parseAllDocuments(result.stdout)[1]?.toJS() as Json).spec.template.spec.containers[1].args.includes('--check-interval=2s'));
+  });
+
+  test('with a token seed the output is the same on every run; without, tokens differ and a note says so', () => {
+    const seeded = { SHUTDOWN_MANAGER_TOKEN_SEED: 'a-long-random-secret' };
+    const first = inject(['-f', `${FIXTURES}mixed.yaml`], undefined, seeded);
+    const second = inject(['-f', `${FIXTURES}mixed.yaml`], undefined, seeded);
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(first.stdout, second.stdout);
+    assert.doesNotMatch(first.stderr, /tokens are random/);
+    const otherSeed = inject(['-f', `${FIXTURES}mixed.yaml`], undefined, { SHUTDOWN_MANAGER_TOKEN_SEED: 'another-secret' });
+    assert.notEqual(tokenOf(otherSeed.stdout), tokenOf(first.stdout));
+
+    const random = [inject(['-f', `${FIXTURES}mixed.yaml`]), inject(['-f', `${FIXTURES}mixed.yaml`])];
+    assert.notEqual(tokenOf(random[0]!.stdout), tokenOf(random[1]!.stdout));
+    assert.match(random[0]!.stderr, /note: \/shutdown tokens are random, so every run changes the pod templates; set SHUTDOWN_MANAGER_TOKEN_SEED/);
+  });
+});
+
 describe('JSON', () => {
   test('a List is injected item by item and written as JSON', () => {
     const result = inject(['--filename', `${FIXTURES}list.json`]);
@@ -109,7 +140,7 @@ describe('errors name what is wrong', () => {
     assert.match(noFile.stderr, /missing -f FILE/);
     const unknown = inject(['-f', '-', '--port=1'], '');
     assert.equal(unknown.code, 2);
-    assert.match(unknown.stderr, /unknown flag --port=1/);
+    assert.match(unknown.stderr, /Unknown option '--port'/, 'the server\'s flags mean nothing here');
   });
 
   test('a skipped Envoy pod is explained on stderr', () => {
