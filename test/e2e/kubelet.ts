@@ -4,7 +4,8 @@
  * built sidecar started with exactly the `args` in the spec. Termination follows the kubelet: every
  * container's preStop httpGet runs concurrently against the port in the spec, a container gets SIGTERM
  * once its own hook has returned, and whatever is still running at terminationGracePeriodSeconds
- * (counted from before the hooks) gets SIGKILL.
+ * (counted from before the hooks) gets SIGKILL. Native sidecars (init containers with restartPolicy
+ * Always) are stopped only after every main container has exited, as the kubelet does since 1.29.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -55,6 +56,8 @@ interface RunningContainer {
   readonly spec: V1Container;
   readonly process: ChildProcess;
   readonly exited: Promise<unknown>;
+  /** A native sidecar: stopped after the main containers. */
+  readonly native: boolean;
 }
 
 export class SimulatedPod {
@@ -80,21 +83,24 @@ export class SimulatedPod {
     const envoy = spawn(process.execPath, ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const envoyStarted = firstLine(envoy).then((line) => JSON.parse(line) as EnvoyPorts);
-
-    // The kubelet gives the container its spec's args; only the address differs, since the test may not
-    // bind all interfaces: it comes from the environment, which the args do not override.
+    // The kubelet gives the container its spec's args and env; only the address differs, since the test
+    // may not bind all interfaces: it comes from the environment, which the args do not override.
     const sidecar = spawn(process.execPath, [BUILT_MAIN, ...(sidecarSpec.args ?? [])], {
       stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, NODE_OPTIONS: '', SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' },
+      env: { ...process.env, NODE_OPTIONS: '', ...containerEnv(sidecarSpec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' },
     });
-    const running = [
-      { spec: envoySpec, process: envoy, exited: once(envoy, 'exit') },
-      { spec: sidecarSpec, process: sidecar, exited: once(sidecar, 'exit') },
+    const running: RunningContainer[] = [
+      { spec: envoySpec, process: envoy, exited: once(envoy, 'exit'), native: false },
+      { spec: sidecarSpec, process: sidecar, exited: once(sidecar, 'exit'), native: sidecarSpec.restartPolicy === 'Always' },
     ];
-    const simulated = new SimulatedPod(pod, await envoyStarted, running);
-    await simulated.followSidecarLogs(sidecar);
-    return simulated;
+    try {
+      const simulated = new SimulatedPod(pod, JSON.parse(await firstLine(envoy)) as EnvoyPorts, running);
+      await simulated.followSidecarLogs(sidecar);
+      return simulated;
+    } catch (error) {
+      for (const container of running) container.process.kill('SIGKILL');
+      throw error;
+    }
   }
 
   /** Resolves with the first sidecar log line (seen or to come) that matches. */
@@ -129,25 +135,25 @@ export class SimulatedPod {
       }
     }, gracePeriodMs);
 
-    await Promise.all(
-      this.containers.map(async (container) => {
-        const name = container.spec.name;
-        const hook = container.spec.lifecycle?.preStop?.httpGet;
-        if (hook !== undefined) {
-          record(name, 'preStop-sent', `GET ${hook.path ?? '/'} on port ${String(hook.port)}`);
-          const result = await httpGet(Number(hook.port), hook.path ?? '/', hook.httpHeaders ?? [], gracePeriodMs - since());
-          hooks.push({ container: name, ...result, returnedAtMs: since() });
-          if (result.error === undefined) record(name, 'preStop-returned', `${result.status} ${result.body?.trim() ?? ''}`);
-          else record(name, 'preStop-failed', result.error);
-        }
-        if (container.process.exitCode === null && container.process.signalCode === null) {
-          record(name, 'SIGTERM');
-          container.process.kill('SIGTERM');
-        }
-        await container.exited;
-        record(name, 'exited', `code ${String(container.process.exitCode)}, signal ${String(container.process.signalCode)}`);
-      }),
-    );
+    const stop = async (container: RunningContainer): Promise<void> => {
+      const name = container.spec.name;
+      const hook = container.spec.lifecycle?.preStop?.httpGet;
+      if (hook !== undefined) {
+        record(name, 'preStop-sent', `GET ${hook.path ?? '/'} on port ${String(hook.port)}`);
+        const result = await httpGet(Number(hook.port), hook.path ?? '/', hook.httpHeaders ?? [], gracePeriodMs - since());
+        hooks.push({ container: name, ...result, returnedAtMs: since() });
+        if (result.error === undefined) record(name, 'preStop-returned', `${result.status} ${result.body?.trim() ?? ''}`);
+        else record(name, 'preStop-failed', result.error);
+      }
+      if (container.process.exitCode === null && container.process.signalCode === null) {
+        record(name, 'SIGTERM');
+        container.process.kill('SIGTERM');
+      }
+      await container.exited;
+      record(name, 'exited', `code ${String(container.process.exitCode)}, signal ${String(container.process.signalCode)}`);
+    };
+    await Promise.all(this.containers.filter((c) => !c.native).map(stop));
+    await Promise.all(this.containers.filter((c) => c.native).map(stop));
     clearTimeout(killTimer);
     const podGoneAtMs = since();
     return { gracePeriodMs, timeline, hooks, podGoneAtMs, killed, startedAt };
@@ -168,6 +174,10 @@ export class SimulatedPod {
     });
     await this.waitForSidecarLog((line) => line.event === 'listening', 10_000);
   }
+}
+
+function containerEnv(container: V1Container): Record<string, string> {
+  return Object.fromEntries((container.env ?? []).map((variable) => [variable.name, variable.value ?? '']));
 }
 
 function flagValue(args: readonly string[], flag: string): string {
