@@ -9,20 +9,18 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import jsonPatch, { type Operation } from 'fast-json-patch';
 import { parseAllDocuments } from 'yaml';
+import { isJsonObject as isObject, type JsonObject } from '../../src/json.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MANIFESTS_DIR = join(REPO_ROOT, 'manifests');
 
-export type JsonObject = Record<string, unknown>;
+export type { JsonObject } from '../../src/json.js';
+export { isJsonObject as isObject } from '../../src/json.js';
 
 export interface ManifestDoc {
   /** Path relative to the repository root, for messages. */
   readonly file: string;
   readonly value: JsonObject;
-}
-
-export function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**
