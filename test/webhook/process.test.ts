@@ -6,7 +6,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { httpsRequest } from './support.js';
 
@@ -42,7 +42,7 @@ test('missing certificates are a clear error', () => {
 
 test('with --dev-certs it generates certificates, serves HTTPS, and exits 0 on SIGTERM', async (t) => {
   const directory = await mkdtemp(join(tmpdir(), 'esm-process-'));
-  after(() => rm(directory, { recursive: true, force: true }));
+  t.after(() => rm(directory, { recursive: true, force: true }));
   const child = spawn(
     process.execPath,
     [ENTRY, '--dev-certs', '--address=127.0.0.1', '--port=0', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
