@@ -45,6 +45,11 @@ export const SIDECAR_SETTINGS = {
     default: 3,
     help: 'After this many consecutive refused connections Envoy is taken as exited, and the drain as done.',
   } satisfies Setting<number>,
+  'drain-inbound-only': {
+    kind: kinds.boolean,
+    default: false,
+    help: "Ask Envoy to drain only listeners with traffic_direction INBOUND (drain_listeners?inboundonly). Since Envoy 1.34 listeners left UNSPECIFIED, as Contour's and Envoy Gateway's are, are then not drained: for meshes whose outbound listeners must keep working.",
+  } satisfies Setting<boolean>,
   'shutdown-token': {
     kind: kinds.text,
     default: '',
@@ -70,6 +75,8 @@ export interface SidecarConfig {
   readonly listeners: readonly string[];
   readonly adminTimeoutMs: number;
   readonly adminRefusalsBeforeExited: number;
+  /** Drain only INBOUND listeners (`drain_listeners?inboundonly`). */
+  readonly drainInboundOnly: boolean;
   readonly logLevel: string;
   /** Bearer token /shutdown requires; undefined leaves /shutdown open (pods injected by hand). */
   readonly shutdownToken: string | undefined;
@@ -89,6 +96,7 @@ export function parseSidecarConfig(args: readonly string[], env: NodeJS.ProcessE
     listeners: values.listeners,
     adminTimeoutMs: values['admin-timeout'],
     adminRefusalsBeforeExited: values['admin-refusals'],
+    drainInboundOnly: values['drain-inbound-only'],
     logLevel: values['log-level'],
     shutdownToken: values['shutdown-token'] === '' ? undefined : values['shutdown-token'],
   };

@@ -9,7 +9,7 @@
  * loopback needs nothing more.
  */
 import http from 'node:http';
-import { countDownstreamConnections, DOWNSTREAM_CX_ACTIVE_FILTER, parseStats, type ConnectionCount } from './stats.js';
+import { countDownstreamConnections, DOWNSTREAM_CX_ACTIVE_FILTER, parseJsonStats, type ConnectionCount } from './stats.js';
 
 export interface EnvoyAdminOptions {
   readonly address: string;
@@ -18,7 +18,17 @@ export interface EnvoyAdminOptions {
   readonly timeoutMs: number;
   /** Count only these listeners; empty counts every listener but admin and internal ones. */
   readonly listeners?: readonly string[];
+  /**
+   * Add `inboundonly` to `drain_listeners`. Since Envoy 1.34 that drains only listeners configured with
+   * `traffic_direction: INBOUND` (before, it only limited which listeners are stopped at the end of the
+   * drain period): listeners left UNSPECIFIED, as Contour's and Envoy Gateway's are, are then not drained.
+   */
+  readonly inboundOnly?: boolean;
 }
+
+/** Envoy's server states, as `/ready` names them. */
+export type EnvoyServerState = 'LIVE' | 'DRAINING' | 'PRE_INITIALIZING' | 'INITIALIZING';
+const SERVER_STATES: readonly string[] = ['LIVE', 'DRAINING', 'PRE_INITIALIZING', 'INITIALIZING'];
 
 /** Base of every admin failure; `endpoint` is what was called, e.g. "POST /healthcheck/fail". */
 export class EnvoyAdminError extends Error {
@@ -50,7 +60,7 @@ export class AdminStatusError extends EnvoyAdminError {
   constructor(
     endpoint: string,
     readonly status: number,
-    body: string,
+    readonly body: string,
   ) {
     super(endpoint, `answered HTTP ${status}: ${JSON.stringify(body.slice(0, 200))}`);
   }
@@ -74,32 +84,81 @@ export class EnvoyAdminClient {
   // and avoids reusing a socket Envoy closed as it exits. One connection every check-interval is nothing.
   private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 4 });
 
+  /** Whether Envoy's admin API has given a valid answer since this client was made (see `hasAnswered`). */
+  private answered = false;
+
   constructor(private readonly options: EnvoyAdminOptions) {}
 
   /** Describes the target, for logs and error messages. */
   get target(): string {
-    return `http://${this.options.address}:${this.options.port}`;
+    return `http://${this.address}`;
+  }
+
+  /** `host:port` of the admin API (IPv6 hosts in brackets). */
+  get address(): string {
+    const host = this.options.address.includes(':') ? `[${this.options.address}]` : this.options.address;
+    return `${host}:${this.options.port}`;
+  }
+
+  /**
+   * True once any call got a valid answer from Envoy's admin API. Until then a refused connection proves
+   * nothing about Envoy (a wrong admin port refuses too), so it must not be read as "Envoy has exited".
+   */
+  get hasAnswered(): boolean {
+    return this.answered;
+  }
+
+  /**
+   * `GET /ready`: Envoy's server state. 200 means LIVE; 503 with a state name is Envoy answering while it
+   * starts or drains, which still proves that this is its admin port.
+   */
+  async serverState(signal?: AbortSignal): Promise<EnvoyServerState> {
+    const endpoint = 'GET /ready';
+    let body: string;
+    try {
+      body = await this.call('GET', '/ready', signal);
+    } catch (error) {
+      if (!(error instanceof AdminStatusError && error.status === 503 && SERVER_STATES.includes(error.body.trim()))) throw error;
+      body = error.body;
+    }
+    const state = body.trim();
+    if (!SERVER_STATES.includes(state)) {
+      throw new AdminResponseError(endpoint, `answered ${JSON.stringify(body.slice(0, 120))}, not one of Envoy's server states`);
+    }
+    this.answered = true;
+    return state as EnvoyServerState;
   }
 
   /** `POST /healthcheck/fail`: Envoy fails health checks and closes HTTP/1.1 connections after their responses. */
   async failHealthChecks(signal?: AbortSignal): Promise<void> {
-    await this.call('POST', '/healthcheck/fail', signal);
+    await this.mutate('/healthcheck/fail', signal);
   }
 
-  /** `POST /drain_listeners?graceful&inboundonly`: Envoy discourages new requests on inbound listeners. */
-  async drainInboundListeners(signal?: AbortSignal): Promise<void> {
-    await this.call('POST', '/drain_listeners?graceful&inboundonly', signal);
+  /**
+   * `POST /drain_listeners?graceful`: Envoy drain-closes the connections of every listener (`Connection:
+   * close`, GOAWAY) and keeps accepting until its drain period ends. With `inboundOnly`, only listeners
+   * with `traffic_direction: INBOUND` (see EnvoyAdminOptions).
+   */
+  async drainListeners(signal?: AbortSignal): Promise<void> {
+    await this.mutate(this.options.inboundOnly === true ? '/drain_listeners?graceful&inboundonly' : '/drain_listeners?graceful', signal);
   }
 
-  /** Reads the listeners' `downstream_cx_active` gauges and counts the open downstream connections. */
+  /**
+   * Reads the listeners' `downstream_cx_active` gauges and counts the open downstream connections. The
+   * answer must be the JSON asked for: anything else (an empty body, text, HTML) is an AdminResponseError,
+   * never "0 connections".
+   */
   async countOpenConnections(signal?: AbortSignal): Promise<ConnectionCount> {
     const path = `/stats?format=json&usedonly&filter=${encodeURIComponent(DOWNSTREAM_CX_ACTIVE_FILTER)}`;
     const body = await this.call('GET', path, signal);
+    let count: ConnectionCount;
     try {
-      return countDownstreamConnections(parseStats(body), { listeners: this.options.listeners ?? [] });
+      count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [] });
     } catch (error) {
       throw new AdminResponseError(`GET ${path}`, (error as Error).message, { cause: error });
     }
+    this.answered = true;
+    return count;
   }
 
   /** Releases sockets; calls still in flight fail. */
@@ -107,6 +166,13 @@ export class EnvoyAdminClient {
     this.agent.destroy();
   }
 
+  /** Envoy answers its mutations with "OK": a 200 with another body comes from something else on this port. */
+  private async mutate(path: string, signal: AbortSignal | undefined): Promise<void> {
+    const body = await this.call('POST', path, signal);
+    if (body.trim() === 'OK') this.answered = true;
+  }
+
+  /** Resolves with the body of a 200 answer. */
   private call(method: 'GET' | 'POST', path: string, signal: AbortSignal | undefined): Promise<string> {
     const endpoint = `${method} ${path}`;
     const timeout = AbortSignal.timeout(this.options.timeoutMs);
@@ -135,8 +201,11 @@ export class EnvoyAdminClient {
           });
           response.on('end', () => {
             const body = Buffer.concat(chunks).toString('utf8');
-            if (response.statusCode === 200) resolve(body);
-            else reject(new AdminStatusError(endpoint, response.statusCode ?? 0, body));
+            if (response.statusCode !== 200) {
+              reject(new AdminStatusError(endpoint, response.statusCode ?? 0, body));
+              return;
+            }
+            resolve(body);
           });
           response.on('error', (error) => reject(this.classify(endpoint, error, timeout, signal)));
         },

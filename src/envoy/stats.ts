@@ -35,7 +35,11 @@ function excerptOf(body: string): string {
   return body.length > EXCERPT_LENGTH ? `${body.slice(0, EXCERPT_LENGTH)}…` : body;
 }
 
-/** Reads either output format: JSON (`format=json`) when the body is a JSON object, the plain text otherwise. */
+/**
+ * Reads either output format: JSON (`format=json`) when the body is a JSON object, the plain text otherwise.
+ * An empty body reads as no stats, as an empty text answer would: callers that asked for JSON (the admin
+ * client) must use parseJsonStats, where an empty body is an error, never "0 connections".
+ */
 export function parseStats(body: string): StatSample[] {
   return body.trimStart().startsWith('{') ? parseJsonStats(body) : parseTextStats(body);
 }
@@ -45,6 +49,8 @@ export function parseStats(body: string): StatSample[] {
  * Only numeric values are kept (text readouts have string values; histograms have no `name`).
  */
 export function parseJsonStats(body: string): StatSample[] {
+  // Envoy answers `{"stats":[]}` when nothing matches: an empty body is something else failing.
+  if (body.trim() === '') throw new StatsParseError('an empty answer where JSON was asked for', body);
   let document: unknown;
   try {
     document = JSON.parse(body);

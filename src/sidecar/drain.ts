@@ -7,12 +7,17 @@
  */
 import { AdminRefusedError } from '../envoy/admin-client.js';
 import type { ConnectionCount } from '../envoy/stats.js';
+import { adminPortHint } from './admin-hint.js';
 import { systemClock, type Clock } from './clock.js';
 
 /** What the drain needs from Envoy's admin API; EnvoyAdminClient implements it. */
 export interface EnvoyDrainTarget {
+  /** `host:port`, for messages. */
+  readonly address: string;
+  /** Whether the admin API has answered once in this process's life (the start-up probe or any call). */
+  readonly hasAnswered: boolean;
   failHealthChecks(signal: AbortSignal): Promise<void>;
-  drainInboundListeners(signal: AbortSignal): Promise<void>;
+  drainListeners(signal: AbortSignal): Promise<void>;
   countOpenConnections(signal: AbortSignal): Promise<ConnectionCount>;
 }
 
@@ -21,7 +26,10 @@ export interface DrainSettings {
   readonly checkIntervalMs: number;
   readonly minOpenConnections: number;
   readonly drainTimeoutMs: number;
-  /** Consecutive refused admin connections after which Envoy is taken as exited (at least 1). */
+  /**
+   * Consecutive refused admin connections after which Envoy is taken as exited (at least 1); only once
+   * the admin API has answered before, or a wrong admin port would pass for an exited Envoy.
+   */
   readonly refusalsBeforeExited: number;
 }
 
@@ -36,10 +44,12 @@ export type DrainState = 'idle' | 'draining' | 'drained' | 'timed-out' | 'interr
 export type DrainEndReason =
   /** Open connections at or below min-open-connections. */
   | 'connections-closed'
-  /** Envoy's admin port refused connections several times in a row: Envoy is gone, and its connections with it. */
+  /** Envoy's admin port, which answered before, refused connections several times in a row: Envoy is gone, and its connections with it. */
   | 'envoy-exited'
   /** drain-timeout elapsed first. */
   | 'deadline'
+  /** drain-timeout elapsed, and Envoy's admin API never answered in this process's life (a wrong admin port?). */
+  | 'admin-unreachable'
   /** The sidecar was told to stop (SIGTERM) before the drain ended. */
   | 'interrupted';
 
@@ -49,6 +59,8 @@ export interface DrainOutcome {
   /** Last count read from Envoy; null when none could be read. */
   readonly openConnections: number | null;
   readonly durationMs: number;
+  /** `host:port` of Envoy's admin API. */
+  readonly envoyAdmin: string;
 }
 
 /** What /drain shows: enough to understand a pod stuck in Terminating. */
@@ -69,6 +81,10 @@ export interface DrainSnapshot {
   readonly listenersDraining: boolean;
   readonly consecutiveRefusals: number;
   readonly lastError: string | null;
+  /** `host:port` of Envoy's admin API. */
+  readonly envoyAdmin: string;
+  /** False while the admin API has never answered: refusals then do not mean that Envoy exited. */
+  readonly envoyAdminEverReachable: boolean;
 }
 
 interface InitiationStep {
@@ -107,11 +123,14 @@ export class Drain {
   ) {
     this.steps = [
       { name: 'fail health checks', run: (signal) => envoy.failHealthChecks(signal), done: false },
-      { name: 'drain listeners', run: (signal) => envoy.drainInboundListeners(signal), done: false },
+      { name: 'drain listeners', run: (signal) => envoy.drainListeners(signal), done: false },
     ];
   }
 
-  /** Starts the drain on the first call; every call returns the same outcome. Never rejects. */
+  /**
+   * Starts the drain on the first call; every call returns the same outcome. Admin failures are retried,
+   * never thrown: it rejects only if the clock or the logger throws (a bug).
+   */
   start(): Promise<DrainOutcome> {
     this.outcome ??= this.run();
     return this.outcome;
@@ -148,6 +167,8 @@ export class Drain {
       listenersDraining: this.steps[1]?.done ?? false,
       consecutiveRefusals: this.consecutiveRefusals,
       lastError: this.lastError,
+      envoyAdmin: this.envoy.address,
+      envoyAdminEverReachable: this.envoy.hasAnswered,
     };
   }
 
@@ -177,18 +198,20 @@ export class Drain {
       }
     } catch (error) {
       if (!(error instanceof Stopped)) throw error;
-      return this.finish(this.stop.signal.reason === 'interrupted' ? 'interrupted' : 'deadline');
+      if (this.stop.signal.reason === 'interrupted') return this.finish('interrupted');
+      return this.finish(this.envoy.hasAnswered ? 'deadline' : 'admin-unreachable');
     }
   }
 
   /**
    * The delay lets load balancers notice the failing health checks before connections are counted, so
-   * initiation calls that failed are retried meanwhile, every check interval. When Envoy refused the
-   * calls it is likely gone already: the checks that confirm it are not held back by the delay.
+   * initiation calls that failed are retried meanwhile, every check interval. When Envoy, which answered
+   * before, refused the calls it is likely gone already: the checks that confirm it are not held back by
+   * the delay. An admin API that never answered may be Envoy still starting or a wrong port: the delay holds.
    */
   private async waitCheckDelay(): Promise<DrainEndReason | undefined> {
     const { checkDelayMs, checkIntervalMs } = this.settings;
-    if (this.consecutiveRefusals > 0) {
+    if (this.consecutiveRefusals > 0 && this.envoy.hasAnswered) {
       await this.sleep(checkIntervalMs);
       return undefined;
     }
@@ -254,14 +277,19 @@ export class Drain {
     );
   }
 
-  /** Logs a failed admin call; answers 'envoy-exited' once enough refusals came in a row. */
+  /**
+   * Logs a failed admin call; answers 'envoy-exited' once enough refusals came in a row from an admin API
+   * that answered before. One that never answered is retried until the deadline: a refusal then is as
+   * likely a wrong admin port as an Envoy gone, and a wrong port must not let the pod go with open connections.
+   */
   private recordFailure(error: unknown, action: string): DrainEndReason | undefined {
     if (this.stop.signal.aborted) throw new Stopped();
     const message = error instanceof Error ? error.message : String(error);
     this.lastError = message;
+    const everAnswered = this.envoy.hasAnswered;
     if (error instanceof AdminRefusedError) {
       this.consecutiveRefusals += 1;
-      if (this.consecutiveRefusals >= this.settings.refusalsBeforeExited) return 'envoy-exited';
+      if (everAnswered && this.consecutiveRefusals >= this.settings.refusalsBeforeExited) return 'envoy-exited';
     } else {
       this.consecutiveRefusals = 0;
     }
@@ -272,8 +300,11 @@ export class Drain {
         error: error instanceof Error ? error.name : 'Error',
         error_message: message,
         consecutive_refusals: this.consecutiveRefusals,
+        envoy_admin_ever_reachable: everAnswered,
       },
-      `Envoy admin call failed (${action}); retrying at the next check`,
+      everAnswered
+        ? `Envoy admin call failed (${action}); retrying at the next check`
+        : `Envoy admin call failed (${action}) and the admin API has never answered: ${adminPortHint(this.envoy.address)}; retrying until the deadline`,
     );
     return undefined;
   }
@@ -298,12 +329,13 @@ export class Drain {
     this.finishedAtMs = this.clock.now();
     this.finished.abort();
     this.endReason = reason;
-    this.state = reason === 'deadline' ? 'timed-out' : reason === 'interrupted' ? 'interrupted' : 'drained';
+    this.state = stateAfter(reason);
     const outcome: DrainOutcome = {
       state: this.state,
       reason,
       openConnections: this.lastCount?.total ?? null,
       durationMs: this.finishedAtMs - (this.startedAtMs ?? this.finishedAtMs),
+      envoyAdmin: this.envoy.address,
     };
     this.log.info(
       {
@@ -331,8 +363,23 @@ export function describeOutcome(outcome: DrainOutcome, minOpenConnections: numbe
       return `drained: Envoy's admin API refuses connections, Envoy has exited (after ${seconds}s)`;
     case 'deadline':
       return `drain deadline reached after ${seconds}s with ${open} connections still open (at most ${minOpenConnections} wanted); letting the pod terminate`;
+    case 'admin-unreachable':
+      return `drain deadline reached after ${seconds}s: Envoy's admin API was never reachable at ${outcome.envoyAdmin}, so Envoy was not drained and its connections were not counted; letting the pod terminate`;
     case 'interrupted':
       return `drain interrupted after ${seconds}s: the shutdown manager is stopping, ${open} connections were open`;
+  }
+}
+
+function stateAfter(reason: DrainEndReason): DrainOutcome['state'] {
+  switch (reason) {
+    case 'connections-closed':
+    case 'envoy-exited':
+      return 'drained';
+    case 'deadline':
+    case 'admin-unreachable':
+      return 'timed-out';
+    case 'interrupted':
+      return 'interrupted';
   }
 }
 

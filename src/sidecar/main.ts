@@ -6,12 +6,13 @@
  * matter (no fastify, no undici; see src/envoy/admin-client.ts).
  */
 import { pino, type Logger } from 'pino';
-import { formatDuration } from '../config/duration.js';
+import { checkDrainTiming } from '../config/drain.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
 import { sidecarMetrics } from './metrics.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
+import { startAdminProbe } from './admin-probe.js';
 import { Drain } from './drain.js';
 import { startDrainServer } from './server.js';
 
@@ -46,23 +47,15 @@ export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.
   sidecar = await startSidecar(config);
 }
 
-/** Settings that are each valid but cannot work together. */
+/** Settings that are each valid but cannot work together: the webhook's checks, on the sidecar's own flags. */
 function checkConsistency(config: SidecarConfig): void {
-  const errors: ConfigError[] = [];
-  if (config.checkDelayMs >= config.drainTimeoutMs) {
-    errors.push(
-      new ConfigError(
-        'flag --check-delay',
-        formatDuration(config.checkDelayMs),
-        `a delay shorter than --drain-timeout (${formatDuration(config.drainTimeoutMs)}), or no connection is ever counted`,
-      ),
-    );
+  try {
+    checkDrainTiming(config, (name) => `flag --${name}`);
+  } catch (error) {
+    // main.ts reports ConfigErrors as a usage error (exit 2).
+    if (error instanceof ConfigError) throw new ConfigErrors([error]);
+    throw error;
   }
-  // Envoy and the sidecar share the pod's network namespace: the same port cannot serve both, whatever the addresses.
-  if (config.servePort !== 0 && config.servePort === config.adminPort) {
-    errors.push(new ConfigError('flag --serve-port', String(config.servePort), `a port other than Envoy's admin port (--admin-port)`));
-  }
-  if (errors.length > 0) throw new ConfigErrors(errors);
 }
 
 export interface RunningSidecar {
@@ -79,6 +72,7 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     port: config.adminPort,
     timeoutMs: config.adminTimeoutMs,
     listeners: config.listeners,
+    inboundOnly: config.drainInboundOnly,
   });
   const drain = new Drain(
     envoy,
@@ -107,7 +101,7 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
   log.info(
     {
       event: 'listening',
-      address: config.serveAddress,
+      address: server.address,
       port: server.port,
       envoy_admin: envoy.target,
       check_interval_ms: config.checkIntervalMs,
@@ -115,15 +109,19 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
       min_connections: config.minOpenConnections,
       drain_timeout_ms: config.drainTimeoutMs,
       listeners: config.listeners,
+      drain_inbound_only: config.drainInboundOnly,
     },
-    'shutdown manager listening',
+    `shutdown manager listening on ${server.address.includes(':') ? `[${server.address}]` : server.address}:${server.port}`,
   );
+  const probe = startAdminProbe(envoy, log);
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
+      probe.stop();
       drain.interrupt();
       await server.close();
+      await probe.finished;
       envoy.close();
     })());
   return { port: server.port, drain, log, stop };

@@ -18,17 +18,20 @@ export class ServeError extends Error {
   override readonly name = 'ServeError';
 
   constructor(host: string, port: number, cause: NodeJS.ErrnoException) {
+    const where = host === '' ? `port ${port} of every interface` : `${host.includes(':') ? `[${host}]` : host}:${port}`;
     const hint =
       cause.code === 'EADDRINUSE'
         ? 'the port is taken (another container of the pod, or Envoy, listens on it): choose another --serve-port'
         : cause.code === 'EADDRNOTAVAIL'
           ? 'no interface has this address: check --serve-address'
           : cause.message;
-    super(`cannot serve on ${host}:${port}: ${hint}`, { cause });
+    super(`cannot serve on ${where}: ${hint}`, { cause });
   }
 }
 
 export interface DrainServer {
+  /** The address bound: `::` for every interface of both families, `0.0.0.0` where IPv6 is off. */
+  readonly address: string;
   readonly port: number;
   /**
    * Stops listening and resolves once every connection is closed. Held /shutdown requests are answered
@@ -45,6 +48,7 @@ const CLOSE_GRACE_MS = 1_000;
 export async function startDrainServer(options: {
   readonly drain: Drain;
   readonly minOpenConnections: number;
+  /** Empty: every interface, IPv4 and IPv6 (Node binds `::` accepting v4-mapped, or `0.0.0.0` without IPv6). */
   readonly host: string;
   readonly port: number;
   readonly log: ServerLogger;
@@ -94,14 +98,18 @@ export async function startDrainServer(options: {
   await new Promise<void>((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException): void => reject(new ServeError(options.host, options.port, error));
     server.once('error', onError);
-    server.listen(options.port, options.host, () => {
+    const listening = (): void => {
       server.off('error', onError);
       resolve();
-    });
+    };
+    // No host is how Node listens on every interface of both families; '::' would fail where IPv6 is off.
+    if (options.host === '') server.listen(options.port, listening);
+    else server.listen(options.port, options.host, listening);
   });
-  const { port } = server.address() as AddressInfo;
+  const { address, port } = server.address() as AddressInfo;
 
   return {
+    address,
     port,
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

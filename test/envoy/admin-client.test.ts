@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
 import {
   AdminRefusedError,
@@ -8,29 +10,69 @@ import {
   AdminTransportError,
   EnvoyAdminClient,
   EnvoyAdminError,
+  type EnvoyAdminOptions,
 } from '../../src/envoy/admin-client.js';
 import { closeAll, openHttpConnection, openTcpConnections, waitUntil } from '../support/connections.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
 
-async function setUp(t: TestContext, options: EnvoyEmulatorOptions = {}, timeoutMs = 1_000) {
+async function setUp(t: TestContext, options: EnvoyEmulatorOptions = {}, timeoutMs = 1_000, clientOptions: Partial<EnvoyAdminOptions> = {}) {
   const emulator = await EnvoyEmulator.start(options);
   t.after(() => emulator.close());
-  const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs });
+  const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs, ...clientOptions });
   t.after(() => client.close());
   return { emulator, client };
 }
 
 describe('EnvoyAdminClient', () => {
-  test('fails health checks and drains listeners with POST, in that order', async (t) => {
+  test('fails health checks and drains every listener with POST, in that order', async (t) => {
     const { emulator, client } = await setUp(t);
     await client.failHealthChecks();
-    await client.drainInboundListeners();
+    await client.drainListeners();
     assert.deepEqual(
       emulator.adminRequests.map((request) => `${request.method} ${request.path}?${request.query} ${request.status}`),
-      ['POST /healthcheck/fail? 200', 'POST /drain_listeners?graceful&inboundonly 200'],
+      ['POST /healthcheck/fail? 200', 'POST /drain_listeners?graceful 200'],
     );
     assert.equal(emulator.isHealthCheckFailed, true);
-    assert.equal(emulator.isDraining, true);
+    assert.equal(emulator.drainScope, 'all');
+  });
+
+  test('inboundOnly adds inboundonly to the drain', async (t) => {
+    const { emulator, client } = await setUp(t, {}, 1_000, { inboundOnly: true });
+    await client.drainListeners();
+    assert.equal(emulator.adminRequests.at(-1)?.query, 'graceful&inboundonly');
+    assert.equal(emulator.drainScope, 'inbound-only');
+  });
+
+  test('hasAnswered: false until a valid answer, whichever call brings it', async (t) => {
+    const { emulator, client } = await setUp(t);
+    assert.equal(client.hasAnswered, false);
+    assert.equal(client.address, `127.0.0.1:${emulator.ports.admin}`);
+    assert.equal(await client.serverState(), 'LIVE');
+    assert.equal(client.hasAnswered, true);
+
+    const second = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
+    t.after(() => second.close());
+    await second.countOpenConnections();
+    assert.equal(second.hasAnswered, true, 'a stats answer counts');
+  });
+
+  test('serverState: a 503 naming a state is Envoy answering; garbage and refusals are not', async (t) => {
+    const { emulator, client } = await setUp(t);
+    await client.failHealthChecks();
+    const fresh = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
+    t.after(() => fresh.close());
+    assert.equal(await fresh.serverState(), 'DRAINING', '/ready answers 503 DRAINING');
+    assert.equal(fresh.hasAnswered, true);
+
+    for (const fault of [{ kind: 'garbage' }, { kind: 'empty' }, { kind: 'status', status: 500 }, { kind: 'down' }] as const) {
+      await emulator.setFault(fault);
+      const other = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
+      t.after(() => other.close());
+      await assert.rejects(other.serverState(), EnvoyAdminError, fault.kind);
+      // A 200 whose body is not Envoy's "OK" (garbage, empty) is no proof either.
+      await other.failHealthChecks().catch(() => undefined);
+      assert.equal(other.hasAnswered, false, fault.kind);
+    }
   });
 
   test('counts HTTP and TCP proxy connections, not its own admin connection', async (t) => {
@@ -86,6 +128,26 @@ describe('EnvoyAdminClient', () => {
     });
   });
 
+  test('a 200 with an empty body is an AdminResponseError, never 0 connections', async (t) => {
+    const { client } = await setUp(t, { fault: { kind: 'empty' } });
+    await assert.rejects(client.countOpenConnections(), (error: unknown) => {
+      assert.ok(error instanceof AdminResponseError);
+      assert.match(error.message, /not understood \(an empty answer where JSON was asked for\)/);
+      return true;
+    });
+    assert.equal(client.hasAnswered, false);
+  });
+
+  test('a plain-text stats answer is an AdminResponseError: JSON was asked for', async (t) => {
+    // A proxy or an old Envoy ignoring format=json: text output must not be read as counts.
+    const server = http.createServer((_, response) => response.end('listener.0.0.0.0_8080.downstream_cx_active: 0\n'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: (server.address() as AddressInfo).port, timeoutMs: 1_000 });
+    t.after(() => client.close());
+    await assert.rejects(client.countOpenConnections(), AdminResponseError);
+  });
+
   test('garbage instead of stats is an AdminResponseError', async (t) => {
     const { client } = await setUp(t, { fault: { kind: 'garbage' } });
     await assert.rejects(client.countOpenConnections(), (error: unknown) => {
@@ -98,7 +160,7 @@ describe('EnvoyAdminClient', () => {
   test('a GET on a mutation would be refused: the client never sends one', async (t) => {
     const { emulator, client } = await setUp(t);
     await client.failHealthChecks();
-    await client.drainInboundListeners();
+    await client.drainListeners();
     assert.ok(emulator.adminRequests.every((request) => request.status === 200));
   });
 

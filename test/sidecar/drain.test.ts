@@ -2,37 +2,95 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
-import { Drain, type DrainLogger, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import type { Clock } from '../../src/sidecar/clock.js';
+import { describeOutcome, Drain, type DrainLogger, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 
 type Answer = number | Error | 'hang';
 
+/**
+ * Virtual time: `sleep` resolves when every other pending timer due earlier has fired, without waiting.
+ * Time advances only once the code under test is blocked on sleeps (checked on setImmediate, after every
+ * pending promise callback), so timing assertions are exact on any machine, however loaded.
+ */
+class VirtualClock implements Clock {
+  private nowMs = Date.parse('2026-01-01T00:00:00Z');
+  private readonly timers: { at: number; seq: number; fire: () => void }[] = [];
+  private seq = 0;
+  private advancing = false;
+
+  now(): number {
+    return this.nowMs;
+  }
+
+  sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const timer = { at: this.nowMs + Math.max(0, ms), seq: this.seq++, fire: resolve };
+      this.timers.push(timer);
+      signal.addEventListener(
+        'abort',
+        () => {
+          const index = this.timers.indexOf(timer);
+          if (index !== -1) this.timers.splice(index, 1);
+          reject(signal.reason);
+        },
+        { once: true },
+      );
+      this.advanceSoon();
+    });
+  }
+
+  private advanceSoon(): void {
+    if (this.advancing) return;
+    this.advancing = true;
+    setImmediate(() => {
+      this.advancing = false;
+      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      const next = this.timers.shift();
+      if (next === undefined) return;
+      this.nowMs = Math.max(this.nowMs, next.at);
+      next.fire();
+      if (this.timers.length > 0) this.advanceSoon();
+    });
+  }
+}
+
 /** A scripted Envoy: each count call takes the next answer (the last one repeats); records every call. */
 class FakeEnvoy implements EnvoyDrainTarget {
+  readonly address = '127.0.0.1:9001';
   readonly calls: { name: string; at: number }[] = [];
   failAnswers: (Error | undefined)[] = [];
   drainAnswers: (Error | undefined)[] = [];
+  /** As after the sidecar's start-up probe got an answer; false for an admin port that never answered. */
+  hasAnswered = true;
 
-  constructor(private readonly countAnswers: Answer[]) {}
+  constructor(
+    private readonly countAnswers: Answer[],
+    private readonly now: () => number = Date.now,
+  ) {}
 
   async failHealthChecks(): Promise<void> {
-    this.calls.push({ name: 'fail', at: Date.now() });
+    this.calls.push({ name: 'fail', at: this.now() });
     const answer = this.failAnswers.shift();
     if (answer !== undefined) throw answer;
+    this.hasAnswered = true;
   }
 
-  async drainInboundListeners(): Promise<void> {
-    this.calls.push({ name: 'drain', at: Date.now() });
+  async drainListeners(): Promise<void> {
+    this.calls.push({ name: 'drain', at: this.now() });
     const answer = this.drainAnswers.shift();
     if (answer !== undefined) throw answer;
+    this.hasAnswered = true;
   }
 
   async countOpenConnections(signal: AbortSignal): Promise<ConnectionCount> {
-    this.calls.push({ name: 'count', at: Date.now() });
+    this.calls.push({ name: 'count', at: this.now() });
     const answer = this.countAnswers.length > 1 ? this.countAnswers.shift() : this.countAnswers[0];
     if (answer === 'hang') {
       return new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
     }
     if (answer instanceof Error) throw answer;
+    this.hasAnswered = true;
     return { total: answer ?? 0, byListener: { '0.0.0.0_8080': answer ?? 0 }, missingListeners: [] };
   }
 
@@ -64,10 +122,17 @@ const SETTINGS: DrainSettings = {
 
 const refused = (): AdminRefusedError => new AdminRefusedError('GET /stats', 'connection refused');
 
-function makeDrain(envoy: FakeEnvoy, settings: Partial<DrainSettings> = {}) {
+function makeDrain(envoy: FakeEnvoy, settings: Partial<DrainSettings> = {}, clock?: Clock) {
   const log = new MemoryLog();
-  const drain = new Drain(envoy, { ...SETTINGS, ...settings }, log);
+  const drain = new Drain(envoy, { ...SETTINGS, ...settings }, log, clock);
   return { drain, log };
+}
+
+/** A drain on virtual time, for exact timing assertions. */
+function makeTimedDrain(countAnswers: Answer[], settings: Partial<DrainSettings>) {
+  const clock = new VirtualClock();
+  const envoy = new FakeEnvoy(countAnswers, () => clock.now());
+  return { clock, envoy, ...makeDrain(envoy, settings, clock) };
 }
 
 describe('Drain', () => {
@@ -102,25 +167,25 @@ describe('Drain', () => {
   });
 
   test('waits check-delay before the first poll, then check-interval between polls', async () => {
-    const envoy = new FakeEnvoy([1, 1, 0]);
-    const { drain } = makeDrain(envoy, { checkDelayMs: 120, checkIntervalMs: 40 });
+    const { clock, envoy, drain } = makeTimedDrain([1, 1, 0], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    const started = clock.now();
     await drain.start();
-    const [drainCall, ...counts] = envoy.calls.slice(1);
-    assert.ok(drainCall !== undefined && counts.length === 3);
-    assert.ok((counts[0]?.at ?? 0) - drainCall.at >= 115, 'check delay respected');
-    assert.ok((counts[1]?.at ?? 0) - (counts[0]?.at ?? 0) >= 35, 'check interval respected');
+    assert.deepEqual(
+      envoy.calls.map((call) => [call.name, call.at - started]),
+      [['fail', 0], ['drain', 0], ['count', 60_000], ['count', 65_000], ['count', 70_000]],
+    );
   });
 
   test('initiation calls that failed are retried every check-interval during check-delay', async () => {
-    const envoy = new FakeEnvoy([0]);
+    const { clock, envoy, drain } = makeTimedDrain([0], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
     envoy.failAnswers = [new AdminStatusError('POST /healthcheck/fail', 500, 'busy'), new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
-    const { drain } = makeDrain(envoy, { checkDelayMs: 200, checkIntervalMs: 20 });
-    const started = Date.now();
+    const started = clock.now();
     await drain.start();
-    assert.deepEqual(envoy.names(), ['fail', 'drain', 'fail', 'fail', 'count']);
-    const [, , , retried, count] = envoy.calls;
-    assert.ok((retried?.at ?? Infinity) - started < 100, 'retried long before the delay is over');
-    assert.ok((count?.at ?? 0) - started >= 195, 'the first poll still waits for the whole delay');
+    assert.deepEqual(
+      envoy.calls.map((call) => [call.name, call.at - started]),
+      [['fail', 0], ['drain', 0], ['fail', 5_000], ['fail', 10_000], ['count', 60_000]],
+      'retried at each interval, long before the delay is over; the first poll still waits for the whole delay',
+    );
   });
 
   test('min-open-connections: done as soon as the count is at or below it', async () => {
@@ -161,15 +226,42 @@ describe('Drain', () => {
   });
 
   test('refused initiation skips check-delay, and refusals are counted once per check, spaced by check-interval', async () => {
-    const envoy = new FakeEnvoy([refused()]);
+    const { clock, envoy, drain } = makeTimedDrain([refused()], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
     envoy.failAnswers = [refused(), refused(), refused()];
-    const { drain } = makeDrain(envoy, { checkDelayMs: 10_000, checkIntervalMs: 30 });
-    const started = Date.now();
+    const started = clock.now();
     const outcome = await drain.start();
-    const elapsed = Date.now() - started;
     assert.equal(outcome.reason, 'envoy-exited');
-    assert.deepEqual(envoy.names(), ['fail', 'fail', 'fail'], 'a refused round stops at its first call');
-    assert.ok(elapsed >= 55 && elapsed < 1_000, `two intervals between three refusals, took ${elapsed} ms`);
+    assert.deepEqual(
+      envoy.calls.map((call) => [call.name, call.at - started]),
+      [['fail', 0], ['fail', 5_000], ['fail', 10_000]],
+      'a refused round stops at its first call; two intervals between three refusals',
+    );
+  });
+
+  test('an admin API that never answered: refusals are retried until the deadline, which names the address', async () => {
+    const { clock, envoy, drain, log } = makeTimedDrain([refused()], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    envoy.hasAnswered = false;
+    envoy.failAnswers = Array.from({ length: 100 }, refused);
+    const started = clock.now();
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs], ['timed-out', 'admin-unreachable', 290_000]);
+    assert.equal(clock.now() - started, 290_000);
+    assert.ok(envoy.names().every((name) => name === 'fail'), 'never past the first step');
+    assert.equal(envoy.calls.length, 290_000 / 5_000, 'retried every interval; the check delay was not skipped for refusals');
+    const errors = log.lines.filter((line) => line.fields['event'] === 'admin_error');
+    assert.ok(errors.length > 3 && errors.every((line) => line.fields['envoy_admin_ever_reachable'] === false));
+    assert.match(errors[0]?.message ?? '', /never answered: is Envoy's admin API really at 127\.0\.0\.1:9001\? Set the pod annotation shutdown-manager\.io\/envoy-admin-port/);
+    assert.match(describeOutcome(outcome, 0), /Envoy's admin API was never reachable at 127\.0\.0\.1:9001/);
+    assert.equal(drain.snapshot().envoyAdminEverReachable, false);
+  });
+
+  test('an admin API that answers late, then exits: refusals count only after its first answer', async () => {
+    const { envoy, drain } = makeTimedDrain([3, refused()], { checkDelayMs: 0, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    envoy.hasAnswered = false;
+    envoy.failAnswers = [refused(), refused(), refused(), refused()];
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections], ['drained', 'envoy-exited', 3]);
+    assert.deepEqual(envoy.names(), ['fail', 'fail', 'fail', 'fail', 'fail', 'drain', 'count', 'count', 'count', 'count']);
   });
 
   test('timeouts, 5xx and unreadable answers are logged and retried; failed steps are retried before polls', async () => {

@@ -3,7 +3,7 @@
  *
  *   node --import tsx test/support/envoy-emulator-cli.ts [--admin-port=0] [--http-port=0] [--tcp-port=0]
  *     [--host=127.0.0.1] [--stat-address=0.0.0.0] [--workers=2] [--drain-time=600000]
- *     [--fault=none|slow:<ms>|status:<code>|garbage|down] [--fault-paths=/stats,/healthcheck]
+ *     [--fault=none|slow:<ms>|status:<code>|garbage|empty|down] [--fault-paths=/stats,/healthcheck]
  *
  * Prints one JSON line on stdout once listening: {"pid":…,"host":"127.0.0.1","admin":…,"http":…,"tcp":…,
  * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"}}. On SIGTERM or SIGINT it closes every listener and
@@ -37,7 +37,7 @@ async function main(): Promise<void> {
     strict: true,
   });
   const fault = parseFault(values.fault ?? 'none');
-  if (fault === undefined) throw new Error(`--fault: ${JSON.stringify(values.fault)} is not none, slow:<ms>, status:<code>, garbage or down`);
+  if (fault === undefined) throw new Error(`--fault: ${JSON.stringify(values.fault)} is not none, slow:<ms>, status:<code>, garbage, empty or down`);
   const emulator = await EnvoyEmulator.start({
     adminPort: integer('admin-port', values['admin-port'], 0),
     httpPort: integer('http-port', values['http-port'], 0),

@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline';
 import { describe, test, type TestContext } from 'node:test';
 import { countDownstreamConnections, parseStats } from '../../src/envoy/stats.js';
 import { closeAll, httpRequest, openHttpConnection, openTcpConnection, openTcpConnections, requestOn, waitUntil } from './connections.js';
-import { EnvoyEmulator, parseFault, type EnvoyEmulatorOptions } from './envoy-emulator.js';
+import { EnvoyEmulator, parseFault, type EnvoyEmulatorOptions, type TrafficDirection } from './envoy-emulator.js';
 
 async function startEmulator(t: TestContext, options: EnvoyEmulatorOptions = {}): Promise<EnvoyEmulator> {
   const emulator = await EnvoyEmulator.start(options);
@@ -171,6 +171,52 @@ describe('Envoy emulator: admin mutations and drain behaviour', () => {
     );
   });
 
+  test('drain scope follows traffic_direction: inboundonly drains INBOUND listeners only, not UNSPECIFIED or OUTBOUND ones', async (t) => {
+    // MODIFY_ONLY: health check failure alone drains nothing, so only drain_listeners decides.
+    const drainCloses = async (direction: TrafficDirection, query: string): Promise<boolean> => {
+      const emulator = await startEmulator(t, { httpListener: { direction, drainType: 'modify_only' } });
+      const connection = await openHttpConnection(emulator.ports.http);
+      t.after(() => connection.close());
+      await httpRequest(adminUrl(emulator, '/healthcheck/fail'), { method: 'POST' });
+      if (query !== '') assert.equal((await httpRequest(adminUrl(emulator, `/drain_listeners?${query}`), { method: 'POST' })).status, 200);
+      return (await requestOn(connection.socket)).headers['connection'] === 'close';
+    };
+    assert.equal(await drainCloses('inbound', ''), false, 'modify_only ignores /healthcheck/fail');
+    assert.equal(await drainCloses('inbound', 'graceful&inboundonly'), true);
+    assert.equal(await drainCloses('unspecified', 'graceful&inboundonly'), false, 'UNSPECIFIED is not inbound');
+    assert.equal(await drainCloses('outbound', 'graceful&inboundonly'), false);
+    for (const direction of ['inbound', 'outbound', 'unspecified'] as const) {
+      assert.equal(await drainCloses(direction, 'graceful'), true, `a drain of all listeners covers ${direction}`);
+    }
+  });
+
+  test('a DEFAULT drain type listener drain-closes on /healthcheck/fail whatever its direction', async (t) => {
+    const emulator = await startEmulator(t, { httpListener: { direction: 'outbound' } });
+    const connection = await openHttpConnection(emulator.ports.http);
+    t.after(() => connection.close());
+    await httpRequest(adminUrl(emulator, '/healthcheck/fail'), { method: 'POST' });
+    assert.equal((await requestOn(connection.socket)).headers['connection'], 'close');
+  });
+
+  test('an inbound-only drain widens to all on a later drain without inboundonly', async (t) => {
+    const emulator = await startEmulator(t, { httpListener: { drainType: 'modify_only' } });
+    await httpRequest(adminUrl(emulator, '/drain_listeners?graceful&inboundonly'), { method: 'POST' });
+    assert.equal(emulator.drainScope, 'inbound-only');
+    await httpRequest(adminUrl(emulator, '/drain_listeners?graceful'), { method: 'POST' });
+    assert.equal(emulator.drainScope, 'all');
+    await httpRequest(adminUrl(emulator, '/drain_listeners?graceful&inboundonly'), { method: 'POST' });
+    assert.equal(emulator.drainScope, 'all', 'never narrows');
+  });
+
+  test('at the end of an inbound-only drain period only INBOUND listeners stop accepting', async (t) => {
+    const emulator = await startEmulator(t, { drainTimeMs: 50, tcpListener: { direction: 'inbound' } });
+    await httpRequest(adminUrl(emulator, '/drain_listeners?graceful&inboundonly'), { method: 'POST' });
+    await waitUntil(() => emulator.statValues().find((stat) => stat.name === 'listener_manager.total_listeners_active')?.value === 1, 2_000, 'inbound listener stopped');
+    await assert.rejects(openTcpConnection(emulator.ports.tcp), /ECONNREFUSED/);
+    const http = await openHttpConnection(emulator.ports.http);
+    t.after(() => http.close());
+  });
+
   test('graceful drain period over, or drain without graceful: listeners stop accepting, connections stay', async (t) => {
     const emulator = await startEmulator(t, { drainTimeMs: 50 });
     const tcp = await openTcpConnection(emulator.ports.tcp);
@@ -195,6 +241,8 @@ describe('Envoy emulator: faults', () => {
     const garbage = await httpRequest(adminUrl(emulator, '/stats?format=json'));
     assert.equal(garbage.status, 200);
     assert.throws(() => parseStats(garbage.body));
+    await emulator.setFault({ kind: 'empty' });
+    assert.deepEqual(await httpRequest(adminUrl(emulator, '/stats?format=json')).then((r) => [r.status, r.body]), [200, '']);
 
     await emulator.setFault({ kind: 'status', status: 503 }, ['/stats']);
     assert.equal((await httpRequest(adminUrl(emulator, '/stats'))).status, 503);
@@ -215,6 +263,7 @@ describe('Envoy emulator: faults', () => {
     assert.deepEqual(parseFault('slow:250'), { kind: 'slow', delayMs: 250 });
     assert.deepEqual(parseFault('status:500'), { kind: 'status', status: 500 });
     assert.deepEqual(parseFault('down'), { kind: 'down' });
+    assert.deepEqual(parseFault('empty'), { kind: 'empty' });
     for (const bad of ['slow', 'slow:-1', 'status:99', 'down:1', 'broken']) assert.equal(parseFault(bad), undefined, bad);
   });
 

@@ -8,6 +8,12 @@
  * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
  *   formats of Envoy's documentation (see test/fixtures/envoy/), and switchable faults.
  *
+ * Listener direction and drain type follow Envoy 1.34+ (source/server/drain_manager_impl.cc drainClose,
+ * source/common/listener_manager/listener_manager_impl.cc stopListeners): a connection is drain-closed
+ * when health checks fail and its listener's drain_type is DEFAULT, or when a drain covers its listener;
+ * `drain_listeners?inboundonly` covers (and at the end of the drain period stops) only listeners with
+ * `traffic_direction: INBOUND`, never UNSPECIFIED or OUTBOUND ones; a drain without it covers all.
+ *
  * Differences from Envoy, on purpose: the listeners bind `host` (loopback in tests) but are named with
  * `statAddress` (0.0.0.0 by default, as in a pod); drain closes are immediate (Envoy's
  * `--drain-strategy immediate`) rather than gradual; `filter` is a JavaScript regex, not RE2.
@@ -28,8 +34,29 @@ export type AdminFault =
   | { readonly kind: 'status'; readonly status: number }
   /** Every admin answer is 200 with an HTML page instead of the endpoint's output. */
   | { readonly kind: 'garbage' }
+  /** Every admin answer is 200 with an empty body (a broken proxy, a truncated answer). */
+  | { readonly kind: 'empty' }
   /** The admin listener is closed: connections are refused, as when Envoy has exited. */
   | { readonly kind: 'down' };
+
+/** A listener's `traffic_direction`; Contour and Envoy Gateway leave it UNSPECIFIED, Istio sets it. */
+export type TrafficDirection = 'inbound' | 'outbound' | 'unspecified';
+
+/** A listener's `drain_type`: MODIFY_ONLY listeners ignore /healthcheck/fail and drain only when a drain covers them. */
+export type DrainType = 'default' | 'modify_only';
+
+export interface ListenerSpec {
+  readonly direction?: TrafficDirection;
+  readonly drainType?: DrainType;
+}
+
+/** What `drain_listeners` has started: nothing, a drain of INBOUND listeners, or of every listener. */
+export type DrainScope = 'none' | 'inbound-only' | 'all';
+
+interface ListenerConfig {
+  readonly direction: TrafficDirection;
+  readonly drainType: DrainType;
+}
 
 export interface EnvoyEmulatorOptions {
   /** Address to bind every listener to; default 127.0.0.1. */
@@ -43,6 +70,10 @@ export interface EnvoyEmulatorOptions {
   readonly workers?: number;
   readonly httpStatPrefix?: string;
   readonly tcpStatPrefix?: string;
+  /** The HTTP listener's direction and drain type; default UNSPECIFIED and DEFAULT, as an ingress Envoy's. */
+  readonly httpListener?: ListenerSpec;
+  /** The TCP proxy listener's; same defaults. */
+  readonly tcpListener?: ListenerSpec;
   readonly fault?: AdminFault;
   /** Apply the fault only to admin paths starting with one of these (e.g. ['/stats']); default all. */
   readonly faultPaths?: readonly string[];
@@ -136,16 +167,18 @@ const GARBAGE_BODY = '<!DOCTYPE html><html><head><title>502</title></head><body>
 
 export class EnvoyEmulator {
   readonly adminRequests: AdminRequestRecord[] = [];
-  private readonly options: Required<Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges'>> & {
+  private readonly options: Required<Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener'>> & {
     faultPaths: readonly string[];
     extraGauges: Readonly<Record<string, number>>;
   };
+  private readonly httpConfig: ListenerConfig;
+  private readonly tcpConfig: ListenerConfig;
   private readonly startedAt = Date.now();
   private fault: AdminFault;
   private faultPaths: readonly string[];
   private healthCheckFailed = false;
-  private listenersDraining = false;
-  private listenersStopped = false;
+  private scope: DrainScope = 'none';
+  private readonly stopped = { http: false, tcp: false };
   private drainTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly closing = new AbortController();
@@ -181,6 +214,8 @@ export class EnvoyEmulator {
     };
     this.fault = this.options.fault;
     this.faultPaths = this.options.faultPaths;
+    this.httpConfig = listenerConfig(options.httpListener);
+    this.tcpConfig = listenerConfig(options.tcpListener);
     // The admin listener is served by Envoy's main thread: its per-thread copy is `main_thread`.
     this.admin = new ListenerStats('admin', 1);
     this.httpServer = this.createHttpListener();
@@ -212,7 +247,7 @@ export class EnvoyEmulator {
   }
 
   get state(): ServerState {
-    return this.healthCheckFailed || this.listenersDraining ? 'DRAINING' : 'LIVE';
+    return this.healthCheckFailed || this.scope !== 'none' ? 'DRAINING' : 'LIVE';
   }
 
   get isHealthCheckFailed(): boolean {
@@ -220,7 +255,12 @@ export class EnvoyEmulator {
   }
 
   get isDraining(): boolean {
-    return this.listenersDraining;
+    return this.scope !== 'none';
+  }
+
+  /** The listeners `drain_listeners` asked to drain so far. */
+  get drainScope(): DrainScope {
+    return this.scope;
   }
 
   /** Open downstream connections per data listener, and on the admin listener. */
@@ -255,8 +295,8 @@ export class EnvoyEmulator {
       counter('listener.admin.main_thread.downstream_cx_total', this.admin.total),
       ...this.httpListener.stats(),
       ...this.tcpListener.stats(),
-      gauge('listener_manager.total_listeners_active', this.listenersStopped ? 0 : 2, true),
-      gauge('listener_manager.total_listeners_draining', this.listenersDraining && !this.listenersStopped ? 2 : 0, this.listenersDraining),
+      gauge('listener_manager.total_listeners_active', this.activeListeners().length, true),
+      gauge('listener_manager.total_listeners_draining', this.activeListeners().filter((config) => this.inScope(config)).length, this.scope !== 'none'),
       gauge('listener_manager.workers_started', 1, true),
       gauge('server.concurrency', this.options.workers, true),
       gauge('server.live', this.state === 'LIVE' ? 1 : 0, true),
@@ -299,9 +339,9 @@ export class EnvoyEmulator {
       this.httpRequests += 1;
       request.resume();
       const headers: Record<string, string> = { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(DATA_RESPONSE_BODY.length) };
-      // While health checks fail or listeners drain, Envoy's HTTP connection manager closes each
-      // HTTP/1.1 connection after its current response ("drain close").
-      if (this.state === 'DRAINING') {
+      // Envoy's HTTP connection manager closes each HTTP/1.1 connection after its current response
+      // ("drain close") when its listener drains.
+      if (this.isDrainClosing(this.httpConfig)) {
         headers['connection'] = 'close';
         this.drainCloses += 1;
       }
@@ -346,12 +386,37 @@ export class EnvoyEmulator {
     }
   }
 
-  /** Envoy's graceful drain ends with the listeners closed: no new connections, existing ones untouched. */
-  private stopListeners(): void {
-    if (this.listenersStopped) return;
-    this.listenersStopped = true;
-    this.httpServer.close();
-    this.tcpServer.close();
+  /**
+   * DrainManagerImpl::drainClose: health checks failed and drain_type DEFAULT, or a drain that covers the
+   * listener (a connection of a non-INBOUND listener asks for DrainDirection::All, which an inbound-only
+   * drain does not cover).
+   */
+  private isDrainClosing(config: ListenerConfig): boolean {
+    return (config.drainType === 'default' && this.healthCheckFailed) || this.inScope(config);
+  }
+
+  private inScope(config: ListenerConfig): boolean {
+    return this.scope === 'all' || (this.scope === 'inbound-only' && config.direction === 'inbound');
+  }
+
+  private activeListeners(): ListenerConfig[] {
+    return [...(this.stopped.http ? [] : [this.httpConfig]), ...(this.stopped.tcp ? [] : [this.tcpConfig])];
+  }
+
+  /**
+   * ListenerManagerImpl::stopListeners: listeners closed, no new connections, existing ones untouched;
+   * with inboundonly only INBOUND listeners.
+   */
+  private stopListeners(scope: Exclude<DrainScope, 'none'>): void {
+    const covers = (config: ListenerConfig): boolean => scope === 'all' || config.direction === 'inbound';
+    if (!this.stopped.http && covers(this.httpConfig)) {
+      this.stopped.http = true;
+      this.httpServer.close();
+    }
+    if (!this.stopped.tcp && covers(this.tcpConfig)) {
+      this.stopped.tcp = true;
+      this.tcpServer.close();
+    }
   }
 
   // --- admin ------------------------------------------------------------------------------------
@@ -409,6 +474,7 @@ export class EnvoyEmulator {
     }
     if (fault.kind === 'status') return send(fault.status, 'text/plain', `emulated admin failure (HTTP ${fault.status})\n`);
     if (fault.kind === 'garbage') return send(200, 'text/html', GARBAGE_BODY);
+    if (fault.kind === 'empty') return send(200, 'application/json', '');
 
     if (MUTATING_PATHS.has(url.pathname) && method !== 'POST') {
       return send(this.options.mutationOnGetStatus, 'text/plain', `Method ${method} not allowed, POST required.`);
@@ -445,18 +511,21 @@ export class EnvoyEmulator {
     return { kind: 'none' };
   }
 
+  /** ListenersHandler::handlerDrainListeners. */
   private drainListeners(params: URLSearchParams, send: (status: number, type: string, body: string) => void): void {
     const graceful = params.has('graceful');
     if (params.has('skip_exit') && !graceful) return send(400, 'text/plain', 'skip_exit requires graceful\n');
-    // Every listener of the emulator is inbound, so `inboundonly` selects all of them.
-    if (graceful) {
-      if (!this.listenersDraining) {
-        this.listenersDraining = true;
-        this.drainTimer = setTimeout(() => this.stopListeners(), this.options.drainTimeMs);
+    const scope = params.has('inboundonly') ? 'inbound-only' : 'all';
+    if (!graceful) {
+      this.stopListeners(scope);
+    } else if (!(this.scope === 'all' || this.scope === scope)) {
+      // Not draining yet, or draining inbound only and now asked for all: the drain widens.
+      this.scope = scope;
+      if (!params.has('skip_exit')) {
+        clearTimeout(this.drainTimer);
+        this.drainTimer = setTimeout(() => this.stopListeners(scope), this.options.drainTimeMs);
         this.drainTimer.unref();
       }
-    } else {
-      this.stopListeners();
     }
     send(200, 'text/plain', 'OK\n');
   }
@@ -523,7 +592,7 @@ export class EnvoyEmulator {
     }
     if (url.pathname === '/emulator/fault' && method === 'POST') {
       const fault = parseFault(url.searchParams.get('fault') ?? 'none');
-      if (fault === undefined) return send(400, 'text/plain', 'fault must be none, slow:<ms>, status:<code>, garbage or down\n');
+      if (fault === undefined) return send(400, 'text/plain', 'fault must be none, slow:<ms>, status:<code>, garbage, empty or down\n');
       if (this.closed) return send(503, 'text/plain', 'closed\n');
       const paths = (url.searchParams.get('paths') ?? '').split(',').filter((path) => path !== '');
       // `for_ms` lifts the fault after a while: the only way back from `down` for a child process.
@@ -544,13 +613,14 @@ export class EnvoyEmulator {
   }
 }
 
-/** Reads `none`, `slow:<ms>`, `status:<code>`, `garbage`, `down`. */
+/** Reads `none`, `slow:<ms>`, `status:<code>`, `garbage`, `empty`, `down`. */
 export function parseFault(text: string): AdminFault | undefined {
   const [kind, argument] = text.split(':', 2);
   const number = Number(argument);
   switch (kind) {
     case 'none':
     case 'garbage':
+    case 'empty':
     case 'down':
       return argument === undefined ? { kind } : undefined;
     case 'slow':
@@ -642,6 +712,10 @@ function renderPrometheus(stats: StatValue[], histograms: string[]): string {
 }
 
 // --- helpers ----------------------------------------------------------------------------------------
+
+function listenerConfig(spec: ListenerSpec | undefined): ListenerConfig {
+  return { direction: spec?.direction ?? 'unspecified', drainType: spec?.drainType ?? 'default' };
+}
 
 function gauge(name: string, value: number, used: boolean): StatValue {
   return { name, type: 'gauge', value, used };

@@ -34,12 +34,21 @@ function assertBuilt(): void {
   if (!existsSync(BUILT_MAIN)) throw new Error(`${BUILT_MAIN} is missing: run \`npm run build\` before these tests`);
 }
 
+export interface SpawnOptions {
+  readonly readyTimeoutMs?: number;
+  /** --serve-address; null leaves the sidecar's default (every interface, both families). Default 127.0.0.1. */
+  readonly serveAddress?: string | null;
+}
+
 /** Starts the sidecar and resolves once it logs that it listens (its port read from that line). */
-export async function spawnSidecar(flags: readonly string[], readyTimeoutMs = 10_000): Promise<SidecarProcess> {
+export async function spawnSidecar(flags: readonly string[], options: SpawnOptions = {}): Promise<SidecarProcess> {
   assertBuilt();
-  const child = spawn(process.execPath, [BUILT_MAIN, 'mode=sidecar', '--serve-address=127.0.0.1', '--serve-port=0', ...flags], {
+  const { readyTimeoutMs = 10_000, serveAddress = '127.0.0.1' } = options;
+  const addressFlag = serveAddress === null ? [] : [`--serve-address=${serveAddress}`];
+  const child = spawn(process.execPath, [BUILT_MAIN, 'mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NODE_OPTIONS: '' },
+    // No SHUTDOWN_MANAGER_* from the caller's environment: the flags given are the whole configuration.
+    env: { ...withoutSidecarSettings(process.env), NODE_OPTIONS: '' },
   });
   const logs: LogLine[] = [];
   const waiters = new Set<{ predicate: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();
@@ -111,6 +120,10 @@ export async function spawnSidecar(flags: readonly string[], readyTimeoutMs = 10
     waitForLog,
     kill,
   };
+}
+
+function withoutSidecarSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !name.startsWith('SHUTDOWN_MANAGER_')));
 }
 
 /** Runs the sidecar to completion (for --help and bad flags), bounded by `timeoutMs`. */

@@ -1,0 +1,81 @@
+/**
+ * The start-up probe of Envoy's admin API: GET /ready in the background until it answers once, so that
+ * a wrong admin port shows in the logs at pod start, not at the first rollout, and so that the drain
+ * knows whether a refused connection means "Envoy exited" (it answered before) or nothing yet.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { EnvoyServerState } from '../envoy/admin-client.js';
+import { adminPortHint } from './admin-hint.js';
+
+export interface ProbeTarget {
+  /** `host:port`, for messages. */
+  readonly address: string;
+  readonly hasAnswered: boolean;
+  serverState(signal: AbortSignal): Promise<EnvoyServerState>;
+}
+
+export interface ProbeLogger {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+export interface ProbeTiming {
+  /** First retry delay; doubled after each failure up to `maxRetryMs`. */
+  readonly minRetryMs: number;
+  readonly maxRetryMs: number;
+  /** While unreachable, one warning at the first failure and then at most one per this interval. */
+  readonly warnEveryMs: number;
+}
+
+export const DEFAULT_PROBE_TIMING: ProbeTiming = { minRetryMs: 100, maxRetryMs: 5_000, warnEveryMs: 30_000 };
+
+export interface AdminProbe {
+  /** Stops retrying (the process is stopping); a call in flight is cancelled. */
+  stop(): void;
+  /** Settles when the probe has stopped, answered or not. */
+  readonly finished: Promise<void>;
+}
+
+export function startAdminProbe(target: ProbeTarget, log: ProbeLogger, timing: ProbeTiming = DEFAULT_PROBE_TIMING): AdminProbe {
+  const stopping = new AbortController();
+  const finished = probeUntilAnswered(target, log, timing, stopping.signal);
+  return { stop: () => stopping.abort(), finished };
+}
+
+async function probeUntilAnswered(target: ProbeTarget, log: ProbeLogger, timing: ProbeTiming, signal: AbortSignal): Promise<void> {
+  const startedAt = Date.now();
+  let delayMs = timing.minRetryMs;
+  let lastWarnAt: number | undefined;
+  let failures = 0;
+  // The drain's own calls count too: once one of them got an answer there is nothing left to learn.
+  while (!signal.aborted && !target.hasAnswered) {
+    try {
+      const state = await target.serverState(signal);
+      log.info(
+        { event: 'envoy_admin_reachable', envoy_admin: target.address, envoy_state: state, after_ms: Date.now() - startedAt, failed_attempts: failures },
+        `Envoy admin API answered at ${target.address} (state ${state})`,
+      );
+      return;
+    } catch (error) {
+      if (signal.aborted) return;
+      failures += 1;
+      const now = Date.now();
+      if (lastWarnAt === undefined || now - lastWarnAt >= timing.warnEveryMs) {
+        lastWarnAt = now;
+        log.warn(
+          {
+            event: 'envoy_admin_unreachable',
+            envoy_admin: target.address,
+            error: error instanceof Error ? error.message : String(error),
+            unreachable_for_ms: now - startedAt,
+            failed_attempts: failures,
+          },
+          `Envoy admin API not reachable at ${target.address}: ${adminPortHint(target.address)}. Until it answers, /shutdown cannot drain Envoy; retrying`,
+        );
+      }
+    }
+    // Unref'd: the probe never keeps the process alive on its own.
+    await sleep(delayMs, undefined, { signal, ref: false }).catch(() => undefined);
+    delayMs = Math.min(delayMs * 2, timing.maxRetryMs);
+  }
+}
