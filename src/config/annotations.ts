@@ -17,6 +17,7 @@ export const ANNOTATIONS = {
   envoyContainer: `${ANNOTATION_PREFIX}envoy-container`,
   status: `${ANNOTATION_PREFIX}status`,
   nativeSidecar: `${ANNOTATION_PREFIX}native-sidecar`,
+  envoyAdminPort: `${ANNOTATION_PREFIX}envoy-admin-port`,
 } as const;
 
 /** Annotation suffix → the drain setting it overrides. */
@@ -91,10 +92,5 @@ export function resolvePodDrainPlan(
     const key = annotationOf.get(name);
     return key === undefined ? `default ${name}` : `annotation ${key}`;
   };
-  try {
-    return { plan: makeDrainPlan(values, sourceOf), unknownAnnotations };
-  } catch (error) {
-    if (error instanceof ConfigError) throw new ConfigErrors([error]);
-    throw error;
-  }
+  return { plan: makeDrainPlan(values, sourceOf), unknownAnnotations };
 }

@@ -3,7 +3,7 @@
  * and the flags the injected sidecar is started with. Defaults are Contour's shutdown-manager's.
  */
 import { formatDuration } from './duration.js';
-import { ConfigError } from './errors.js';
+import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting, ValuesOf } from './settings.js';
 import * as kinds from './values.js';
 
@@ -97,28 +97,32 @@ export function makeDrainPlan(values: DrainDefaults, sourceOf: (name: keyof Drai
     terminationGracePeriodSeconds: values['termination-grace-period'],
     drainTimeoutMs: drainTimeoutMs(values['termination-grace-period']),
   };
-  checkDrainTiming(plan, sourceOf);
+  const errors = drainTimingErrors(
+    plan,
+    sourceOf,
+    'lower check-delay or raise termination-grace-period (the deadline is the grace period minus a safety margin)',
+  );
+  if (errors.length > 0) throw new ConfigErrors(errors);
   return plan;
 }
 
 /**
  * What makes a drain impossible whatever Envoy does: no time left to poll, or the sidecar on Envoy's admin
- * port. Shared by the webhook (per pod) and the sidecar (its own flags).
+ * port. Shared by the webhook (per pod) and the sidecar (its own flags), each with its own remedy.
  */
-export function checkDrainTiming(
+export function drainTimingErrors(
   plan: Pick<PodDrainPlan, 'checkDelayMs' | 'drainTimeoutMs' | 'servePort' | 'adminPort'>,
   sourceOf: (name: 'check-delay' | 'serve-port') => string,
-): void {
+  deadlineRemedy: string,
+): ConfigError[] {
+  const errors: ConfigError[] = [];
   if (plan.checkDelayMs >= plan.drainTimeoutMs) {
-    throw new ConfigError(
-      sourceOf('check-delay'),
-      formatDuration(plan.checkDelayMs),
-      `a check delay shorter than the drain deadline of ${formatDuration(plan.drainTimeoutMs)}; ` +
-        `lower check-delay or raise termination-grace-period (the deadline is the grace period minus a safety margin)`,
-      'check-delay',
-    );
+    const expected = `a check delay shorter than the drain deadline of ${formatDuration(plan.drainTimeoutMs)}; ${deadlineRemedy}`;
+    errors.push(new ConfigError(sourceOf('check-delay'), formatDuration(plan.checkDelayMs), expected, 'check-delay'));
   }
   if (plan.servePort === plan.adminPort) {
-    throw new ConfigError(sourceOf('serve-port'), String(plan.servePort), `a port other than Envoy's admin port ${plan.adminPort}`, 'serve-port');
+    const expected = `a port other than Envoy's admin port ${plan.adminPort}`;
+    errors.push(new ConfigError(sourceOf('serve-port'), String(plan.servePort), expected, 'serve-port'));
   }
+  return errors;
 }

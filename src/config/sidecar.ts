@@ -21,7 +21,7 @@ export const SIDECAR_SETTINGS = {
   ...DRAIN_SETTINGS,
   'serve-port': { ...DRAIN_SETTINGS['serve-port'], kind: portOrAnyFree } satisfies Setting<number>,
   'serve-address': {
-    kind: kinds.text,
+    kind: kinds.listenAddress,
     default: '',
     help: 'Address to serve on; empty means every interface, IPv4 and IPv6 (the kubelet calls hooks and probes on the pod IP, which may be either).',
   } satisfies Setting<string>,
@@ -43,7 +43,7 @@ export const SIDECAR_SETTINGS = {
   'admin-refusals': {
     kind: kinds.attempts,
     default: 3,
-    help: 'After this many consecutive refused connections Envoy is taken as exited, and the drain as done.',
+    help: "After this many consecutive refused connections Envoy is taken as exited and the drain as done, once Envoy's admin API has answered at least once.",
   } satisfies Setting<number>,
   'drain-inbound-only': {
     kind: kinds.boolean,

@@ -76,6 +76,13 @@ export const text: ValueKind<string> = {
   format: (value) => value,
 };
 
+/** An address to listen on; empty means every interface, both IP families. */
+export const listenAddress: ValueKind<string> = {
+  form: 'an IP address or host name, or empty for every interface (IPv4 and IPv6)',
+  parse: (raw) => raw.trim(),
+  format: (value) => value,
+};
+
 export const boolean: ValueKind<boolean> = {
   form: '"true" or "false"',
   parse: (raw) => ({ true: true, false: false })[raw.trim().toLowerCase() as 'true' | 'false'],

@@ -32,7 +32,7 @@ export const WEBHOOK_SETTINGS = {
   ...INJECTION_SETTINGS,
   port: { kind: kinds.listenPort, default: 8443, help: 'HTTPS port of the admission webhook.' } satisfies Setting<number>,
   address: {
-    kind: kinds.text,
+    kind: kinds.listenAddress,
     default: '',
     help: 'Address to listen on; empty means every interface, IPv4 and IPv6 (the API server may reach the Service over either).',
   } satisfies Setting<string>,

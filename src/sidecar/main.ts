@@ -6,8 +6,8 @@
  * matter (no fastify, no undici; see src/envoy/admin-client.ts).
  */
 import { pino, type Logger } from 'pino';
-import { checkDrainTiming } from '../config/drain.js';
-import { ConfigError, ConfigErrors } from '../config/errors.js';
+import { drainTimingErrors } from '../config/drain.js';
+import { ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
 import { sidecarMetrics } from './metrics.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
@@ -49,13 +49,9 @@ export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.
 
 /** Settings that are each valid but cannot work together: the webhook's checks, on the sidecar's own flags. */
 function checkConsistency(config: SidecarConfig): void {
-  try {
-    checkDrainTiming(config, (name) => `flag --${name}`);
-  } catch (error) {
-    // main.ts reports ConfigErrors as a usage error (exit 2).
-    if (error instanceof ConfigError) throw new ConfigErrors([error]);
-    throw error;
-  }
+  const errors = drainTimingErrors(config, (name) => `flag --${name}`, 'lower --check-delay or raise --drain-timeout');
+  // main.ts reports ConfigErrors as a usage error (exit 2).
+  if (errors.length > 0) throw new ConfigErrors(errors);
 }
 
 export interface RunningSidecar {
