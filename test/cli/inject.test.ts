@@ -5,14 +5,14 @@ import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse, parseAllDocuments } from 'yaml';
+import { BUILT_MAIN } from '../support/sidecar-process.js';
 
 type Json = any; // parsed manifests, navigated freely by the assertions
 
-const ENTRY = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
 
 function inject(args: string[], input?: string, env: Record<string, string> = {}) {
-  const result = spawnSync(process.execPath, [ENTRY, 'inject', ...args], {
+  const result = spawnSync(process.execPath, [BUILT_MAIN, 'inject', ...args], {
     input,
     encoding: 'utf8',
     timeout: 15_000,

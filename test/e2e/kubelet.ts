@@ -13,7 +13,7 @@ import { request } from 'node:http';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
-import { BUILT_MAIN, type LogLine } from '../support/sidecar-process.js';
+import { spawnSidecarWith, type LogLine, type SidecarProcess } from '../support/sidecar-process.js';
 
 const EMULATOR_CLI = fileURLToPath(new URL('../support/envoy-emulator-cli.ts', import.meta.url));
 const SIDECAR = 'shutdown-manager';
@@ -61,14 +61,17 @@ interface RunningContainer {
 }
 
 export class SimulatedPod {
-  /** JSON log lines of the shutdown-manager container. */
-  readonly sidecarLogs: LogLine[] = [];
-
   private constructor(
     readonly pod: V1Pod,
     readonly envoy: EnvoyPorts,
     private readonly containers: readonly RunningContainer[],
+    private readonly sidecar: SidecarProcess,
   ) {}
+
+  /** JSON log lines of the shutdown-manager container. */
+  get sidecarLogs(): readonly LogLine[] {
+    return this.sidecar.logs;
+  }
 
   /** Starts every container of `pod` and resolves once the Envoy emulator and the sidecar are listening. */
   static async start(pod: V1Pod): Promise<SimulatedPod> {
@@ -83,35 +86,20 @@ export class SimulatedPod {
     const envoy = spawn(process.execPath, ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    // The kubelet gives the container its spec's args and env; only the address differs, since the test
-    // may not bind all interfaces: it comes from the environment, which the args do not override.
-    const sidecar = spawn(process.execPath, [BUILT_MAIN, ...(sidecarSpec.args ?? [])], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, NODE_OPTIONS: '', ...containerEnv(sidecarSpec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' },
-    });
-    const running: RunningContainer[] = [
-      { spec: envoySpec, process: envoy, exited: once(envoy, 'exit'), native: false },
-      { spec: sidecarSpec, process: sidecar, exited: once(sidecar, 'exit'), native: sidecarSpec.restartPolicy === 'Always' },
-    ];
     try {
-      const simulated = new SimulatedPod(pod, JSON.parse(await firstLine(envoy)) as EnvoyPorts, running);
-      await simulated.followSidecarLogs(sidecar);
-      return simulated;
+      const ports = JSON.parse(await firstLine(envoy)) as EnvoyPorts;
+      // The kubelet gives the container its spec's args and env; only the address differs, since the test
+      // may not bind all interfaces: it comes from the environment, which the args do not override.
+      const sidecar = await spawnSidecarWith(sidecarSpec.args ?? [], { ...containerEnv(sidecarSpec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' });
+      const running: RunningContainer[] = [
+        { spec: envoySpec, process: envoy, exited: once(envoy, 'exit'), native: false },
+        { spec: sidecarSpec, process: sidecar.child, exited: sidecar.exited, native: sidecarSpec.restartPolicy === 'Always' },
+      ];
+      return new SimulatedPod(pod, ports, running, sidecar);
     } catch (error) {
-      for (const container of running) container.process.kill('SIGKILL');
+      envoy.kill('SIGKILL');
       throw error;
     }
-  }
-
-  /** Resolves with the first sidecar log line (seen or to come) that matches. */
-  async waitForSidecarLog(predicate: (line: LogLine) => boolean, timeoutMs = 5_000): Promise<LogLine> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      const line = this.sidecarLogs.find(predicate);
-      if (line !== undefined) return line;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    throw new Error(`no matching sidecar log within ${timeoutMs} ms: ${JSON.stringify(this.sidecarLogs)}`);
   }
 
   /** Deletes the pod as the kubelet does; resolves once every container has exited. */
@@ -162,17 +150,6 @@ export class SimulatedPod {
   /** For test clean-up: nothing may outlive the test. */
   kill(): void {
     for (const container of this.containers) container.process.kill('SIGKILL');
-  }
-
-  private async followSidecarLogs(sidecar: ChildProcess): Promise<void> {
-    createInterface({ input: sidecar.stdout! }).on('line', (text) => {
-      try {
-        this.sidecarLogs.push(JSON.parse(text) as LogLine);
-      } catch {
-        this.sidecarLogs.push({ unparsed: text });
-      }
-    });
-    await this.waitForSidecarLog((line) => line.event === 'listening', 10_000);
   }
 }
 

@@ -10,6 +10,7 @@ import { closeAll, httpRequest, openHttpConnection, openTcpConnections, requestO
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
 import { freePort } from '../support/ports.js';
 import { runSidecarToExit, spawnSidecar, type LogLine, type SidecarProcess } from '../support/sidecar-process.js';
+import { sampleOf } from '../support/prometheus.js';
 
 const CHECK_INTERVAL_MS = 50;
 /**
@@ -429,11 +430,6 @@ describe('sidecar process: a protected /shutdown', () => {
 });
 
 describe('sidecar process: /metrics', () => {
-  const sample = (text: string, series: string): number | undefined => {
-    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-    return line === undefined ? undefined : Number(line.slice(series.length + 1));
-  };
-
   /** Summed over listeners, as `sum(shutdown_manager_open_connections)` would. */
   const openConnections = (text: string): number | undefined => {
     const lines = text.split('\n').filter((l) => l.startsWith('shutdown_manager_open_connections{'));
@@ -445,7 +441,7 @@ describe('sidecar process: /metrics', () => {
     const idle = await httpRequest(sidecar.url('/metrics'));
     assert.equal(idle.status, 200);
     assert.match(String(idle.headers['content-type']), /^text\/plain; version=0\.0\.4/);
-    assert.equal(sample(idle.body, 'shutdown_manager_drain_state{state="idle"}'), 1);
+    assert.equal(sampleOf(idle.body, 'shutdown_manager_drain_state{state="idle"}'), 1);
     assert.equal(openConnections(idle.body), undefined, 'unknown before the first poll');
 
     const held = await openTcpConnections(emulator.ports.tcp, 2);
@@ -453,18 +449,18 @@ describe('sidecar process: /metrics', () => {
     const shutdown = callShutdown(sidecar);
     await sidecar.waitForLog(pollsSeeing(2));
     const draining = (await httpRequest(sidecar.url('/metrics'))).body;
-    assert.equal(sample(draining, 'shutdown_manager_drain_state{state="draining"}'), 1);
-    assert.equal(sample(draining, 'shutdown_manager_drain_state{state="idle"}'), 0);
+    assert.equal(sampleOf(draining, 'shutdown_manager_drain_state{state="draining"}'), 1);
+    assert.equal(sampleOf(draining, 'shutdown_manager_drain_state{state="idle"}'), 0);
     assert.equal(openConnections(draining), 2);
-    assert.equal(sample(draining, `shutdown_manager_open_connections{listener="${emulator.listenerNames.tcp}"}`), 2);
+    assert.equal(sampleOf(draining, `shutdown_manager_open_connections{listener="${emulator.listenerNames.tcp}"}`), 2);
 
     await closeAll(held);
     assert.equal((await shutdown.response).status, 200);
     const drained = (await httpRequest(sidecar.url('/metrics'))).body;
-    assert.equal(sample(drained, 'shutdown_manager_drain_state{state="drained"}'), 1);
+    assert.equal(sampleOf(drained, 'shutdown_manager_drain_state{state="drained"}'), 1);
     assert.equal(openConnections(drained), 0);
-    assert.ok((sample(drained, 'shutdown_manager_drain_polls_total') ?? 0) >= 2);
-    assert.ok((sample(drained, 'shutdown_manager_drain_duration_seconds') ?? 0) > 0);
+    assert.ok((sampleOf(drained, 'shutdown_manager_drain_polls_total') ?? 0) >= 2);
+    assert.ok((sampleOf(drained, 'shutdown_manager_drain_duration_seconds') ?? 0) > 0);
   });
 });
 

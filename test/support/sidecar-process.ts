@@ -42,13 +42,24 @@ export interface SpawnOptions {
 
 /** Starts the sidecar and resolves once it logs that it listens (its port read from that line). */
 export async function spawnSidecar(flags: readonly string[], options: SpawnOptions = {}): Promise<SidecarProcess> {
-  assertBuilt();
   const { readyTimeoutMs = 10_000, serveAddress = '127.0.0.1' } = options;
   const addressFlag = serveAddress === null ? [] : [`--serve-address=${serveAddress}`];
-  const child = spawn(process.execPath, [BUILT_MAIN, 'mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {
+  return spawnSidecarWith(['mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {}, readyTimeoutMs);
+}
+
+/**
+ * Starts `dist/main.js` with exactly `args` (the args of a pod spec, say) and `env` on top of a clean
+ * environment: no SHUTDOWN_MANAGER_* from the caller's, so that the given configuration is the whole of it.
+ */
+export async function spawnSidecarWith(
+  args: readonly string[],
+  env: Readonly<Record<string, string>>,
+  readyTimeoutMs = 10_000,
+): Promise<SidecarProcess> {
+  assertBuilt();
+  const child = spawn(process.execPath, [BUILT_MAIN, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    // No SHUTDOWN_MANAGER_* from the caller's environment: the flags given are the whole configuration.
-    env: { ...withoutSidecarSettings(process.env), NODE_OPTIONS: '' },
+    env: { ...withoutSidecarSettings(process.env), NODE_OPTIONS: '', ...env },
   });
   const logs: LogLine[] = [];
   const waiters = new Set<{ predicate: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();

@@ -1,6 +1,7 @@
 /** GET /metrics counts what the webhook did, by outcome and reason, in Prometheus text format. */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { sampleOf } from '../support/prometheus.js';
 import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
 
 let webhook: RunningWebhook;
@@ -8,11 +9,6 @@ before(async () => {
   webhook = await startTestWebhook();
 });
 after(() => webhook.close());
-
-function sample(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 test('injections, skips by reason, denials by setting, invalid requests and a latency histogram', async () => {
   for (const fixture of ['deployment-envoy-pod.json', 'deployment-envoy-pod.json', 'non-envoy-pod.json', 'ambiguous-envoy-pod.json', 'bad-annotations.json', 'update-operation.json']) {
@@ -24,17 +20,17 @@ test('injections, skips by reason, denials by setting, invalid requests and a la
   assert.equal(result.status, 200);
   assert.match(String(result.headers['content-type']), /^text\/plain; version=0\.0\.4/);
   const text = result.text;
-  assert.equal(sample(text, 'shutdown_manager_webhook_injections_total'), 2);
-  assert.equal(sample(text, 'shutdown_manager_webhook_reviews_total{result="injected"}'), 2);
-  assert.equal(sample(text, 'shutdown_manager_webhook_reviews_total{result="skipped"}'), 2);
-  assert.equal(sample(text, 'shutdown_manager_webhook_reviews_total{result="denied"}'), 1);
-  assert.equal(sample(text, 'shutdown_manager_webhook_reviews_total{result="ignored"}'), 1);
-  assert.equal(sample(text, 'shutdown_manager_webhook_reviews_total{result="invalid"}'), 1);
-  assert.equal(sample(text, 'shutdown_manager_webhook_skips_total{reason="not-envoy"}'), 1);
-  assert.equal(sample(text, 'shutdown_manager_webhook_skips_total{reason="no-envoy-container"}'), 1);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_injections_total'), 2);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="injected"}'), 2);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="skipped"}'), 2);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="denied"}'), 1);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="ignored"}'), 1);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="invalid"}'), 1);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_skips_total{reason="not-envoy"}'), 1);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_skips_total{reason="no-envoy-container"}'), 1);
   for (const setting of ['check-interval', 'check-delay', 'min-open-connections', 'termination-grace-period', 'envoy-admin-port', 'serve-port']) {
-    assert.equal(sample(text, `shutdown_manager_webhook_denials_total{reason="${setting}"}`), 1, setting);
+    assert.equal(sampleOf(text, `shutdown_manager_webhook_denials_total{reason="${setting}"}`), 1, setting);
   }
-  assert.equal(sample(text, 'shutdown_manager_webhook_review_duration_seconds_count'), 7);
-  assert.ok((sample(text, 'process_resident_memory_bytes') ?? 0) > 0);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_review_duration_seconds_count'), 7);
+  assert.ok((sampleOf(text, 'process_resident_memory_bytes') ?? 0) > 0);
 });

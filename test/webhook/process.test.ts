@@ -7,32 +7,31 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { httpsRequest } from './support.js';
+import { BUILT_MAIN } from '../support/sidecar-process.js';
 
-const ENTRY = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 
 test('--help lists every flag with its default and environment variable', () => {
-  const result = spawnSync(process.execPath, [ENTRY, '--help'], { encoding: 'utf8', timeout: 10_000 });
+  const result = spawnSync(process.execPath, [BUILT_MAIN, '--help'], { encoding: 'utf8', timeout: 10_000 });
   assert.equal(result.status, 0, result.stderr);
   assert.match(result.stdout, /--check-delay\n.*\n\s+env SHUTDOWN_MANAGER_CHECK_DELAY, default 1m/);
   assert.match(result.stdout, /--termination-grace-period\n.*\n\s+env SHUTDOWN_MANAGER_TERMINATION_GRACE_PERIOD, default 300/);
 });
 
 test('a bad flag value exits 2 naming the flag', () => {
-  const result = spawnSync(process.execPath, [ENTRY, '--check-interval=often'], { encoding: 'utf8', timeout: 10_000 });
+  const result = spawnSync(process.execPath, [BUILT_MAIN, '--check-interval=often'], { encoding: 'utf8', timeout: 10_000 });
   assert.equal(result.status, 2);
   assert.match(result.stderr, /flag --check-interval: "often" is not valid; expected a Go duration/);
 });
 
 test('an unknown mode exits 2', () => {
-  const result = spawnSync(process.execPath, [ENTRY, 'mode=proxy'], { encoding: 'utf8', timeout: 10_000 });
+  const result = spawnSync(process.execPath, [BUILT_MAIN, 'mode=proxy'], { encoding: 'utf8', timeout: 10_000 });
   assert.equal(result.status, 2);
   assert.match(result.stderr, /unknown mode=proxy; expected mode=webhook \(the default\) or mode=sidecar/);
 });
 
 test('missing certificates are a clear error', () => {
-  const result = spawnSync(process.execPath, [ENTRY, '--port=0', '--tls-cert-file=/nonexistent/tls.crt'], {
+  const result = spawnSync(process.execPath, [BUILT_MAIN, '--port=0', '--tls-cert-file=/nonexistent/tls.crt'], {
     encoding: 'utf8',
     timeout: 10_000,
   });
@@ -45,7 +44,7 @@ test('with --dev-certs it generates certificates, serves HTTPS, and exits 0 on S
   t.after(() => rm(directory, { recursive: true, force: true }));
   const child = spawn(
     process.execPath,
-    [ENTRY, '--dev-certs', '--address=127.0.0.1', '--port=0', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
+    [BUILT_MAIN, '--dev-certs', '--address=127.0.0.1', '--port=0', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   t.after(() => child.kill('SIGKILL'));
