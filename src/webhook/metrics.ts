@@ -7,7 +7,7 @@ export class WebhookMetrics {
 
   private readonly reviews = new Counter({
     name: 'shutdown_manager_webhook_reviews_total',
-    help: 'AdmissionReviews answered, by what was done: injected, skipped, denied, ignored (not a Pod CREATE) or invalid.',
+    help: 'AdmissionReviews answered, by what was done: injected, skipped, denied, ignored (not a Pod CREATE), invalid (4xx) or error (5xx).',
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
@@ -43,12 +43,16 @@ export class WebhookMetrics {
     collectDefaultMetrics({ register: this.registry });
   }
 
+  /** A request that got no review: malformed (4xx) or a failure of ours (5xx). */
+  countFailure(result: 'invalid' | 'error'): void {
+    this.reviews.inc({ result });
+  }
+
   /** Starts timing a review; the returned function records it with its outcome. */
-  startReview(): (decision: AdmissionDecision | 'invalid') => void {
+  startReview(): (decision: AdmissionDecision) => void {
     const stop = this.duration.startTimer();
     return (decision) => {
       stop();
-      if (decision === 'invalid') return this.reviews.inc({ result: 'invalid' });
       switch (decision.action) {
         case 'inject':
           this.injections.inc();

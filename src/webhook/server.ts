@@ -100,16 +100,8 @@ function registerRoutes(app: FastifyInstance, config: WebhookConfig, metrics: We
 
   app.post(WEBHOOK_PATHS.mutate, async (request, reply) => {
     const done = metrics.startReview();
-    let review;
-    let outcome;
-    try {
-      review = decodeAdmissionReview(request.body);
-      outcome = reviewAdmission(review, config.injection);
-    } catch (error) {
-      done('invalid');
-      throw error;
-    }
-    const { response, decision } = outcome;
+    const review = decodeAdmissionReview(request.body);
+    const { response, decision } = reviewAdmission(review, config.injection);
     done(decision);
     request.log.info(
       {
@@ -124,14 +116,15 @@ function registerRoutes(app: FastifyInstance, config: WebhookConfig, metrics: We
     return reply.send(encodeAdmissionReview(review.apiVersion, response));
   });
 
+  // Every failed /mutate lands here, Fastify's own (415, 413, bad JSON) included, so all are counted.
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    if (error instanceof InvalidAdmissionReviewError) {
-      request.log.warn({ reason: error.message }, 'malformed AdmissionReview rejected');
-      return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: error.message });
-    }
-    const statusCode = error.statusCode ?? 500;
+    const invalid = error instanceof InvalidAdmissionReviewError;
+    const statusCode = invalid ? 400 : (error.statusCode ?? 500);
+    if (request.routeOptions.url === WEBHOOK_PATHS.mutate) metrics.countFailure(statusCode < 500 ? 'invalid' : 'error');
     if (statusCode >= 500) request.log.error({ err: error }, 'admission failed');
-    return reply.code(statusCode).send({ statusCode, error: error.name, message: error.message });
+    else request.log.warn({ reason: error.message, statusCode }, 'malformed AdmissionReview rejected');
+    const name = invalid ? 'Bad Request' : error.name;
+    return reply.code(statusCode).send({ statusCode, error: name, message: error.message });
   });
 }
 

@@ -15,6 +15,8 @@ test('injections, skips by reason, denials by setting, invalid requests and a la
     assert.equal((await postReview(webhook, await loadReview(fixture))).status, 200);
   }
   assert.equal((await postReview(webhook, { apiVersion: 'v1' })).status, 400);
+  const wrongType = await httpsRequest(`${webhook.server.url}/mutate`, { ca: webhook.ca, body: 'x', contentType: 'text/plain' });
+  assert.equal(wrongType.status, 415);
 
   const result = await httpsRequest(`${webhook.server.url}/metrics`, { ca: webhook.ca, method: 'GET' });
   assert.equal(result.status, 200);
@@ -25,12 +27,12 @@ test('injections, skips by reason, denials by setting, invalid requests and a la
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="skipped"}'), 2);
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="denied"}'), 1);
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="ignored"}'), 1);
-  assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="invalid"}'), 1);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="invalid"}'), 2);
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_skips_total{reason="not-envoy"}'), 1);
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_skips_total{reason="no-envoy-container"}'), 1);
   for (const setting of ['check-interval', 'check-delay', 'min-open-connections', 'termination-grace-period', 'envoy-admin-port', 'serve-port']) {
     assert.equal(sampleOf(text, `shutdown_manager_webhook_denials_total{reason="${setting}"}`), 1, setting);
   }
-  assert.equal(sampleOf(text, 'shutdown_manager_webhook_review_duration_seconds_count'), 7);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_review_duration_seconds_count'), 6, 'the reviews answered, not the rejected requests');
   assert.ok((sampleOf(text, 'process_resident_memory_bytes') ?? 0) > 0);
 });
