@@ -69,7 +69,8 @@ export const GRACE_PERIOD_SETTING = {
 export function drainTimeoutMs(gracePeriodSeconds: number): number {
   const graceMs = gracePeriodSeconds * 1000;
   const marginMs = Math.min(10_000, Math.max(1_000, Math.round(graceMs / 10)));
-  return graceMs - marginMs;
+  // A pod may allow days; the sidecar's timers, like every duration here, stop at a day.
+  return Math.min(graceMs - marginMs, kinds.MAX_DURATION_MS);
 }
 
 /** The plan's values under their setting names: the one place where setting names meet plan fields. */

@@ -45,7 +45,8 @@ export function readSettings<Table extends SettingTable>(
   const errors: ConfigError[] = [];
   for (const [name, setting] of Object.entries(table)) {
     const fromFlag = flags[name];
-    const fromEnv = env[envName(name)];
+    // An empty variable counts as unset: manifests often declare a variable and leave its value empty.
+    const fromEnv = env[envName(name)] || undefined;
     const [raw, source] =
       fromFlag !== undefined ? [fromFlag, `flag --${name}`] : [fromEnv, `environment variable ${envName(name)}`];
     if (raw === undefined) {
@@ -53,7 +54,7 @@ export function readSettings<Table extends SettingTable>(
       continue;
     }
     const value = setting.kind.parse(raw);
-    if (value === undefined) errors.push(new ConfigError(source, raw, setting.kind.form));
+    if (value === undefined) errors.push(new ConfigError(source, raw, setting.kind.form, name));
     else values[name] = value;
   }
   if (errors.length > 0) throw new ConfigErrors(errors);
@@ -62,9 +63,12 @@ export function readSettings<Table extends SettingTable>(
 
 function parseFlags(table: SettingTable, args: readonly string[]): Record<string, string | undefined> {
   const options = Object.fromEntries(Object.keys(table).map((name) => [name, { type: 'string' as const }]));
-  // A bare switch (`--dev-certs`) means true; `--dev-certs=false` still works because every flag takes a value.
+  // A bare switch (`--dev-certs`) means true; `--dev-certs=false` and `--dev-certs false` still work.
   const switches = new Set(Object.keys(table).filter((name) => table[name]?.kind === kinds.boolean).map((name) => `--${name}`));
-  const normalized = args.map((arg) => (switches.has(arg) ? `${arg}=true` : arg));
+  const normalized = args.map((arg, i) => {
+    const next = args[i + 1]?.trim().toLowerCase();
+    return switches.has(arg) && next !== 'true' && next !== 'false' ? `${arg}=true` : arg;
+  });
   let parsed;
   try {
     parsed = parseArgs({

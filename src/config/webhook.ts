@@ -11,6 +11,11 @@ export const DEFAULT_SIDECAR_IMAGE = `ghcr.io/envoy-shutdown-manager/envoy-shutd
 export const INJECTION_SETTINGS = {
   ...DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
+  'protect-shutdown': {
+    kind: kinds.boolean,
+    default: true,
+    help: "Give each pod a random token that its sidecar's /shutdown requires. Needs Kubernetes 1.26+ (older kubelets drop the hooks' headers): set false there.",
+  } satisfies Setting<boolean>,
   'sidecar-image': {
     kind: kinds.text,
     default: DEFAULT_SIDECAR_IMAGE,
@@ -111,6 +116,8 @@ export interface InjectionConfig {
   readonly sidecarImagePullPolicy: string;
   /** Default for pods without the native-sidecar annotation. */
   readonly nativeSidecar: boolean;
+  /** Whether hooks carry a per-pod token that /shutdown requires. */
+  readonly protectShutdown: boolean;
   readonly defaults: PodDrainPlan;
 }
 
@@ -120,6 +127,7 @@ export function injectionConfigOf(values: ValuesOf<typeof INJECTION_SETTINGS>): 
     sidecarImage: values['sidecar-image'],
     sidecarImagePullPolicy: values['sidecar-image-pull-policy'],
     nativeSidecar: values['native-sidecar'],
+    protectShutdown: values['protect-shutdown'],
     defaults: makeDrainPlan(values, (name) => `flag --${name} (or ${envName(name)})`),
   };
 }

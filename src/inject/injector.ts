@@ -89,7 +89,8 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     servePort: plan.servePort,
     native,
   };
-  return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status, token), plan, warnings };
+  const hookToken = config.protectShutdown ? token : undefined;
+  return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status, hookToken), plan, warnings };
 }
 
 function skip(reason: SkipReason, warnings: readonly string[] = []): InjectionOutcome {
@@ -150,7 +151,7 @@ function mutate(
   plan: PodDrainPlan,
   config: InjectionConfig,
   status: InjectionStatus,
-  token: string,
+  token: string | undefined,
 ): V1Pod {
   const spec = pod.spec as V1PodSpec;
   const containers = spec.containers.map((container, index) =>

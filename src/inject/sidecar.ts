@@ -7,7 +7,7 @@ import { toFlags } from '../config/settings.js';
 import { SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS } from '../config/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
 
-/** The UID of the image's non-root user (distroless "nonroot"); the container must not need root. */
+/** The image's non-root user (the conventional "nonroot" 65532, as the Dockerfile sets); the container must not need root. */
 export const SIDECAR_USER_ID = 65532;
 
 const TOKEN_BYTES = 24;
@@ -23,15 +23,10 @@ export function newShutdownToken(): string {
 }
 
 /** The hook both containers call: it blocks until the sidecar has drained Envoy. */
-export function shutdownHook(plan: PodDrainPlan, token: string): V1LifecycleHandler {
-  return {
-    httpGet: {
-      path: SIDECAR_PATHS.shutdown,
-      port: plan.servePort,
-      scheme: 'HTTP',
-      httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }],
-    },
-  };
+export function shutdownHook(plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
+  const httpGet = { path: SIDECAR_PATHS.shutdown, port: plan.servePort, scheme: 'HTTP' };
+  if (token === undefined) return { httpGet };
+  return { httpGet: { ...httpGet, httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] } };
 }
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
@@ -55,7 +50,7 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
 export function buildSidecarContainer(
   plan: PodDrainPlan,
   config: InjectionConfig,
-  options: { readonly native: boolean; readonly token: string },
+  options: { readonly native: boolean; readonly token: string | undefined },
 ): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
@@ -63,7 +58,7 @@ export function buildSidecarContainer(
     imagePullPolicy: config.sidecarImagePullPolicy,
     args: sidecarArgs(plan),
     // By environment, not flag: it stays out of the process list.
-    env: [{ name: SHUTDOWN_TOKEN_ENV, value: options.token }],
+    ...(options.token === undefined ? {} : { env: [{ name: SHUTDOWN_TOKEN_ENV, value: options.token }] }),
     ports: [{ name: 'shutdown-mgr', containerPort: plan.servePort, protocol: 'TCP' }],
     livenessProbe: {
       httpGet: { path: SIDECAR_PATHS.healthz, port: plan.servePort, scheme: 'HTTP' },

@@ -63,6 +63,21 @@ describe('webhook settings', () => {
     );
   });
 
+  test('an empty environment variable counts as unset; switches take true/false as the next argument too', () => {
+    const config = parseWebhookConfig(['--native-sidecar', 'false', '--dev-certs'], { SHUTDOWN_MANAGER_CHECK_DELAY: '' });
+    assert.equal(config.injection.defaults.checkDelayMs, 60_000);
+    assert.equal(config.injection.nativeSidecar, false);
+    assert.equal(config.devCerts, true);
+    assert.equal(parseWebhookConfig(['--native-sidecar', 'true'], {}).injection.nativeSidecar, true);
+  });
+
+  test('errors name their setting, for metrics and programs', () => {
+    assert.throws(
+      () => parseWebhookConfig(['--check-delay=soon'], {}),
+      (error: unknown) => error instanceof ConfigErrors && error.errors[0]?.setting === 'check-delay',
+    );
+  });
+
   test('an unknown flag is refused', () => {
     assert.throws(() => parseWebhookConfig(['--chek-delay=1s'], {}), /--chek-delay/);
   });
@@ -121,6 +136,13 @@ describe('per-pod annotations', () => {
     assert.equal(resolvePodDrainPlan(undefined, defaults, undefined).plan.terminationGracePeriodSeconds, 300);
     const asked = resolvePodDrainPlan({ 'shutdown-manager.io/termination-grace-period': '20', 'shutdown-manager.io/check-delay': '1s' }, defaults, 900);
     assert.equal(asked.plan.terminationGracePeriodSeconds, 20, 'an annotation is taken as asked');
+  });
+
+  test('a pod allowing days gets a deadline of a day, which its sidecar accepts', () => {
+    const { plan } = resolvePodDrainPlan(undefined, defaults, 100_000);
+    assert.equal(plan.terminationGracePeriodSeconds, 100_000);
+    assert.equal(plan.drainTimeoutMs, 24 * 3_600_000);
+    assert.equal(parseSidecarConfig(['--drain-timeout=24h'], {}).drainTimeoutMs, plan.drainTimeoutMs);
   });
 
   test('durations beyond a day are refused: Node timers would overflow', () => {

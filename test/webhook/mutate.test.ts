@@ -343,3 +343,20 @@ describe('bad annotations deny the pod with a message naming each one', () => {
     ]);
   });
 });
+
+describe('with --protect-shutdown=false (Kubernetes before 1.26, whose kubelet drops hook headers)', () => {
+  let unprotected: RunningWebhook;
+  before(async () => {
+    unprotected = await startTestWebhook(['--protect-shutdown', 'false']);
+  });
+  after(() => unprotected.close());
+
+  test('hooks carry no token and the sidecar gets none', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    const result = await postReview(unprotected, body);
+    const pod = applyResponse(body.request.object, result.json().response);
+    assert.deepEqual(container(pod, 'envoy').lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
+    assert.deepEqual(container(pod, 'shutdown-manager').lifecycle.preStop, container(pod, 'envoy').lifecycle.preStop);
+    assert.equal(container(pod, 'shutdown-manager').env, undefined);
+  });
+});
