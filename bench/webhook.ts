@@ -42,7 +42,7 @@ export async function runWebhookBench(): Promise<void> {
     await writeFile(keyFile, bundle.keyPem);
     const body = await readFile(FIXTURE, 'utf8');
 
-    const webhook = await startTarget('webhook', [join(ROOT, 'dist/main.js'), '--address=127.0.0.1', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`], '--port=', bundle.caCertPem);
+    const webhook = await startTarget('webhook', [join(ROOT, 'dist/main.js'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`], '--port=', bundle.caCertPem);
     targets.push(webhook);
     const realResponse = await post(webhook.url, bundle.caCertPem, body);
     const responseFile = join(directory, 'response.json');

@@ -40,18 +40,22 @@ export interface InjectedManifests {
 type Path = readonly (string | number)[];
 
 export function injectManifests(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
-  return /^\s*[[{]/.test(text) ? injectJson(text, config, tokenFor) : injectYaml(text, config, tokenFor);
+  const json = /^\s*[[{]/.test(text) ? parseJson(text) : undefined;
+  return json === undefined ? injectYaml(text, config, tokenFor) : injectJson(json, text, config, tokenFor);
+}
+
+/** JSON, or undefined: text that starts like JSON may still be flow-style YAML (`{kind: Pod, ...}`). */
+function parseJson(text: string): { value: unknown } | undefined {
+  try {
+    return { value: JSON.parse(text) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** JSON in, JSON out (kubectl -o json, a List): the same edits, without YAML formatting to preserve. */
-function injectJson(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (error) {
-    throw new ManifestError(`document 1: not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
-  }
-  const document = new Document(parsed);
+function injectJson(json: { value: unknown }, text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
+  const document = new Document(json.value);
   const notes: string[] = [];
   const injected = injectDocument(document, config, tokenFor, (note) => notes.push(`document 1 (${describe(document)}): ${note}`));
   return { output: injected > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, notes, injected };
@@ -59,7 +63,8 @@ function injectJson(text: string, config: InjectionConfig, tokenFor: TokenFor): 
 
 function injectYaml(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
   const lineCounter = new LineCounter();
-  const documents = parseAllDocuments(text, { lineCounter });
+  // merge: `<<` keys (YAML 1.1, as kubectl reads them) are resolved when reading the pod templates.
+  const documents = parseAllDocuments(text, { lineCounter, merge: true });
   if (!Array.isArray(documents)) return { output: text, notes: [], injected: 0 }; // only comments
   const notes: string[] = [];
   let injected = 0;
@@ -74,11 +79,22 @@ function injectYaml(text: string, config: InjectionConfig, tokenFor: TokenFor): 
     }
     const start = index === 0 ? 0 : document.range[0];
     const end = documents[index + 1]?.range[0] ?? text.length;
-    const changed = injectDocument(document, config, tokenFor, (note) => notes.push(`${label} (${describe(document)}): ${note}`));
+    const changed = withLabel(label, () =>
+      injectDocument(document, config, tokenFor, (note) => notes.push(`${label} (${describe(document)}): ${note}`)),
+    );
     injected += changed;
     output += changed > 0 ? document.toString() : text.slice(start, end);
   });
   return { output, notes, injected };
+}
+
+function withLabel<T>(label: string, work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    if (error instanceof ManifestError) throw new ManifestError(`${label}: ${error.message}`);
+    throw error;
+  }
 }
 
 /** Injects every pod template found in the document (a List holds several); returns how many were injected. */
@@ -119,9 +135,17 @@ function operationsFor(outcome: InjectionOutcome, template: JsonObject, object: 
 /** Applies one diff operation through the YAML model, so that the rest of the document keeps its formatting. */
 function applyToDocument(document: Document, base: Path, operation: Operation): void {
   const path = [...base, ...parsePointer(operation.path)];
-  if (operation.op === 'remove') document.deleteIn(path);
-  else if (operation.op === 'add' || operation.op === 'replace') document.setIn(path, document.createNode(operation.value));
-  else throw new ManifestError(`internal: unexpected patch operation ${operation.op}`);
+  try {
+    if (operation.op === 'remove') document.deleteIn(path);
+    else if (operation.op === 'add' || operation.op === 'replace') document.setIn(path, document.createNode(operation.value));
+    else throw new Error(`unexpected patch operation ${operation.op}`);
+  } catch (error) {
+    // An edit through an alias (`template: *shared`) would change every place the anchor is used.
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ManifestError(
+      `cannot edit ${path.join('.')}: ${reason}; if the pod template uses YAML anchors or aliases, expand them first (e.g. with yq 'explode(.)')`,
+    );
+  }
 }
 
 /** RFC 6901: "/metadata/annotations/shutdown-manager.io~1status" → ["metadata", "annotations", "shutdown-manager.io/status"]. */

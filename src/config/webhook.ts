@@ -81,6 +81,11 @@ export const WEBHOOK_SETTINGS = {
     default: 'shutdown-manager.io',
     help: 'With --self-signed-certs: the MutatingWebhookConfiguration whose caBundle is kept up to date.',
   } satisfies Setting<string>,
+  'shutdown-delay': {
+    kind: kinds.durationMs,
+    default: 5_000,
+    help: 'After SIGTERM, keep answering (with /readyz failing) this long before closing, while the Service stops sending requests here.',
+  } satisfies Setting<number>,
   'body-limit': {
     kind: kinds.byteSize,
     default: 3 * 1024 * 1024,
@@ -105,6 +110,7 @@ export interface WebhookConfig {
   readonly tlsKeyFile: string;
   readonly devCerts: boolean;
   readonly bodyLimitBytes: number;
+  readonly shutdownDelayMs: number;
   readonly logLevel: string;
   readonly selfSignedCerts: SelfSignedCertsConfig;
   readonly injection: InjectionConfig;
@@ -141,6 +147,7 @@ export function parseWebhookConfig(args: readonly string[], env: NodeJS.ProcessE
     tlsKeyFile: values['tls-key-file'],
     devCerts: values['dev-certs'],
     bodyLimitBytes: values['body-limit'],
+    shutdownDelayMs: values['shutdown-delay'],
     logLevel: values['log-level'],
     selfSignedCerts: {
       enabled: values['self-signed-certs'],

@@ -1,4 +1,5 @@
 /** Webhook mode: read the settings, make sure certificates exist, serve until SIGTERM. */
+import { setTimeout as delay } from 'node:timers/promises';
 import pino, { type Logger } from 'pino';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
@@ -58,14 +59,19 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
   logger.info({ url: server.url, drainDefaults: config.injection.defaults }, 'webhook listening');
 
   const stop = (signal: NodeJS.Signals): void => {
-    logger.info({ signal }, 'shutting down: finishing in-flight reviews');
-    Promise.all([selfManaged?.stop(), server.close()]).then(
-      () => process.exit(0),
-      (error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    // Endpoints are removed while the pod terminates, not before: the API server may still call this replica
+    // for a few seconds, and with failurePolicy Ignore a refused call is an Envoy pod without drain protection.
+    server.markNotReady();
+    logger.info({ signal, delay_ms: config.shutdownDelayMs }, 'shutting down: still serving while endpoints are removed');
+    delay(config.shutdownDelayMs)
+      .then(() => Promise.all([selfManaged?.stop(), server.close()]))
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          logger.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

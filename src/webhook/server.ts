@@ -23,6 +23,8 @@ export interface WebhookServer {
   readonly reloader: CertificateReloader | undefined;
   /** Serves `material` to new TLS connections from now on. */
   useCertificate(material: TlsMaterial): void;
+  /** /readyz fails from now on, so that the replica leaves the Service before it closes. */
+  markNotReady(): void;
   /** https://host:port once listening. */
   readonly url: string;
   close(): Promise<void>;
@@ -67,7 +69,8 @@ export async function startWebhookServer(
           ...(options.certPollIntervalMs === undefined ? {} : { pollIntervalMs: options.certPollIntervalMs }),
         });
 
-  registerRoutes(app, config, new WebhookMetrics());
+  const readiness = { ready: true };
+  registerRoutes(app, config, new WebhookMetrics(), readiness);
   // No host: Node listens on :: with IPv4 mapped in, or on 0.0.0.0 where IPv6 is off.
   await app.listen({ port: config.port, ...(config.address === '' ? {} : { host: config.address }) });
   reloader?.start();
@@ -80,6 +83,9 @@ export async function startWebhookServer(
     app,
     reloader,
     useCertificate,
+    markNotReady: () => {
+      readiness.ready = false;
+    },
     url: `https://${host}:${port}`,
     close: async () => {
       reloader?.stop();
@@ -88,11 +94,18 @@ export async function startWebhookServer(
   };
 }
 
-function registerRoutes(app: FastifyInstance, config: WebhookConfig, metrics: WebhookMetrics): void {
+function registerRoutes(
+  app: FastifyInstance,
+  config: WebhookConfig,
+  metrics: WebhookMetrics,
+  readiness: { readonly ready: boolean },
+): void {
   // The API server only sends JSON; anything else is answered 415 by Fastify rather than parsed as text.
   app.removeContentTypeParser('text/plain');
   app.get(WEBHOOK_PATHS.healthz, async () => 'ok\n');
-  app.get(WEBHOOK_PATHS.readyz, async () => 'ok\n');
+  app.get(WEBHOOK_PATHS.readyz, async (_request, reply) =>
+    readiness.ready ? 'ok\n' : reply.code(503).send('shutting down\n'),
+  );
 
   app.get(WEBHOOK_PATHS.metrics, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),

@@ -6,6 +6,7 @@ import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse, parseAllDocuments } from 'yaml';
 import { BUILT_MAIN } from '../support/sidecar-process.js';
+import { cleanEnvironment } from '../support/env.js';
 
 type Json = any; // parsed manifests, navigated freely by the assertions
 
@@ -16,7 +17,7 @@ function inject(args: string[], input?: string, env: Record<string, string> = {}
     input,
     encoding: 'utf8',
     timeout: 15_000,
-    env: { ...process.env, ...env },
+    env: cleanEnvironment(env),
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
@@ -82,8 +83,15 @@ describe('a multi-document YAML stream', () => {
 });
 
 describe('flags and tokens', () => {
-  const tokenOf = (output: string): string =>
-    (parseAllDocuments(output)[1]?.toJS() as Json).spec.template.spec.containers[1].env[0].value;
+  /** The Deployment's token, checked to be the one both of its hooks present. */
+  const tokenOf = (output: string): string => {
+    const spec = (parseAllDocuments(output)[1]?.toJS() as Json).spec.template.spec;
+    const token: string = spec.containers[1].env[0].value;
+    for (const container of spec.containers) {
+      assert.deepEqual(container.lifecycle.preStop.httpGet.httpHeaders, [{ name: 'Authorization', value: `Bearer ${token}` }]);
+    }
+    return token;
+  };
 
   test('`--name value` works like `--name=value`, and the server\'s environment is not read', () => {
     const result = inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval', '2s'], undefined, { SHUTDOWN_MANAGER_PORT: 'not-a-port' });
@@ -100,6 +108,8 @@ describe('flags and tokens', () => {
     assert.doesNotMatch(first.stderr, /tokens are random/);
     const otherSeed = inject(['-f', `${FIXTURES}mixed.yaml`], undefined, { SHUTDOWN_MANAGER_TOKEN_SEED: 'another-secret' });
     assert.notEqual(tokenOf(otherSeed.stdout), tokenOf(first.stdout));
+    const renamed = inject(['-f', '-'], readFileSync(`${FIXTURES}mixed.yaml`, 'utf8').replace('name: envoy\n  namespace: edge\nspec:\n  replicas', 'name: envoy-b\n  namespace: edge\nspec:\n  replicas'), seeded);
+    assert.notEqual(tokenOf(renamed.stdout), tokenOf(first.stdout), 'each workload has its own token');
 
     const random = [inject(['-f', `${FIXTURES}mixed.yaml`]), inject(['-f', `${FIXTURES}mixed.yaml`])];
     assert.notEqual(tokenOf(random[0]!.stdout), tokenOf(random[1]!.stdout));
@@ -150,5 +160,66 @@ describe('errors name what is wrong', () => {
     assert.equal(result.stdout, pod);
     assert.match(result.stderr, /note: document 1 \(Pod p\): not injected: no Envoy container found/);
     assert.deepEqual(parse(result.stdout).spec.containers.length, 1);
+  });
+});
+
+describe('YAML as people write it', () => {
+  test('flow style that starts like JSON is read as YAML', () => {
+    const pod = '{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {app: envoy}}, spec: {containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]}}\n';
+    const result = inject(['-f', '-'], pod);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual((parse(result.stdout) as Json).spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
+  });
+
+  test('merge keys are resolved when reading the template', () => {
+    const yaml = [
+      'x-labels: &labels {app: envoy}',
+      'apiVersion: v1',
+      'kind: Pod',
+      'metadata:',
+      '  name: p',
+      '  labels:',
+      '    <<: *labels',
+      'spec:',
+      '  containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]',
+      '',
+    ].join('\n');
+    const result = inject(['-f', '-'], yaml);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal((parse(result.stdout, { merge: true }) as Json).spec.containers.length, 2);
+  });
+
+  test('a template shared through an alias is refused with a clear message, not a stack trace', () => {
+    const yaml = [
+      'apiVersion: v1',
+      'kind: List',
+      'items:',
+      '- apiVersion: apps/v1',
+      '  kind: Deployment',
+      '  metadata: {name: a}',
+      '  spec:',
+      '    template: &shared',
+      '      metadata: {labels: {app: envoy}}',
+      '      spec: {containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]}',
+      '- apiVersion: apps/v1',
+      '  kind: Deployment',
+      '  metadata: {name: b}',
+      '  spec:',
+      '    template: *shared',
+      '',
+    ].join('\n');
+    const result = inject(['-f', '-'], yaml);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /^envoy-shutdown-manager inject: document 1: cannot edit items\.1\.spec\.template\..*expand them first/m);
+    assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
+    assert.equal(result.stdout, '');
+  });
+
+  test('--help lists the injection flags and the token seed', () => {
+    const result = inject(['--help']);
+    assert.equal(result.code, 0);
+    assert.match(result.stdout, /-f, --filename FILE/);
+    assert.match(result.stdout, /--token-seed\n/);
+    assert.doesNotMatch(result.stdout, /--tls-cert-file/, 'server flags are not offered');
   });
 });

@@ -9,23 +9,23 @@ import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { httpsRequest } from './support.js';
 import { BUILT_MAIN } from '../support/sidecar-process.js';
-
+import { cleanEnvironment } from '../support/env.js';
 
 test('--help lists every flag with its default and environment variable', () => {
-  const result = spawnSync(process.execPath, [BUILT_MAIN, '--help'], { encoding: 'utf8', timeout: 10_000 });
+  const result = spawnSync(process.execPath, [BUILT_MAIN, '--help'], { encoding: 'utf8', timeout: 10_000, env: cleanEnvironment() });
   assert.equal(result.status, 0, result.stderr);
   assert.match(result.stdout, /--check-delay\n.*\n\s+env SHUTDOWN_MANAGER_CHECK_DELAY, default 1m/);
   assert.match(result.stdout, /--termination-grace-period\n.*\n\s+env SHUTDOWN_MANAGER_TERMINATION_GRACE_PERIOD, default 300/);
 });
 
 test('a bad flag value exits 2 naming the flag', () => {
-  const result = spawnSync(process.execPath, [BUILT_MAIN, '--check-interval=often'], { encoding: 'utf8', timeout: 10_000 });
+  const result = spawnSync(process.execPath, [BUILT_MAIN, '--check-interval=often'], { encoding: 'utf8', timeout: 10_000, env: cleanEnvironment() });
   assert.equal(result.status, 2);
   assert.match(result.stderr, /flag --check-interval: "often" is not valid; expected a Go duration/);
 });
 
 test('an unknown mode exits 2', () => {
-  const result = spawnSync(process.execPath, [BUILT_MAIN, 'mode=proxy'], { encoding: 'utf8', timeout: 10_000 });
+  const result = spawnSync(process.execPath, [BUILT_MAIN, 'mode=proxy'], { encoding: 'utf8', timeout: 10_000, env: cleanEnvironment() });
   assert.equal(result.status, 2);
   assert.match(result.stderr, /unknown mode=proxy; expected mode=webhook \(the default\) or mode=sidecar/);
 });
@@ -34,18 +34,19 @@ test('missing certificates are a clear error', () => {
   const result = spawnSync(process.execPath, [BUILT_MAIN, '--port=0', '--tls-cert-file=/nonexistent/tls.crt'], {
     encoding: 'utf8',
     timeout: 10_000,
+    env: cleanEnvironment(),
   });
   assert.equal(result.status, 1);
   assert.match(result.stderr, /cannot read the certificate \(--tls-cert-file\) \/nonexistent\/tls.crt: ENOENT/);
 });
 
-test('with --dev-certs it generates certificates, serves HTTPS, and exits 0 on SIGTERM', async (t) => {
+test('with --dev-certs it generates certificates, serves HTTPS; on SIGTERM it fails /readyz, keeps serving for the delay, then exits 0', async (t) => {
   const directory = await mkdtemp(join(tmpdir(), 'esm-process-'));
   t.after(() => rm(directory, { recursive: true, force: true }));
   const child = spawn(
     process.execPath,
-    [BUILT_MAIN, '--dev-certs', '--address=127.0.0.1', '--port=0', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    [BUILT_MAIN, '--dev-certs', '--address=127.0.0.1', '--port=0', '--shutdown-delay=600ms', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnvironment() },
   );
   t.after(() => child.kill('SIGKILL'));
 
@@ -65,7 +66,13 @@ test('with --dev-certs it generates certificates, serves HTTPS, and exits 0 on S
   const health = await httpsRequest(`${url}/healthz`, { ca, method: 'GET' });
   assert.equal(health.status, 200);
 
+  const signalledAt = Date.now();
   child.kill('SIGTERM');
-  const [code] = await once(child, 'exit');
+  const exited = once(child, 'exit');
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  assert.equal((await httpsRequest(`${url}/readyz`, { ca, method: 'GET' })).status, 503, 'leaving the Service');
+  assert.equal((await httpsRequest(`${url}/healthz`, { ca, method: 'GET' })).status, 200, 'still serving');
+  const [code] = await exited;
   assert.equal(code, 0);
+  assert.ok(Date.now() - signalledAt >= 600, 'served for the whole delay');
 });
