@@ -5,7 +5,6 @@
  * never pays for the webhook's dependencies in memory or start-up time.
  */
 import { ConfigErrors } from './config/errors.js';
-import { HelpRequested } from './config/settings.js';
 
 type Mode = 'webhook' | 'sidecar';
 
@@ -42,16 +41,17 @@ async function main(): Promise<void> {
   }
 }
 
+/** Errors whose message already tells the user what to do: a stack trace would only bury it. */
+const EXPLAINED_ERRORS = new Set(['TlsFileError', 'DevCertificatesError', 'ServeError', 'CertificateRequestError']);
+
 main().catch((error: unknown) => {
-  if (error instanceof HelpRequested) {
-    process.exitCode = 0;
-    return;
-  }
   if (error instanceof ConfigErrors || error instanceof UsageError) {
     process.stderr.write(`envoy-shutdown-manager: ${error.message}\n`);
     process.exitCode = 2;
     return;
   }
-  process.stderr.write(`envoy-shutdown-manager: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  const explained = error instanceof Error && EXPLAINED_ERRORS.has(error.name);
+  const text = error instanceof Error ? (explained ? error.message : (error.stack ?? error.message)) : String(error);
+  process.stderr.write(`envoy-shutdown-manager: ${text}\n`);
   process.exitCode = 1;
 });

@@ -161,7 +161,6 @@ function getIn(object: JsonObject, path: Path): unknown {
   return path.reduce<unknown>((value, key) => (isJsonObject(value) ? value[key as string] : undefined), object);
 }
 
-
 function nameOf(object: JsonObject): string {
   const metadata = isJsonObject(object.metadata) ? object.metadata : {};
   const name = String(metadata.name ?? metadata.generateName ?? '(unnamed)');

@@ -19,7 +19,7 @@ export function findEnvoyContainer(
   const named = annotations?.[ANNOTATIONS.envoyContainer];
   if (named !== undefined) {
     const index = containers.findIndex((container) => container.name === named);
-    if (index === -1 || named === SIDECAR_CONTAINER_NAME) {
+    if (index === -1) {
       throw new ConfigError(
         `annotation ${ANNOTATIONS.envoyContainer}`,
         named,

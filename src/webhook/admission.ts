@@ -47,8 +47,6 @@ export type AdmissionDecision =
   | { readonly action: 'ignore'; readonly reason: string }
   | InjectionOutcome;
 
-
-
 function fail(field: string, expected: string): never {
   throw new InvalidAdmissionReviewError(`AdmissionReview ${field} must be ${expected}`);
 }

@@ -19,8 +19,6 @@ import { CertificateReloader, readTlsMaterial, TLS_OPTIONS, type TlsMaterial } f
 
 export interface WebhookServer {
   readonly app: FastifyInstance;
-  /** Watches the certificate files; absent when the certificate is managed in memory (--self-signed-certs). */
-  readonly reloader: CertificateReloader | undefined;
   /** Serves `material` to new TLS connections from now on. */
   useCertificate(material: TlsMaterial): void;
   /** /readyz fails from now on, so that the replica leaves the Service before it closes. */
@@ -81,7 +79,6 @@ export async function startWebhookServer(
   const host = shown.includes(':') ? `[${shown}]` : shown;
   return {
     app,
-    reloader,
     useCertificate,
     markNotReady: () => {
       readiness.ready = false;

@@ -14,9 +14,9 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { spawnSidecarWith, type LogLine, type SidecarProcess } from '../support/sidecar-process.js';
+import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 
 const EMULATOR_CLI = fileURLToPath(new URL('../support/envoy-emulator-cli.ts', import.meta.url));
-const SIDECAR = 'shutdown-manager';
 
 export interface EnvoyPorts {
   readonly admin: number;
@@ -76,7 +76,7 @@ export class SimulatedPod {
   /** Starts every container of `pod` and resolves once the Envoy emulator and the sidecar are listening. */
   static async start(pod: V1Pod): Promise<SimulatedPod> {
     const specs = [...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always'), ...(pod.spec?.containers ?? [])];
-    const sidecarSpec = specs.find((c) => c.name === SIDECAR);
+    const sidecarSpec = specs.find((c) => c.name === SIDECAR_CONTAINER_NAME);
     if (sidecarSpec === undefined) throw new Error('the pod has no shutdown-manager container: was it injected?');
     const envoyName = (JSON.parse(pod.metadata?.annotations?.['shutdown-manager.io/status'] ?? '{}') as { envoyContainer?: string }).envoyContainer;
     const envoySpec = specs.find((c) => c.name === envoyName);

@@ -8,7 +8,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import jsonPatch from 'fast-json-patch';
 import { closeAll, openTcpConnection, type HeldConnection } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
-import { freePort } from '../support/ports.js';
+import { freePorts } from '../support/ports.js';
 import type { LogLine } from '../support/sidecar-process.js';
 import { loadReview, postReview, startTestWebhook } from '../webhook/support.js';
 import { SimulatedPod, type TerminationReport } from './kubelet.js';
@@ -58,7 +58,7 @@ export async function admitEnvoyPod(webhookArgs: readonly string[], annotations:
 
 export async function runRollout(options: RolloutOptions = {}): Promise<RolloutResult> {
   // The pod's ports come from the webhook's defaults, set to free ports so runs never collide.
-  const [servePort, adminPort] = [await freePort(), await freePort()];
+  const [servePort, adminPort] = (await freePorts(2)) as [number, number];
   const webhookArgs = [...FAST_DRAIN_DEFAULTS, `--serve-port=${servePort}`, `--admin-port=${adminPort}`, ...(options.webhookArgs ?? [])];
   const pod = await admitEnvoyPod(webhookArgs, options.annotations ?? {});
 
