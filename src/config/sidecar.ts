@@ -2,7 +2,6 @@
 import { DRAIN_SETTINGS } from './drain.js';
 import { envName, readSettings, type Setting } from './settings.js';
 import * as kinds from './values.js';
-import type { ValueKind } from './values.js';
 
 export const LOG_LEVEL_SETTING = {
   kind: kinds.oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'),
@@ -10,16 +9,9 @@ export const LOG_LEVEL_SETTING = {
   help: 'Log level of the JSON logs on stdout.',
 } satisfies Setting<string>;
 
-/** A port, or 0 for any free port (the bound port is logged): lets tests and benchmarks run side by side. */
-const portOrAnyFree: ValueKind<number> = {
-  form: 'a port number from 0 to 65535 (0 picks a free port)',
-  parse: (raw) => (raw.trim() === '0' ? 0 : kinds.port.parse(raw)),
-  format: String,
-};
-
 export const SIDECAR_SETTINGS = {
   ...DRAIN_SETTINGS,
-  'serve-port': { ...DRAIN_SETTINGS['serve-port'], kind: portOrAnyFree } satisfies Setting<number>,
+  'serve-port': { ...DRAIN_SETTINGS['serve-port'], kind: kinds.listenPort } satisfies Setting<number>,
   'serve-address': {
     kind: kinds.listenAddress,
     default: '',

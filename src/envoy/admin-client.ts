@@ -66,7 +66,7 @@ export class AdminStatusError extends EnvoyAdminError {
   }
 }
 
-/** Envoy answered 200 with a body that is not what the endpoint returns (see StatsParseError in cause). */
+/** Envoy answered 200 with a body that is not what the endpoint returns (for stats, see StatsParseError in cause). */
 export class AdminResponseError extends EnvoyAdminError {
   override readonly name = 'AdminResponseError';
 }
@@ -166,10 +166,16 @@ export class EnvoyAdminClient {
     this.agent.destroy();
   }
 
-  /** Envoy answers its mutations with "OK": a 200 with another body comes from something else on this port. */
+  /**
+   * Envoy answers its mutations with "OK". A 200 with another body comes from something else on this port
+   * (a data listener's catch-all route when --admin-port is wrong): the step did not happen.
+   */
   private async mutate(path: string, signal: AbortSignal | undefined): Promise<void> {
     const body = await this.call('POST', path, signal);
-    if (body.trim() === 'OK') this.answered = true;
+    if (body.trim() !== 'OK') {
+      throw new AdminResponseError(`POST ${path}`, `answered 200 with ${JSON.stringify(body.slice(0, 120))}, not Envoy's "OK": is this Envoy's admin port?`);
+    }
+    this.answered = true;
   }
 
   /** Resolves with the body of a 200 answer. */

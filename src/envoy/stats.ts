@@ -9,7 +9,11 @@
  * - `listener.<name>.worker_<n>.*` are per-worker copies of the same connections.
  * - `envoy_internal` listeners carry connections that already entered through a real listener.
  * - `http.<prefix>.downstream_cx_active` is NOT added: those connections are also listener connections.
+ *
+ * Only the JSON format is read: the admin client asks for it, and a text or HTML answer must be an
+ * error, never "0 connections".
  */
+import { isJsonObject } from '../json.js';
 
 /** One counter or gauge. Histograms and text readouts carry no connection count and are dropped. */
 export interface StatSample {
@@ -36,15 +40,6 @@ function excerptOf(body: string): string {
 }
 
 /**
- * Reads either output format: JSON (`format=json`) when the body is a JSON object, the plain text otherwise.
- * An empty body reads as no stats, as an empty text answer would: callers that asked for JSON (the admin
- * client) must use parseJsonStats, where an empty body is an error, never "0 connections".
- */
-export function parseStats(body: string): StatSample[] {
-  return body.trimStart().startsWith('{') ? parseJsonStats(body) : parseTextStats(body);
-}
-
-/**
  * `GET /stats?format=json`: `{"stats":[{"name":"a","value":1}, {"name":"t","value":"text"}, {"histograms":{…}}]}`.
  * Only numeric values are kept (text readouts have string values; histograms have no `name`).
  */
@@ -57,35 +52,13 @@ export function parseJsonStats(body: string): StatSample[] {
   } catch (error) {
     throw new StatsParseError(`invalid JSON: ${(error as Error).message}`, excerptOf(body));
   }
-  const entries = isRecord(document) ? document['stats'] : undefined;
+  const entries = isJsonObject(document) ? document['stats'] : undefined;
   if (!Array.isArray(entries)) throw new StatsParseError('JSON without a "stats" array', excerptOf(body));
   const samples: StatSample[] = [];
   for (const entry of entries) {
-    if (!isRecord(entry)) continue;
+    if (!isJsonObject(entry)) continue;
     const { name, value } = entry;
     if (typeof name === 'string' && typeof value === 'number' && Number.isFinite(value)) samples.push({ name, value });
-  }
-  return samples;
-}
-
-const TEXT_LINE = /^([^\s:]+): (.*)$/;
-const INTEGER_VALUE = /^-?\d+$/;
-
-/**
- * `GET /stats`: one `name: value` line per stat. Text readouts (`name: "text"`) and histograms
- * (`name: P0(…) …` or `name: No recorded values`) are skipped. Any line of another shape means the
- * body is not stats output at all (an HTML error page, a proxy's answer…), and the whole body is rejected
- * rather than half-read: a half-read body could look like "0 connections".
- */
-export function parseTextStats(body: string): StatSample[] {
-  const samples: StatSample[] = [];
-  for (const line of body.split('\n')) {
-    const trimmed = line.trimEnd();
-    if (trimmed === '') continue;
-    const match = TEXT_LINE.exec(trimmed);
-    if (match === null) throw new StatsParseError(`line ${JSON.stringify(excerptOf(trimmed))} is not "name: value"`, excerptOf(body));
-    const [, name, value] = match as unknown as [string, string, string];
-    if (INTEGER_VALUE.test(value)) samples.push({ name, value: Number(value) });
   }
   return samples;
 }
@@ -139,8 +112,4 @@ export function countDownstreamConnections(
   }
   const missingListeners = wanted === undefined ? [] : [...wanted].filter((listener) => !(listener in byListener));
   return { total, byListener, missingListeners };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

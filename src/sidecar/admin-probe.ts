@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { EnvoyServerState } from '../envoy/admin-client.js';
 import { adminPortHint } from './admin-hint.js';
+import type { SidecarLog } from './log.js';
 
 export interface ProbeTarget {
   /** `host:port`, for messages. */
@@ -14,20 +15,20 @@ export interface ProbeTarget {
   serverState(signal: AbortSignal): Promise<EnvoyServerState>;
 }
 
-export interface ProbeLogger {
-  info(fields: object, message: string): void;
-  warn(fields: object, message: string): void;
-}
-
 export interface ProbeTiming {
   /** First retry delay; doubled after each failure up to `maxRetryMs`. */
   readonly minRetryMs: number;
   readonly maxRetryMs: number;
-  /** While unreachable, one warning at the first failure and then at most one per this interval. */
+  /**
+   * Failures before this are Envoy still starting (the sidecar usually starts first, a native sidecar
+   * always): logged once at info. Warning about them in every pod would teach operators to ignore the warning.
+   */
+  readonly warnAfterMs: number;
+  /** Once warning, at most one warning per this interval. */
   readonly warnEveryMs: number;
 }
 
-export const DEFAULT_PROBE_TIMING: ProbeTiming = { minRetryMs: 100, maxRetryMs: 5_000, warnEveryMs: 30_000 };
+export const DEFAULT_PROBE_TIMING: ProbeTiming = { minRetryMs: 100, maxRetryMs: 5_000, warnAfterMs: 15_000, warnEveryMs: 30_000 };
 
 export interface AdminProbe {
   /** Stops retrying (the process is stopping); a call in flight is cancelled. */
@@ -36,46 +37,65 @@ export interface AdminProbe {
   readonly finished: Promise<void>;
 }
 
-export function startAdminProbe(target: ProbeTarget, log: ProbeLogger, timing: ProbeTiming = DEFAULT_PROBE_TIMING): AdminProbe {
+export function startAdminProbe(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming = DEFAULT_PROBE_TIMING): AdminProbe {
   const stopping = new AbortController();
   const finished = probeUntilAnswered(target, log, timing, stopping.signal);
   return { stop: () => stopping.abort(), finished };
 }
 
-async function probeUntilAnswered(target: ProbeTarget, log: ProbeLogger, timing: ProbeTiming, signal: AbortSignal): Promise<void> {
+async function probeUntilAnswered(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming, signal: AbortSignal): Promise<void> {
   const startedAt = Date.now();
+  const report = failureReporter(target, log, timing, startedAt);
   let delayMs = timing.minRetryMs;
-  let lastWarnAt: number | undefined;
-  let failures = 0;
   // The drain's own calls count too: once one of them got an answer there is nothing left to learn.
   while (!signal.aborted && !target.hasAnswered) {
     try {
       const state = await target.serverState(signal);
       log.info(
-        { event: 'envoy_admin_reachable', envoy_admin: target.address, envoy_state: state, after_ms: Date.now() - startedAt, failed_attempts: failures },
+        { event: 'envoy_admin_reachable', envoy_admin: target.address, envoy_state: state, after_ms: Date.now() - startedAt, failed_attempts: report.failures() },
         `Envoy admin API answered at ${target.address} (state ${state})`,
       );
       return;
     } catch (error) {
       if (signal.aborted) return;
-      failures += 1;
-      const now = Date.now();
-      if (lastWarnAt === undefined || now - lastWarnAt >= timing.warnEveryMs) {
-        lastWarnAt = now;
-        log.warn(
-          {
-            event: 'envoy_admin_unreachable',
-            envoy_admin: target.address,
-            error: error instanceof Error ? error.message : String(error),
-            unreachable_for_ms: now - startedAt,
-            failed_attempts: failures,
-          },
-          `Envoy admin API not reachable at ${target.address}: ${adminPortHint(target.address)}. Until it answers, /shutdown cannot drain Envoy; retrying`,
-        );
-      }
+      report.failure(error);
     }
     // Unref'd: the probe never keeps the process alive on its own.
     await sleep(delayMs, undefined, { signal, ref: false }).catch(() => undefined);
     delayMs = Math.min(delayMs * 2, timing.maxRetryMs);
   }
+}
+
+/** Info at the first failure; a warning with the fix once unreachable for `warnAfterMs`, then every `warnEveryMs`. */
+function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming, startedAt: number) {
+  let failures = 0;
+  let lastWarnAt: number | undefined;
+  return {
+    failures: () => failures,
+    failure(error: unknown): void {
+      failures += 1;
+      const now = Date.now();
+      const fields = {
+        envoy_admin: target.address,
+        error: error instanceof Error ? error.message : String(error),
+        unreachable_for_ms: now - startedAt,
+        failed_attempts: failures,
+      };
+      if (now - startedAt < timing.warnAfterMs) {
+        if (failures === 1) {
+          log.info(
+            { event: 'envoy_admin_waiting', ...fields },
+            `Envoy admin API not reachable yet at ${target.address} (Envoy may still be starting); retrying, with a warning if it stays unreachable for ${timing.warnAfterMs} ms`,
+          );
+        }
+        return;
+      }
+      if (lastWarnAt !== undefined && now - lastWarnAt < timing.warnEveryMs) return;
+      lastWarnAt = now;
+      log.warn(
+        { event: 'envoy_admin_unreachable', ...fields },
+        `Envoy admin API not reachable at ${target.address}: ${adminPortHint(target.address)}. Until it answers, /shutdown cannot drain Envoy; retrying`,
+      );
+    },
+  };
 }

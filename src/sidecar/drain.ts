@@ -9,6 +9,7 @@ import { AdminRefusedError } from '../envoy/admin-client.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
 import { systemClock, type Clock } from './clock.js';
+import type { SidecarLog } from './log.js';
 
 /** What the drain needs from Envoy's admin API; EnvoyAdminClient implements it. */
 export interface EnvoyDrainTarget {
@@ -33,12 +34,6 @@ export interface DrainSettings {
   readonly refusalsBeforeExited: number;
 }
 
-/** The structured logger the drain reports to (pino's shape). */
-export interface DrainLogger {
-  info(fields: object, message: string): void;
-  warn(fields: object, message: string): void;
-}
-
 export type DrainState = 'idle' | 'draining' | 'drained' | 'timed-out' | 'interrupted';
 
 export type DrainEndReason =
@@ -56,6 +51,8 @@ export type DrainEndReason =
 export interface DrainOutcome {
   readonly state: Exclude<DrainState, 'idle' | 'draining'>;
   readonly reason: DrainEndReason;
+  /** Whether Envoy took POST /healthcheck/fail: if not, load balancers were never told to go. */
+  readonly healthChecksFailed: boolean;
   /** Last count read from Envoy; null when none could be read. */
   readonly openConnections: number | null;
   readonly durationMs: number;
@@ -78,6 +75,8 @@ export interface DrainSnapshot {
   readonly polls: number;
   readonly minOpenConnections: number;
   readonly healthChecksFailed: boolean;
+  /** When Envoy took POST /healthcheck/fail; the count can end the drain from check-delay after it. */
+  readonly healthChecksFailedAt: string | null;
   readonly listenersDraining: boolean;
   readonly consecutiveRefusals: number;
   readonly lastError: string | null;
@@ -109,6 +108,8 @@ export class Drain {
   private polls = 0;
   private consecutiveRefusals = 0;
   private lastError: string | null = null;
+  /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
+  private healthChecksFailedAtMs: number | undefined;
   /** Aborted at the deadline or on interrupt(): cancels the pending sleep or admin call at once. */
   private readonly stop = new AbortController();
   /** Aborted when the drain ends, to cancel the deadline timer. */
@@ -118,11 +119,18 @@ export class Drain {
   constructor(
     private readonly envoy: EnvoyDrainTarget,
     private readonly settings: DrainSettings,
-    private readonly log: DrainLogger,
+    private readonly log: SidecarLog,
     private readonly clock: Clock = systemClock,
   ) {
     this.steps = [
-      { name: 'fail health checks', run: (signal) => envoy.failHealthChecks(signal), done: false },
+      {
+        name: 'fail health checks',
+        run: async (signal) => {
+          await envoy.failHealthChecks(signal);
+          this.healthChecksFailedAtMs = this.clock.now();
+        },
+        done: false,
+      },
       { name: 'drain listeners', run: (signal) => envoy.drainListeners(signal), done: false },
     ];
   }
@@ -163,7 +171,8 @@ export class Drain {
       lastPollAt: isoOrNull(this.lastPollAtMs),
       polls: this.polls,
       minOpenConnections: this.settings.minOpenConnections,
-      healthChecksFailed: this.steps[0]?.done ?? false,
+      healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
+      healthChecksFailedAt: isoOrNull(this.healthChecksFailedAtMs),
       listenersDraining: this.steps[1]?.done ?? false,
       consecutiveRefusals: this.consecutiveRefusals,
       lastError: this.lastError,
@@ -189,12 +198,10 @@ export class Drain {
       'drain started: failing Envoy health checks and draining its listeners',
     );
     try {
-      const ended = (await this.check({ poll: false })) ?? (await this.waitCheckDelay());
-      if (ended !== undefined) return this.finish(ended);
       for (;;) {
-        const result = await this.check({ poll: true });
-        if (result !== undefined) return this.finish(result);
-        await this.sleep(checkIntervalMs);
+        const ended = await this.check();
+        if (ended !== undefined) return this.finish(ended);
+        await this.sleep(this.msUntilNextCheck());
       }
     } catch (error) {
       if (!(error instanceof Stopped)) throw error;
@@ -204,33 +211,12 @@ export class Drain {
   }
 
   /**
-   * The delay lets load balancers notice the failing health checks before connections are counted, so
-   * initiation calls that failed are retried meanwhile, every check interval. When Envoy, which answered
-   * before, refused the calls it is likely gone already: the checks that confirm it are not held back by
-   * the delay. An admin API that never answered may be Envoy still starting or a wrong port: the delay holds.
-   */
-  private async waitCheckDelay(): Promise<DrainEndReason | undefined> {
-    const { checkDelayMs, checkIntervalMs } = this.settings;
-    if (this.consecutiveRefusals > 0 && this.envoy.hasAnswered) {
-      await this.sleep(checkIntervalMs);
-      return undefined;
-    }
-    const delayEndsAt = this.clock.now() + checkDelayMs;
-    while (this.steps.some((step) => !step.done) && this.clock.now() + checkIntervalMs < delayEndsAt) {
-      await this.sleep(checkIntervalMs);
-      const ended = await this.check({ poll: false });
-      if (ended !== undefined) return ended;
-    }
-    await this.sleep(delayEndsAt - this.clock.now());
-    return undefined;
-  }
-
-  /**
    * One round of admin calls: the initiation calls that have not succeeded yet (a slow Envoy may accept
-   * them later), then a poll. A refusal ends the round, so that refusals are counted once per check
-   * interval: "Envoy has exited" then means "refused for a few intervals", not "refused 3 times in 1 ms".
+   * them later), then a poll once check-delay has passed since the drain started. A refusal ends the
+   * round, so that refusals are counted once per check interval: "Envoy has exited" then means "refused
+   * for a few intervals", not "refused 3 times in 1 ms".
    */
-  private async check(options: { poll: boolean }): Promise<DrainEndReason | undefined> {
+  private async check(): Promise<DrainEndReason | undefined> {
     for (const step of this.steps) {
       if (step.done) continue;
       try {
@@ -243,7 +229,34 @@ export class Drain {
         if (ended !== undefined || error instanceof AdminRefusedError) return ended;
       }
     }
-    return options.poll ? this.poll() : undefined;
+    return this.clock.now() >= this.pollsFromMs() ? this.poll() : undefined;
+  }
+
+  /** Polls start check-delay after the drain started: nothing can end the drain by count before. */
+  private pollsFromMs(): number {
+    return (this.startedAtMs ?? 0) + this.settings.checkDelayMs;
+  }
+
+  /**
+   * Load balancers notice the pod leaving only once Envoy fails its health checks, so the count may end
+   * the drain only check-delay after POST /healthcheck/fail succeeded, however late that was. Undefined
+   * while it has not: only the deadline (or Envoy exiting) ends such a drain.
+   */
+  private countMayEndFromMs(): number | undefined {
+    const failedAt = this.healthChecksFailedAtMs;
+    return failedAt === undefined ? undefined : failedAt + this.settings.checkDelayMs;
+  }
+
+  /**
+   * Every check-interval, but no earlier than needed: nothing to do before polls start when every step
+   * is done, and the moments polls start and the count may end the drain are met exactly.
+   */
+  private msUntilNextCheck(): number {
+    const now = this.clock.now();
+    const pollsFrom = this.pollsFromMs();
+    if (now < pollsFrom && this.steps.every((step) => step.done)) return pollsFrom - now;
+    const upcoming = [pollsFrom, this.countMayEndFromMs()].filter((at): at is number => at !== undefined && at > now);
+    return Math.min(this.settings.checkIntervalMs, ...upcoming.map((at) => at - now));
   }
 
   private async poll(): Promise<DrainEndReason | undefined> {
@@ -253,14 +266,17 @@ export class Drain {
       this.lastCount = count;
       this.lastPollAtMs = this.clock.now();
       this.polls += 1;
-      this.logPoll(count);
-      return count.total <= this.settings.minOpenConnections ? 'connections-closed' : undefined;
+      const mayEnd = this.countMayEndFromMs();
+      const delayServed = mayEnd !== undefined && this.clock.now() >= mayEnd;
+      this.logPoll(count, delayServed);
+      return delayServed && count.total <= this.settings.minOpenConnections ? 'connections-closed' : undefined;
     } catch (error) {
       return this.recordFailure(error, 'count open connections');
     }
   }
 
-  private logPoll(count: ConnectionCount): void {
+  /** `delayServed` false: a count at or below the minimum does not end the drain yet (see countMayEndFromMs). */
+  private logPoll(count: ConnectionCount, delayServed: boolean): void {
     const started = this.startedAtMs ?? 0;
     const now = this.clock.now();
     this.log.info(
@@ -272,6 +288,7 @@ export class Drain {
         remaining_ms: Math.max(0, started + this.settings.drainTimeoutMs - now),
         by_listener: count.byListener,
         ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
+        ...(delayServed ? {} : { check_delay_pending: true }),
       },
       'polled open connections',
     );
@@ -333,6 +350,7 @@ export class Drain {
     const outcome: DrainOutcome = {
       state: this.state,
       reason,
+      healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
       openConnections: this.lastCount?.total ?? null,
       durationMs: this.finishedAtMs - (this.startedAtMs ?? this.finishedAtMs),
       envoyAdmin: this.envoy.address,
@@ -362,6 +380,9 @@ export function describeOutcome(outcome: DrainOutcome, minOpenConnections: numbe
     case 'envoy-exited':
       return `drained: Envoy's admin API refuses connections, Envoy has exited (after ${seconds}s)`;
     case 'deadline':
+      if (!outcome.healthChecksFailed) {
+        return `drain deadline reached after ${seconds}s: Envoy never took POST /healthcheck/fail, so load balancers were not told to stop sending (${open} connections open); letting the pod terminate`;
+      }
       return `drain deadline reached after ${seconds}s with ${open} connections still open (at most ${minOpenConnections} wanted); letting the pod terminate`;
     case 'admin-unreachable':
       return `drain deadline reached after ${seconds}s: Envoy's admin API was never reachable at ${outcome.envoyAdmin}, so Envoy was not drained and its connections were not counted; letting the pod terminate`;

@@ -7,11 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
 import { describeOutcome, type Drain, type DrainOutcome } from './drain.js';
-
-export interface ServerLogger {
-  info(fields: object, message: string): void;
-  error(fields: object, message: string): void;
-}
+import type { SidecarLog } from './log.js';
 
 /** The server could not listen: says where, and what to check. */
 export class ServeError extends Error {
@@ -51,7 +47,7 @@ export async function startDrainServer(options: {
   /** Empty: every interface, IPv4 and IPv6 (Node binds `::` accepting v4-mapped, or `0.0.0.0` without IPv6). */
   readonly host: string;
   readonly port: number;
-  readonly log: ServerLogger;
+  readonly log: SidecarLog;
   /** When set, /shutdown needs "Authorization: Bearer <token>": nobody else in the cluster may drain Envoy. */
   readonly shutdownToken?: string | undefined;
   /** Prometheus exposition for /metrics. */
@@ -61,8 +57,11 @@ export async function startDrainServer(options: {
   const authorized = bearerCheck(options.shutdownToken);
   const server = http.createServer({ requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS }, (request, response) => {
     const path = (request.url ?? '/').split('?', 1)[0];
-    if (request.method !== 'GET' && request.method !== 'HEAD') {
-      reply(response, 405, 'text/plain', `${request.method ?? ''} not allowed; use GET\n`, { allow: 'GET, HEAD' });
+    // /shutdown drains Envoy: only the GET the kubelet's hooks send may start that, not a HEAD from a
+    // link checker or a probe; reads may be HEAD too.
+    const allowed = path === SIDECAR_PATHS.shutdown ? ['GET'] : ['GET', 'HEAD'];
+    if (!allowed.includes(request.method ?? '')) {
+      reply(response, 405, 'text/plain', `${request.method ?? ''} not allowed; use GET\n`, { allow: allowed.join(', ') });
       return;
     }
     switch (path) {
@@ -139,7 +138,7 @@ function answerWhenDrained(
   response: http.ServerResponse,
   outcome: Promise<DrainOutcome>,
   minOpenConnections: number,
-  log: ServerLogger,
+  log: SidecarLog,
 ): void {
   outcome.then(
     (result) => {

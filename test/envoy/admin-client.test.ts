@@ -157,6 +157,28 @@ describe('EnvoyAdminClient', () => {
     });
   });
 
+  test("a 200 to a mutation that is not Envoy's OK is an AdminResponseError: a data listener's catch-all on a wrong port", async (t) => {
+    const emulator = await EnvoyEmulator.start();
+    t.after(() => emulator.close());
+    // --admin-port set to a data listener's port: its direct_response route answers 200 "ok" to anything.
+    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.http, timeoutMs: 1_000 });
+    t.after(() => client.close());
+    for (const mutation of [() => client.failHealthChecks(), () => client.drainListeners()]) {
+      await assert.rejects(mutation(), (error: unknown) => {
+        assert.ok(error instanceof AdminResponseError);
+        assert.match(error.message, /POST \/(healthcheck\/fail|drain_listeners\?graceful): answered 200 with "ok\\n", not Envoy's "OK"/);
+        return true;
+      });
+    }
+    assert.equal(client.hasAnswered, false);
+    assert.deepEqual([emulator.isHealthCheckFailed, emulator.drainScope], [false, 'none']);
+
+    await emulator.setFault({ kind: 'garbage' });
+    const admin = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
+    t.after(() => admin.close());
+    await assert.rejects(admin.failHealthChecks(), AdminResponseError);
+  });
+
   test('a GET on a mutation would be refused: the client never sends one', async (t) => {
     const { emulator, client } = await setUp(t);
     await client.failHealthChecks();

@@ -6,8 +6,6 @@ import {
   DOWNSTREAM_CX_ACTIVE_FILTER,
   listenerOfActiveConnections,
   parseJsonStats,
-  parseStats,
-  parseTextStats,
   StatsParseError,
 } from '../../src/envoy/stats.js';
 
@@ -16,18 +14,8 @@ const fixture = (name: string): string => readFileSync(new URL(`../fixtures/envo
 /** 697 + 120 + 15 + 4: see test/fixtures/envoy/README.md. */
 const FIXTURE_OPEN_CONNECTIONS = 836;
 
-describe('parsing /stats output', () => {
-  test('text: keeps counters and gauges, skips text readouts and histograms', () => {
-    const samples = parseTextStats(fixture('stats.txt'));
-    const byName = new Map(samples.map((sample) => [sample.name, sample.value]));
-    assert.equal(byName.get('listener.0.0.0.0_8080.downstream_cx_active'), 697);
-    assert.equal(byName.get('server.total_connections'), 846);
-    assert.equal(byName.has('control_plane.identifier'), false);
-    assert.equal(byName.has('http.ingress_http.downstream_cx_length_ms'), false);
-    assert.equal(byName.has('listener.0.0.0.0_8080.downstream_cx_length_ms'), false);
-  });
-
-  test('JSON: keeps numeric values, skips text readouts and the histograms element', () => {
+describe('parsing /stats?format=json output', () => {
+  test('keeps numeric values, skips text readouts and the histograms element', () => {
     const samples = parseJsonStats(fixture('stats.json'));
     const byName = new Map(samples.map((sample) => [sample.name, sample.value]));
     assert.equal(byName.get('listener.[__]_8080.downstream_cx_active'), 4);
@@ -35,18 +23,15 @@ describe('parsing /stats output', () => {
     assert.equal(samples.some((sample) => sample.name.endsWith('downstream_cx_length_ms')), false);
   });
 
-  test('both formats of the same stats give the same samples', () => {
-    assert.deepEqual(parseStats(fixture('stats.json')), parseStats(fixture('stats.txt')));
+  test('a filter matching nothing is zero samples; an empty body is an error, never "0 connections"', () => {
+    assert.deepEqual(parseJsonStats(fixture('stats-empty.json')), []);
+    assert.throws(() => parseJsonStats(''), /an empty answer where JSON was asked for/);
   });
 
-  test('an empty answer (filter matching nothing) is zero samples, not an error', () => {
-    assert.deepEqual(parseStats(fixture('stats-empty.json')), []);
-    assert.deepEqual(parseStats(''), []);
-  });
-
-  test('an HTML page, truncated JSON or JSON of another shape is rejected with an excerpt', () => {
-    for (const body of ['<html><body>upstream connect error</body></html>', '{"stats":[{"name":"a","val', '{"histograms":{}}', '[1,2]']) {
-      assert.throws(() => parseStats(body), (error: unknown) => {
+  test('text, HTML, truncated JSON or JSON of another shape is rejected with an excerpt', () => {
+    const text = 'listener.0.0.0.0_8080.downstream_cx_active: 0\n';
+    for (const body of [text, '<html><body>upstream connect error</body></html>', '{"stats":[{"name":"a","val', '{"histograms":{}}', '[1,2]']) {
+      assert.throws(() => parseJsonStats(body), (error: unknown) => {
         assert.ok(error instanceof StatsParseError, `for ${body}`);
         assert.match(error.message, /not understood/);
         assert.ok(error.excerpt.length > 0);
@@ -54,21 +39,12 @@ describe('parsing /stats output', () => {
       });
     }
   });
-
-  test('a text body with one line that is not "name: value" is rejected as a whole', () => {
-    const body = 'listener.0.0.0.0_8080.downstream_cx_active: 3\nSomething went wrong\n';
-    assert.throws(() => parseTextStats(body), StatsParseError);
-  });
-
-  test('the Prometheus format is not taken for stats (it is never asked for)', () => {
-    assert.throws(() => parseStats(fixture('stats-prometheus.txt')), StatsParseError);
-  });
 });
 
 describe('counting open downstream connections', () => {
-  test('sums whole listeners, HTTP and TCP proxy alike, in both formats', () => {
-    for (const name of ['stats.txt', 'stats.json', 'stats-filtered.json']) {
-      const count = countDownstreamConnections(parseStats(fixture(name)));
+  test('sums whole listeners, HTTP and TCP proxy alike, filtered by Envoy or not', () => {
+    for (const name of ['stats.json', 'stats-filtered.json']) {
+      const count = countDownstreamConnections(parseJsonStats(fixture(name)));
       assert.equal(count.total, FIXTURE_OPEN_CONNECTIONS, name);
       assert.deepEqual(count.byListener, {
         '0.0.0.0_5432': 15,
@@ -95,7 +71,7 @@ describe('counting open downstream connections', () => {
   });
 
   test('named listeners: only those are counted, and absent ones are reported', () => {
-    const count = countDownstreamConnections(parseStats(fixture('stats.txt')), { listeners: ['0.0.0.0_5432', '0.0.0.0_9999'] });
+    const count = countDownstreamConnections(parseJsonStats(fixture('stats.json')), { listeners: ['0.0.0.0_5432', '0.0.0.0_9999'] });
     assert.equal(count.total, 15);
     assert.deepEqual(count.byListener, { '0.0.0.0_5432': 15 });
     assert.deepEqual(count.missingListeners, ['0.0.0.0_9999']);
@@ -113,7 +89,7 @@ describe('counting open downstream connections', () => {
 
   test('the filter sent to Envoy selects exactly the listener gauges', () => {
     const filter = new RegExp(DOWNSTREAM_CX_ACTIVE_FILTER);
-    const selected = parseStats(fixture('stats.txt')).filter((sample) => filter.test(sample.name));
-    assert.deepEqual(selected, parseStats(fixture('stats-filtered.json')));
+    const selected = parseJsonStats(fixture('stats.json')).filter((sample) => filter.test(sample.name));
+    assert.deepEqual(selected, parseJsonStats(fixture('stats-filtered.json')));
   });
 });

@@ -3,7 +3,8 @@ import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import type { Clock } from '../../src/sidecar/clock.js';
-import { describeOutcome, Drain, type DrainLogger, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { describeOutcome, Drain, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import type { SidecarLog } from '../../src/sidecar/log.js';
 
 type Answer = number | Error | 'hang';
 
@@ -25,17 +26,19 @@ class VirtualClock implements Clock {
   sleep(ms: number, signal: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(signal.reason);
-      const timer = { at: this.nowMs + Math.max(0, ms), seq: this.seq++, fire: resolve };
+      const onAbort = (): void => {
+        const index = this.timers.indexOf(timer);
+        if (index !== -1) this.timers.splice(index, 1);
+        reject(signal.reason);
+      };
+      // The drain's signals outlive many sleeps: a fired timer must not leave its listener behind.
+      const fire = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const timer = { at: this.nowMs + Math.max(0, ms), seq: this.seq++, fire };
       this.timers.push(timer);
-      signal.addEventListener(
-        'abort',
-        () => {
-          const index = this.timers.indexOf(timer);
-          if (index !== -1) this.timers.splice(index, 1);
-          reject(signal.reason);
-        },
-        { once: true },
-      );
+      signal.addEventListener('abort', onAbort, { once: true });
       this.advanceSoon();
     });
   }
@@ -99,13 +102,16 @@ class FakeEnvoy implements EnvoyDrainTarget {
   }
 }
 
-class MemoryLog implements DrainLogger {
+class MemoryLog implements SidecarLog {
   readonly lines: { level: string; fields: Record<string, unknown>; message: string }[] = [];
   info(fields: object, message: string): void {
     this.lines.push({ level: 'info', fields: fields as Record<string, unknown>, message });
   }
   warn(fields: object, message: string): void {
     this.lines.push({ level: 'warn', fields: fields as Record<string, unknown>, message });
+  }
+  error(fields: object, message: string): void {
+    this.lines.push({ level: 'error', fields: fields as Record<string, unknown>, message });
   }
   events(name: string): Record<string, unknown>[] {
     return this.lines.filter((line) => line.fields['event'] === name).map((line) => line.fields);
@@ -176,16 +182,59 @@ describe('Drain', () => {
     );
   });
 
-  test('initiation calls that failed are retried every check-interval during check-delay', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([0], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+  test('initiation calls that failed are retried every check-interval; check-delay counts from the successful /healthcheck/fail', async () => {
+    const { clock, envoy, drain, log } = makeTimedDrain([0], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
     envoy.failAnswers = [new AdminStatusError('POST /healthcheck/fail', 500, 'busy'), new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
     const started = clock.now();
-    await drain.start();
+    const outcome = await drain.start();
     assert.deepEqual(
       envoy.calls.map((call) => [call.name, call.at - started]),
-      [['fail', 0], ['drain', 0], ['fail', 5_000], ['fail', 10_000], ['count', 60_000]],
-      'retried at each interval, long before the delay is over; the first poll still waits for the whole delay',
+      [['fail', 0], ['drain', 0], ['fail', 5_000], ['fail', 10_000], ['count', 60_000], ['count', 65_000], ['count', 70_000]],
+      'retried at each interval; polls from check-delay after the start, but 0 connections ends the drain only check-delay after the health checks failed',
     );
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 70_000]);
+    assert.deepEqual(log.events('poll').map((poll) => poll['check_delay_pending']), [true, true, undefined]);
+    assert.equal(drain.snapshot().healthChecksFailedAt, new Date(started + 10_000).toISOString());
+  });
+
+  test('one refused /healthcheck/fail from an Envoy that answered before does not skip check-delay', async () => {
+    const { clock, envoy, drain } = makeTimedDrain([0], { checkDelayMs: 2_000, checkIntervalMs: 50, drainTimeoutMs: 10_000 });
+    envoy.failAnswers = [refused()];
+    const started = clock.now();
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason], ['drained', 'connections-closed']);
+    assert.equal(outcome.durationMs, 2_050, 'check-delay after the /healthcheck/fail that succeeded at 50 ms');
+    assert.deepEqual(
+      envoy.calls.map((call) => [call.name, call.at - started]),
+      [['fail', 0], ['fail', 50], ['drain', 50], ['count', 2_000], ['count', 2_050]],
+    );
+  });
+
+  test('a /healthcheck/fail that times out until late still gets the whole check-delay after it', async () => {
+    const { clock, envoy, drain } = makeTimedDrain([0], { checkDelayMs: 2_000, checkIntervalMs: 100, drainTimeoutMs: 10_000 });
+    envoy.failAnswers = Array.from({ length: 19 }, () => new AdminTimeoutError('POST /healthcheck/fail', 'slow'));
+    const started = clock.now();
+    const outcome = await drain.start();
+    assert.equal(envoy.calls.find((call) => call.name === 'drain')?.at, started, 'drain_listeners is not held back by the failing step');
+    assert.equal(envoy.calls.filter((call) => call.name === 'fail').at(-1)?.at, started + 1_900);
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 3_900]);
+  });
+
+  test('the deadline wins over check-delay: 0 connections before the delay is served is still timed-out', async () => {
+    const { envoy, drain } = makeTimedDrain([0], { checkDelayMs: 2_000, checkIntervalMs: 100, drainTimeoutMs: 3_000 });
+    envoy.failAnswers = Array.from({ length: 15 }, () => new AdminStatusError('POST /healthcheck/fail', 503, 'busy'));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections, outcome.durationMs], ['timed-out', 'deadline', 0, 3_000]);
+    assert.equal(outcome.healthChecksFailed, true);
+  });
+
+  test('a /healthcheck/fail that never succeeds: the count never ends the drain, and the outcome says why', async () => {
+    const { envoy, drain } = makeTimedDrain([0], { checkDelayMs: 0, checkIntervalMs: 100, drainTimeoutMs: 1_000 });
+    envoy.failAnswers = Array.from({ length: 100 }, () => new AdminStatusError('POST /healthcheck/fail', 503, 'busy'));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.healthChecksFailed], ['timed-out', 'deadline', false]);
+    assert.match(describeOutcome(outcome, 0), /Envoy never took POST \/healthcheck\/fail/);
+    assert.ok(envoy.names().filter((name) => name === 'count').length >= 9, 'still polled, for /drain and the metrics');
   });
 
   test('min-open-connections: done as soon as the count is at or below it', async () => {
@@ -225,7 +274,7 @@ describe('Drain', () => {
     assert.deepEqual(log.events('admin_error').map((line) => line['consecutive_refusals']), [1, 2, 1, 2]);
   });
 
-  test('refused initiation skips check-delay, and refusals are counted once per check, spaced by check-interval', async () => {
+  test('Envoy taken as exited during check-delay ends the drain; refusals are counted once per check, spaced by check-interval', async () => {
     const { clock, envoy, drain } = makeTimedDrain([refused()], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
     envoy.failAnswers = [refused(), refused(), refused()];
     const started = clock.now();
@@ -270,7 +319,7 @@ describe('Drain', () => {
     const { drain, log } = makeDrain(envoy);
     const outcome = await drain.start();
     assert.equal(outcome.state, 'drained');
-    assert.deepEqual(envoy.names(), ['fail', 'drain', 'fail', 'count', 'count', 'count', 'count']);
+    assert.deepEqual(envoy.names(), ['fail', 'drain', 'count', 'fail', 'count', 'count', 'count']);
     assert.deepEqual(log.events('admin_error').map((line) => line['error']), ['AdminStatusError', 'AdminTimeoutError', 'AdminStatusError']);
     assert.equal(drain.snapshot().healthChecksFailed, true);
   });

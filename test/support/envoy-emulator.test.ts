@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { describe, test, type TestContext } from 'node:test';
-import { countDownstreamConnections, parseStats } from '../../src/envoy/stats.js';
+import { countDownstreamConnections, parseJsonStats, type StatSample } from '../../src/envoy/stats.js';
 import { closeAll, httpRequest, openHttpConnection, openTcpConnection, openTcpConnections, requestOn, waitUntil } from './connections.js';
 import { EnvoyEmulator, parseFault, type EnvoyEmulatorOptions, type TrafficDirection } from './envoy-emulator.js';
 
@@ -17,8 +18,21 @@ function adminUrl(emulator: EnvoyEmulator, path: string): string {
   return `http://127.0.0.1:${emulator.ports.admin}${path}`;
 }
 
-function statsOf(text: string): Map<string, number> {
-  return new Map(parseStats(text).map((sample) => [sample.name, sample.value]));
+/**
+ * Either output format of the emulator's /stats. The sidecar reads only JSON; the text reader lives here
+ * because only these tests of the emulator's text output need it. Text readouts and histograms are skipped.
+ */
+function samplesOf(body: string): StatSample[] {
+  if (body.trimStart().startsWith('{')) return parseJsonStats(body);
+  return body
+    .split('\n')
+    .map((line) => /^([^\s:]+): (-?\d+)$/.exec(line))
+    .filter((match) => match !== null)
+    .map(([, name = '', value]) => ({ name, value: Number(value) }));
+}
+
+function statsOf(body: string): Map<string, number> {
+  return new Map(samplesOf(body).map((sample) => [sample.name, sample.value]));
 }
 
 describe('Envoy emulator: stats', () => {
@@ -44,7 +58,7 @@ describe('Envoy emulator: stats', () => {
     assert.equal(stats.get('listener.admin.downstream_cx_active'), 1, 'the /stats request itself');
     assert.equal(stats.get('http.admin.downstream_cx_active'), 1);
     assert.equal(stats.get('server.total_connections'), 6);
-    assert.equal(countDownstreamConnections(parseStats((await httpRequest(adminUrl(emulator, '/stats'))).body)).total, 5);
+    assert.equal(countDownstreamConnections(samplesOf((await httpRequest(adminUrl(emulator, '/stats'))).body)).total, 5);
 
     await held[0]?.close();
     await held[3]?.close();
@@ -240,7 +254,7 @@ describe('Envoy emulator: faults', () => {
     await emulator.setFault({ kind: 'garbage' });
     const garbage = await httpRequest(adminUrl(emulator, '/stats?format=json'));
     assert.equal(garbage.status, 200);
-    assert.throws(() => parseStats(garbage.body));
+    assert.throws(() => parseJsonStats(garbage.body));
     await emulator.setFault({ kind: 'empty' });
     assert.deepEqual(await httpRequest(adminUrl(emulator, '/stats?format=json')).then((r) => [r.status, r.body]), [200, '']);
 
@@ -306,5 +320,29 @@ describe('Envoy emulator CLI', () => {
     await held.closed;
     const [code, signal] = await exited;
     assert.deepEqual([code, signal], [0, null]);
+  });
+});
+
+describe("Envoy emulator: output formats match Envoy's documented samples (test/fixtures/envoy)", () => {
+  const fixture = (name: string): string => readFileSync(new URL(`../fixtures/envoy/${name}`, import.meta.url), 'utf8');
+  /** One pattern per line shape Envoy writes; a line of the emulator's that fits none is a format error. */
+  const TEXT_LINE = /^(?:[a-z0-9_.\-[\]]+: (?:-?\d+|"[^"]*"|P0\(.*\)|No recorded values))$/;
+  const PROMETHEUS_LINE = /^(?:# TYPE envoy_\w+ (?:counter|gauge|histogram)|envoy_\w+\{(?:\w+="[^"]*"(?:,\w+="[^"]*")*)?\} -?[\d.e+]+)$/;
+  const lines = (text: string): string[] => text.split('\n').filter((line) => line !== '');
+
+  test('the patterns describe the documented samples', () => {
+    assert.deepEqual(lines(fixture('stats.txt')).filter((line) => !TEXT_LINE.test(line)), []);
+    assert.deepEqual(lines(fixture('stats-prometheus.txt')).filter((line) => !PROMETHEUS_LINE.test(line)), []);
+  });
+
+  test("the emulator's /stats and /stats/prometheus lines all have those shapes", async (t) => {
+    const emulator = await startEmulator(t);
+    const held = await openTcpConnections(emulator.ports.tcp, 2);
+    t.after(() => closeAll(held));
+    const text = (await httpRequest(adminUrl(emulator, '/stats'))).body;
+    const prometheus = (await httpRequest(adminUrl(emulator, '/stats/prometheus'))).body;
+    assert.deepEqual(lines(text).filter((line) => !TEXT_LINE.test(line)), []);
+    assert.deepEqual(lines(prometheus).filter((line) => !PROMETHEUS_LINE.test(line)), []);
+    assert.match(prometheus, new RegExp(`envoy_listener_downstream_cx_active\\{envoy_listener_address="${emulator.listenerNames.tcp}"\\} 2`));
   });
 });

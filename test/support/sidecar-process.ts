@@ -80,7 +80,9 @@ export async function spawnSidecarWith(
       }
     }
   });
-  const exited = once(child, 'exit').then(([code, signal]) => ({ code, signal }) as Exit);
+  // 'close', not 'exit': 'exit' can come before the last stdout lines are read, and waitForLog would
+  // then reject for a line that was logged.
+  const exited = once(child, 'close').then(([code, signal]) => ({ code, signal }) as Exit);
 
   const waitForLog = (predicate: (line: LogLine) => boolean, timeoutMs = 5_000): Promise<LogLine> => {
     const seen = logs.find(predicate);
@@ -137,10 +139,14 @@ function withoutSidecarSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(env).filter(([name]) => !name.startsWith('SHUTDOWN_MANAGER_')));
 }
 
-/** Runs the sidecar to completion (for --help and bad flags), bounded by `timeoutMs`. */
+/** Runs the sidecar to completion (for --help and bad flags), bounded by `timeoutMs`; a clean environment as spawnSidecarWith's. */
 export async function runSidecarToExit(args: readonly string[], timeoutMs = 10_000): Promise<Exit & { stdout: string; stderr: string }> {
   assertBuilt();
-  const child = spawn(process.execPath, [BUILT_MAIN, 'mode=sidecar', ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
+  const child = spawn(process.execPath, [BUILT_MAIN, 'mode=sidecar', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: timeoutMs,
+    env: { ...withoutSidecarSettings(process.env), NODE_OPTIONS: '' },
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
