@@ -18,6 +18,7 @@ import {
   setHeaderOptions,
   type ConfigurationOptions,
   type ObservableMiddleware,
+  type V1ObjectMeta,
   type V1Secret,
 } from '@kubernetes/client-node';
 import {
@@ -89,7 +90,12 @@ function decode(data: Record<string, string> | undefined): Record<string, string
 }
 
 function snapshot(secret: V1Secret): SecretSnapshot {
-  return { data: decode(secret.data), resourceVersion: secret.metadata?.resourceVersion ?? '', type: secret.type };
+  return {
+    data: decode(secret.data),
+    resourceVersion: secret.metadata?.resourceVersion ?? '',
+    type: secret.type,
+    metadata: { ...secret.metadata },
+  };
 }
 
 /** The Status object of an error answer: its message is the most precise thing the API server says. */
@@ -148,11 +154,14 @@ export class KubeCertificateStore implements CertificateStore {
 
   async updateSecret(data: SecretData, previous: SecretSnapshot, options?: CallOptions): Promise<SecretSnapshot> {
     const { namespace, secretName: name } = this.settings;
+    // The metadata read, as snapshot() took it from a V1Secret: what others set on the Secret (labels,
+    // annotations, ownerReferences...) survives the renewal. Our labels fill in only what is not there.
+    const kept = previous.metadata as V1ObjectMeta;
     const body: V1Secret = {
       apiVersion: 'v1',
       kind: 'Secret',
       // resourceVersion makes this a compare-and-swap: the API server answers 409 if anyone wrote since.
-      metadata: { name, namespace, labels: LABELS, resourceVersion: previous.resourceVersion },
+      metadata: { ...kept, name, namespace, labels: { ...LABELS, ...kept.labels }, resourceVersion: previous.resourceVersion },
       type: previous.type ?? SECRET_TYPE,
       data: encode(data),
     };
@@ -214,20 +223,22 @@ export class KubeCertificateStore implements CertificateStore {
     options: CallOptions | undefined,
     request: (config: ConfigurationOptions) => Promise<T>,
   ): Promise<T> {
-    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const timeoutMs = options?.timeoutMs ?? this.timeoutMs;
+    const timeout = AbortSignal.timeout(timeoutMs);
     const signal = options?.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
     try {
       return await request({ middleware: [withSignal(signal)], middlewareMergeStrategy: 'append' });
     } catch (error) {
-      throw this.translate(error, operation, timeout.aborted);
+      throw this.translate(error, operation, timeout.aborted ? timeoutMs : undefined);
     }
   }
 
-  private translate(error: unknown, operation: KubeOperation, timedOut: boolean): KubeApiError {
+  /** `timedOutAfterMs` is set when the request's own timeout fired. */
+  private translate(error: unknown, operation: KubeOperation, timedOutAfterMs: number | undefined): KubeApiError {
     const what = describeOperation(operation);
     if (error instanceof ApiException) return this.translateStatus(error.code, statusOf(error.body), operation);
-    if (timedOut) {
-      return new KubeUnavailableError(operation, `no answer from ${this.server} within ${this.timeoutMs} ms to ${what}`, undefined, { cause: error });
+    if (timedOutAfterMs !== undefined) {
+      return new KubeUnavailableError(operation, `no answer from ${this.server} within ${timedOutAfterMs} ms to ${what}`, undefined, { cause: error });
     }
     if (error instanceof Error && error.name === 'AbortError') {
       return new KubeUnavailableError(operation, `${what} was cancelled (shutting down)`, undefined, { cause: error });

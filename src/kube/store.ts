@@ -15,6 +15,11 @@ export interface SecretSnapshot {
   readonly resourceVersion: string;
   /** Kept on update: a Secret's type is immutable. */
   readonly type: string | undefined;
+  /**
+   * The object's metadata as read, opaque here: an update writes it back with only the data (and the
+   * resourceVersion) changed, so labels, annotations and ownerReferences set by others are not lost.
+   */
+  readonly metadata: Readonly<Record<string, unknown>>;
 }
 
 export interface WebhookCaBundle {
@@ -28,6 +33,8 @@ export interface WebhookCaBundle {
 export interface CallOptions {
   /** Aborts the request (shutdown); each request also has its own timeout. */
   readonly signal?: AbortSignal;
+  /** This request's timeout instead of the store's: start-up uses shorter ones to stay within its budget. */
+  readonly timeoutMs?: number;
 }
 
 export interface CertificateStore {

@@ -110,13 +110,13 @@ export class FakeKubeApi {
     });
   }
 
-  /** Stores a Secret directly, as if created earlier; data values are plain text. */
-  seedSecret(namespace: string, name: string, data: Record<string, string>, type = 'kubernetes.io/tls'): void {
+  /** Stores a Secret directly, as if created earlier; data values are plain text; `metadata` is added to the Secret's. */
+  seedSecret(namespace: string, name: string, data: Record<string, string>, type = 'kubernetes.io/tls', metadata: KubeObject = {}): void {
     const encoded = Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
     this.secrets.set(`${namespace}/${name}`, {
       apiVersion: 'v1',
       kind: 'Secret',
-      metadata: { name, namespace, resourceVersion: this.nextVersion() },
+      metadata: { ...metadata, name, namespace, resourceVersion: this.nextVersion() },
       type,
       data: encoded,
     });

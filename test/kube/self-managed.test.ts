@@ -12,7 +12,7 @@ import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { generateCertificates, serviceDnsNames } from '../../src/certs/generate.js';
-import { SelfManagedCertificates, SelfManagedTlsError, type SelfManagedOptions } from '../../src/certs/self-managed.js';
+import { SELF_MANAGED_DEFAULTS, SelfManagedCertificates, SelfManagedTlsError, type SelfManagedOptions } from '../../src/certs/self-managed.js';
 import { splitPemCertificates } from '../../src/certs/stored.js';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { KubeCertificateStore } from '../../src/kube/client.js';
@@ -20,6 +20,7 @@ import { KubeConflictError, KubeForbiddenError } from '../../src/kube/errors.js'
 import { startWebhookServer } from '../../src/webhook/server.js';
 import type { TlsMaterial } from '../../src/webhook/tls.js';
 import { FakeKubeApi, type RecordedRequest } from './fake-api.js';
+import { ManualTimers } from './manual-timers.js';
 
 const NAMESPACE = 'envoy-shutdown-manager';
 const SERVICE = 'envoy-shutdown-manager';
@@ -200,6 +201,21 @@ describe('self-managed TLS: replacing a Secret', () => {
     });
   }
 
+  it('the UPDATE keeps the metadata others set (labels, annotations, ownerReferences) and adds only missing labels of ours', async (t) => {
+    const api = await startApi(t);
+    const ownerReferences = [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: '0b5e7d2c-0000-4000-8000-000000000001' }];
+    const metadata = { labels: { team: 'edge' }, annotations: { 'example.com/backup': 'skip' }, ownerReferences };
+    api.seedSecret(NAMESPACE, SECRET, { 'tls.crt': 'not a certificate', 'tls.key': '', 'ca.crt': '' }, 'kubernetes.io/tls', metadata);
+
+    await newManager(api).obtain();
+    const [update] = only(api, 'PUT', SECRET_PATH) as [RecordedRequest];
+    const sent = (update.body as { metadata: Record<string, unknown> }).metadata;
+    assert.deepEqual(sent.labels, { 'app.kubernetes.io/name': 'envoy-shutdown-manager', 'app.kubernetes.io/managed-by': 'envoy-shutdown-manager', team: 'edge' });
+    assert.deepEqual(sent.annotations, metadata.annotations);
+    assert.deepEqual(sent.ownerReferences, ownerReferences);
+    assert.deepEqual([sent.name, sent.namespace], [SECRET, NAMESPACE]);
+  });
+
   it('two replicas renewing at once: one UPDATE wins, the other gets 409, re-reads and uses the winner’s', async (t) => {
     const api = await startApi(t);
     const past = () => new Date(Date.now() - 300 * DAY_MS);
@@ -267,9 +283,10 @@ describe('self-managed TLS: renewal', () => {
     assert.equal(only(api, 'PATCH', CONFIGURATION_PATH).length, 1);
   });
 
-  it('a failed periodic check keeps the current certificate and is retried sooner than the interval', async (t) => {
+  it('a failed periodic check keeps the current certificate and is retried sooner than the interval, with backoff', async (t) => {
     const api = await startApi(t);
-    const manager = newManager(api, { checkIntervalMs: 400, failureRetryMs: 10 });
+    const timers = new ManualTimers();
+    const manager = newManager(api, { timers, checkIntervalMs: 400_000, caBundleCheckIntervalMs: 400_000, failureRetryMs: 10 });
     t.after(() => manager.stop());
     const material = await manager.obtain();
     api.fail({ method: 'GET', path: /secrets/, status: 503, reason: 'ServiceUnavailable', times: 2 });
@@ -277,25 +294,102 @@ describe('self-managed TLS: renewal', () => {
     let applied = 0;
     manager.start(() => (applied += 1));
 
-    await waitFor(async () => (only(api, 'GET', CONFIGURATION_PATH).length > 0 ? true : undefined));
-    const reads = only(api, 'GET', SECRET_PATH);
-    assert.equal(reads.length, 3, 'two failures, then a success');
-    const gaps = [(reads[1] as RecordedRequest).at - (reads[0] as RecordedRequest).at, (reads[2] as RecordedRequest).at - (reads[1] as RecordedRequest).at];
-    assert.ok((gaps[0] as number) < 250 && (gaps[1] as number) < 250, `retried well before the 400 ms interval: ${gaps.join(', ')}`);
+    const delays: number[] = [];
+    for (let check = 0; check < 4; check++) {
+      delays.push(await timers.next());
+      if (check < 3) timers.fire();
+    }
+    assert.deepEqual(delays, [400_000, 10, 20, 400_000], 'the check, two retries backing off, then the interval again');
+    assert.equal(only(api, 'GET', SECRET_PATH).length, 3, 'two failures, then a success');
     assert.equal(applied, 0);
     assert.equal(manager.current?.material.cert.toString(), material.cert.toString());
   });
 
-  it('stop() cancels a check stuck on the API server at once, and no timer is left', async (t) => {
+  it('stop() cancels a check stuck on the API server without waiting for its timeout, and leaves no timer scheduled', async (t) => {
     const api = await startApi(t);
-    const manager = newManager(api, { checkIntervalMs: 10, requestTimeoutMs: 5_000 });
+    const timers = new ManualTimers();
+    const manager = newManager(api, { timers, checkIntervalMs: 10, requestTimeoutMs: 60_000 });
     await manager.obtain();
     api.fail({ status: 'stall' });
     manager.start(() => undefined);
+    await timers.next();
+    timers.fire();
     await waitFor(async () => (api.requests.length > 4 ? true : undefined));
     const started = performance.now();
     await manager.stop();
-    assert.ok(performance.now() - started < 500, 'stop() did not wait for the 5 s request timeout');
+    // Generous for a busy machine, and still far below the 60 s request timeout it must not wait for.
+    assert.ok(performance.now() - started < 5_000, 'stop() did not wait for the request timeout');
+    assert.equal(timers.scheduled, 0, 'the cancelled check scheduled no retry');
+  });
+});
+
+describe('self-managed TLS: caBundle kept in place between full checks', () => {
+  const wipe = (api: FakeKubeApi): void => api.addWebhookConfiguration(CONFIGURATION, [WEBHOOK]); // as `kubectl replace` of the bare manifest
+
+  it('one GET of the configuration per caBundle interval, no PATCH while nothing differs; a wiped caBundle is restored at the next one', async (t) => {
+    const api = await startApi(t);
+    const timers = new ManualTimers();
+    const manager = newManager(api, { timers, caBundleCheckIntervalMs: 60_000, checkIntervalMs: 3_600_000 });
+    t.after(() => manager.stop());
+    await manager.obtain();
+    const bundle = stored(api)['ca.crt'];
+    manager.start(() => assert.fail('nothing to switch to'));
+    api.requests.length = 0;
+
+    for (let check = 0; check < 3; check++) {
+      assert.equal(await timers.next(), 60_000);
+      timers.fire();
+    }
+    assert.equal(await timers.next(), 60_000);
+    assert.deepEqual(api.calls(), Array(3).fill(`GET ${CONFIGURATION_PATH}`), 'only GETs: no Secret read, no PATCH');
+
+    api.requests.length = 0;
+    wipe(api);
+    timers.fire();
+    assert.equal(await timers.next(), 60_000);
+    // The drift triggers the full pass: the Secret is read first, so the bundle restored is the current one.
+    assert.deepEqual(api.calls(), [`GET ${CONFIGURATION_PATH}`, `GET ${SECRET_PATH}`, `GET ${CONFIGURATION_PATH}`, `PATCH ${CONFIGURATION_PATH}`]);
+    assert.deepEqual(api.caBundles(CONFIGURATION), [bundle]);
+  });
+
+  it('with real timers and a short interval, a wiped caBundle is back within moments', async (t) => {
+    const api = await startApi(t);
+    const manager = newManager(api, { caBundleCheckIntervalMs: 20 });
+    t.after(() => manager.stop());
+    await manager.obtain();
+    const bundle = stored(api)['ca.crt'];
+    manager.start(() => undefined);
+    wipe(api);
+    await waitFor(async () => (api.caBundles(CONFIGURATION)[0] === bundle ? true : undefined));
+    assert.equal(only(api, 'PUT', SECRET_PATH).length + only(api, 'POST', SECRETS_PATH).length, 1, 'the Secret was only created, at start');
+  });
+
+  it('a caBundle renewed by another replica is not overwritten: the Secret is read, and its certificate served', async (t) => {
+    const api = await startApi(t);
+    let offsetMs = -300 * DAY_MS; // this replica's certificate was issued 300 days ago
+    const timers = new ManualTimers();
+    const manager = newManager(api, { timers, clock: () => new Date(Date.now() + offsetMs), caBundleCheckIntervalMs: 60_000 });
+    t.after(() => manager.stop());
+    await manager.obtain();
+    let served: TlsMaterial | undefined;
+    manager.start((material) => (served = material));
+
+    offsetMs = 0;
+    const renewed = await newManager(api).obtain(); // another replica renews it and writes the new bundle
+    const bundle = stored(api)['ca.crt'];
+    api.requests.length = 0;
+    await timers.next();
+    timers.fire();
+    await timers.next();
+
+    assert.deepEqual(api.calls(), [`GET ${CONFIGURATION_PATH}`, `GET ${SECRET_PATH}`, `GET ${CONFIGURATION_PATH}`], 'no PATCH: it was right');
+    assert.deepEqual(api.caBundles(CONFIGURATION), [bundle]);
+    assert.equal(served?.cert.toString(), renewed.cert.toString());
+  });
+
+  it('defaults: one check a minute, well under the hourly certificate check', () => {
+    assert.equal(SELF_MANAGED_DEFAULTS.caBundleCheckIntervalMs, 60_000);
+    assert.equal(SELF_MANAGED_DEFAULTS.checkIntervalMs, 3_600_000);
   });
 });
 
@@ -336,18 +430,23 @@ describe('self-managed TLS: failures an operator must act on', () => {
   it('API server answering 503: bounded retries with growing delays, then a clear error', async (t) => {
     const api = await startApi(t);
     api.fail({ status: 503, reason: 'ServiceUnavailable', message: 'etcd is busy' });
-    const manager = newManager(api, { startupRetry: { attempts: 4, initialDelayMs: 30, maxDelayMs: 60 } });
+    const { logger, lines } = capturingLogger();
+    const manager = newManager(api, { logger, startupRetry: { attempts: 4, initialDelayMs: 30, maxDelayMs: 60 } });
     await assert.rejects(manager.obtain(), (error: unknown) => {
       assert.ok(error instanceof SelfManagedTlsError);
-      assert.match(error.message, /gave up after 4 attempts in \d+ s; last error: .*answered 503 to get secrets\/envoy-shutdown-manager-self-signed.*etcd is busy/);
+      assert.match(
+        error.message,
+        /gave up after 4 attempts in [\d.]+ s \(start-up budget 60\.0 s\); last error: .*answered 503 to get secrets\/envoy-shutdown-manager-self-signed.*etcd is busy/,
+      );
       return true;
     });
+    // The delays chosen: doubling, capped at maxDelayMs (jitter pinned to none).
+    assert.deepEqual(lines.filter((line) => line.retryInMs !== undefined).map((line) => line.retryInMs), [30, 60, 60]);
+    // ...and actually waited: lower bounds only, which a busy machine cannot break.
     const times = api.requests.map((request) => request.at);
     assert.equal(times.length, 4);
     const gaps = times.slice(1).map((at, index) => at - (times[index] as number));
-    // 30, 60, 60 ms: doubling, capped (jitter pinned to none).
     assert.ok((gaps[0] as number) >= 28 && (gaps[1] as number) >= 58 && (gaps[2] as number) >= 58, `gaps ${gaps.join(', ')}`);
-    assert.ok((gaps[2] as number) < 200, 'capped at maxDelayMs');
   });
 
   it('API server down (connection refused): retried, then a clear error naming the server', async (t) => {
@@ -367,15 +466,60 @@ describe('self-managed TLS: failures an operator must act on', () => {
   it('API server not answering: each request times out, then a clear error', async (t) => {
     const api = await startApi(t);
     api.fail({ status: 'stall' });
-    const started = performance.now();
     await assert.rejects(
-      newManager(api, { requestTimeoutMs: 150, startupRetry: { attempts: 2, initialDelayMs: 10, maxDelayMs: 10 } }).obtain(),
+      newManager(api, { startupRequestTimeoutMs: 150, startupRetry: { attempts: 2, initialDelayMs: 10, maxDelayMs: 10 } }).obtain(),
       /gave up after 2 attempts .* no answer from https:\/\/127\.0\.0\.1:\d+ within 150 ms to get secrets\/envoy-shutdown-manager-self-signed in namespace envoy-shutdown-manager/,
     );
     assert.equal(api.requests.length, 2);
-    assert.ok(performance.now() - started < 1_500);
   });
 });
+
+describe('self-managed TLS: start-up budget', () => {
+  it('a request never waits past the budget: its timeout is cut to what is left', async (t) => {
+    const api = await startApi(t);
+    api.fail({ status: 'stall' });
+    const manager = newManager(api, { startupBudgetMs: 400, startupRequestTimeoutMs: 60_000, requestTimeoutMs: 60_000 });
+    const error = await manager.obtain().then(
+      () => assert.fail('obtain() succeeded'),
+      (thrown: unknown) => thrown,
+    );
+    assert.ok(error instanceof SelfManagedTlsError && error.retryable);
+    const match = /gave up after 1 attempt in [\d.]+ s \(start-up budget 0\.4 s\); last error: no answer from \S+ within (\d+) ms/.exec(error.message);
+    assert.ok(match, error.message);
+    assert.ok(Number(match[1]) <= 400, `the 60 s request timeout was cut to the budget: ${match[1]} ms`);
+  });
+
+  it('retries against an API server that never answers end with the clear error within the budget', async (t) => {
+    const api = await startApi(t);
+    api.fail({ status: 'stall' });
+    const budgetMs = 1_000;
+    const manager = newManager(api, {
+      startupBudgetMs: budgetMs,
+      startupRequestTimeoutMs: 200,
+      startupRetry: { attempts: 100, initialDelayMs: 20, maxDelayMs: 40 },
+    });
+    const started = performance.now();
+    await assert.rejects(manager.obtain(), /gave up after \d+ attempts in [\d.]+ s \(start-up budget 1\.0 s\); last error: no answer from/);
+    const elapsed = performance.now() - started;
+    assert.ok(api.requests.length >= 2, 'it did retry');
+    // Timers can only fire late: the slack is for a busy machine, the budget itself is never stretched.
+    assert.ok(elapsed < budgetMs + 1_000, `gave up after ${Math.round(elapsed)} ms`);
+  });
+
+  it('defaults: start-up ends within 60 s, requests included, with several attempts', () => {
+    const { startupBudgetMs, startupRequestTimeoutMs, startupRetry } = SELF_MANAGED_DEFAULTS;
+    assert.ok(startupBudgetMs <= 60_000);
+    assert.ok(startupRequestTimeoutMs * 3 < startupBudgetMs, 'room for at least three stalled attempts');
+    assert.ok(startupRetry.attempts >= 3);
+  });
+});
+
+/** A logger whose JSON lines the test reads back. */
+function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  return { logger, lines };
+}
 
 function secretData(bundle: { certPem: string; keyPem: string; caCertPem: string }): Record<string, string> {
   return { 'tls.crt': bundle.certPem, 'tls.key': bundle.keyPem, 'ca.crt': bundle.caCertPem };

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { TLS_SECRET_NAME } from '../../src/certs/names.js';
+import { SELF_MANAGED_DEFAULTS } from '../../src/certs/self-managed.js';
 import { envName } from '../../src/config/settings.js';
 import { WEBHOOK_SETTINGS, parseWebhookConfig } from '../../src/config/webhook.js';
 import {
@@ -134,6 +135,21 @@ describe('manifests/self-signed Deployment', () => {
     assert.equal(getString(service, ['metadata', 'namespace']), config.selfSignedCerts.namespace);
     const target = getObject(configuration, ['webhooks', 0, 'clientConfig', 'service']);
     assert.deepEqual([target.name, target.namespace], [config.selfSignedCerts.serviceName, config.selfSignedCerts.namespace]);
+  });
+
+  it("has a startupProbe on /healthz that outlasts start-up's whole budget, so the pod exits with its reason first", () => {
+    const probe = getObject(container, ['startupProbe']);
+    assert.deepEqual(get(probe, ['httpGet']), get(container, ['livenessProbe', 'httpGet']), 'the endpoint liveness uses');
+    assert.equal(get(probe, ['httpGet', 'scheme']), 'HTTPS');
+    assert.equal(get(probe, ['httpGet', 'path']), '/healthz');
+    assert.equal(get(probe, ['httpGet', 'port']), 'https');
+    const number = (field: string, fallback: number): number => (typeof probe[field] === 'number' ? (probe[field] as number) : fallback);
+    // The kubelet kills at the failureThreshold-th failed probe: the first runs at initialDelaySeconds.
+    const killedAfterS = number('initialDelaySeconds', 0) + (number('failureThreshold', 3) - 1) * number('periodSeconds', 10);
+    // Node and the Kubernetes client load in a second or two; 10 s more covers a slow node.
+    const neededS = SELF_MANAGED_DEFAULTS.startupBudgetMs / 1000 + 10;
+    assert.ok(killedAfterS >= neededS, `startupProbe gives up after ${killedAfterS} s; start-up may take ${neededS} s`);
+    assert.ok(number('timeoutSeconds', 1) < number('periodSeconds', 10));
   });
 
   it('mounts the ServiceAccount token in this pod only: the ServiceAccount stays opted out', () => {
