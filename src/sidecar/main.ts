@@ -5,7 +5,8 @@
  * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
  * matter (no fastify, no undici; see src/envoy/admin-client.ts).
  */
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { createLogger } from '../logging.js';
 import { drainTimingErrors } from '../config/drain.js';
 import { ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
@@ -62,7 +63,7 @@ export interface RunningSidecar {
   stop(): Promise<void>;
 }
 
-export async function startSidecar(config: SidecarConfig, log: Logger = createLogger(config.logLevel)): Promise<RunningSidecar> {
+export async function startSidecar(config: SidecarConfig, log: Logger = createLogger(config.logLevel, 'shutdown-manager')): Promise<RunningSidecar> {
   const envoy = new EnvoyAdminClient({
     address: config.adminAddress,
     port: config.adminPort,
@@ -121,15 +122,6 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
       envoy.close();
     })());
   return { port: server.port, drain, log, stop };
-}
-
-function createLogger(level: string): Logger {
-  return pino({
-    level,
-    base: { component: 'shutdown-manager' },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  });
 }
 
 /** How long SIGTERM handling may take before the process exits anyway: it must never outlive its grace. */

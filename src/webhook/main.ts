@@ -1,6 +1,7 @@
 /** Webhook mode: read the settings, make sure certificates exist, serve until SIGTERM. */
 import { setTimeout as delay } from 'node:timers/promises';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { createLogger } from '../logging.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { describeSettings, HelpRequested } from '../config/settings.js';
 import { parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../config/webhook.js';
@@ -33,7 +34,7 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
       new ConfigError('flag --dev-certs', 'true', 'false with --self-signed-certs, which manages the certificate itself'),
     ]);
   }
-  const logger = pino({ level: config.logLevel, base: { mode: 'webhook' } });
+  const logger = createLogger(config.logLevel, 'webhook');
 
   if (config.devCerts) {
     const { generated, caFile } = await ensureDevCertificates(config.tlsCertFile, config.tlsKeyFile);
