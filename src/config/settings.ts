@@ -31,6 +31,17 @@ export class HelpRequested extends Error {
   override readonly name = 'HelpRequested';
 }
 
+/** Runs `parse`; on --help prints `usage` and returns undefined, so that the caller simply stops. */
+export function parseOrShowHelp<Config>(parse: () => Config, usage: string): Config | undefined {
+  try {
+    return parse();
+  } catch (error) {
+    if (!(error instanceof HelpRequested)) throw error;
+    process.stdout.write(usage);
+    return undefined;
+  }
+}
+
 /**
  * Reads every setting of `table` (keys are the flag names) from `args` (`--name=value` or `--name value`),
  * then `env`. Collects every bad value before throwing, so one run names all the mistakes.

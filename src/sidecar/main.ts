@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { createLogger } from '../logging.js';
 import { drainTimingErrors } from '../config/drain.js';
 import { ConfigErrors } from '../config/errors.js';
-import { describeSettings, HelpRequested } from '../config/settings.js';
+import { describeSettings, parseOrShowHelp } from '../config/settings.js';
 import { sidecarMetrics } from './metrics.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
@@ -30,16 +30,8 @@ ${describeSettings(SIDECAR_SETTINGS)}
 
 /** Entry point used by src/main.ts. Resolves once the server listens; the process then runs until SIGTERM. */
 export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
-  let config: SidecarConfig;
-  try {
-    config = parseSidecarConfig(args, env);
-  } catch (error) {
-    if (error instanceof HelpRequested) {
-      process.stdout.write(SIDECAR_USAGE);
-      return;
-    }
-    throw error;
-  }
+  const config = parseOrShowHelp(() => parseSidecarConfig(args, env), SIDECAR_USAGE);
+  if (config === undefined) return;
   checkConsistency(config);
   // Handlers go in before the server listens: a SIGTERM right after the "listening" line must not meet
   // Node's default handler (exit by signal, held requests dropped).

@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { createLogger } from '../logging.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
-import { describeSettings, HelpRequested } from '../config/settings.js';
+import { describeSettings, parseOrShowHelp } from '../config/settings.js';
 import { parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../config/webhook.js';
 import { ensureDevCertificates } from '../certs/files.js';
 import type { SelfManagedCertificates } from '../certs/self-managed.js';
@@ -21,14 +21,8 @@ ${describeSettings(WEBHOOK_SETTINGS)}
 `;
 
 export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
-  let config: WebhookConfig;
-  try {
-    config = parseWebhookConfig(args, env);
-  } catch (error) {
-    if (!(error instanceof HelpRequested)) throw error;
-    process.stdout.write(USAGE);
-    return;
-  }
+  const config = parseOrShowHelp(() => parseWebhookConfig(args, env), USAGE);
+  if (config === undefined) return;
   if (config.devCerts && config.selfSignedCerts.enabled) {
     throw new ConfigErrors([
       new ConfigError('flag --dev-certs', 'true', 'false with --self-signed-certs, which manages the certificate itself'),
