@@ -45,7 +45,7 @@ export async function runInjectCommand(args: readonly string[], io: CommandIo): 
     if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', 2);
     const input = filename === '-' ? await readStream(io.stdin) : await readInput(filename);
     const seed = values['token-seed'];
-    if (seed === '') {
+    if (seed === '' && values['protect-shutdown']) {
       io.stderr.write(`note: /shutdown tokens are random, so every run changes the pod templates; set ${envName('token-seed')} for stable output\n`);
     }
     const result = injectManifests(input, injectionConfigOf(values), seed === '' ? newShutdownToken : derivedToken(seed));

@@ -4,6 +4,7 @@
  * that are not changed are written back byte for byte; a changed document is edited through the YAML
  * document model, so its comments survive.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Document, LineCounter, parseAllDocuments } from 'yaml';
 import type { InjectionConfig } from '../config/webhook.js';
@@ -114,9 +115,27 @@ function injectDocument(document: Document, config: InjectionConfig, tokenFor: T
     const outcome = injectPod(template as V1Pod, config, tokenFor(`${String(object.kind)} ${nameOf(object)}`));
     const operations = operationsFor(outcome, template, object, note);
     for (const operation of operations) applyToDocument(document, [...base, ...templatePath], operation);
+    if (outcome.action === 'inject') assertWrittenAsInjected(document, [...base, ...templatePath], outcome.pod, object);
     if (operations.length > 0) count += 1;
   }
   return count;
+}
+
+/**
+ * Reads the edited template back: a merge key (`<<: *base`) makes an edit land beside the merged value
+ * instead of in it, which would silently drop containers or annotations. Better to refuse than to corrupt.
+ */
+function assertWrittenAsInjected(document: Document, path: Path, injected: V1Pod, object: JsonObject): void {
+  const written = valueAt(document.toJS({ maxAliasCount: 100 }), path);
+  if (!isDeepStrictEqual(written, JSON.parse(JSON.stringify(injected)))) {
+    throw new ManifestError(
+      `${String(object.kind)} ${nameOf(object)}: its pod template uses YAML merge keys (<<) or anchors that an edit cannot go through; expand them first (e.g. yq 'explode(.)')`,
+    );
+  }
+}
+
+function valueAt(root: unknown, path: Path): unknown {
+  return path.reduce<unknown>((value, key) => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined), root);
 }
 
 function operationsFor(outcome: InjectionOutcome, template: JsonObject, object: JsonObject, note: (text: string) => void): Operation[] {

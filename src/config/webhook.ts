@@ -84,7 +84,7 @@ export const WEBHOOK_SETTINGS = {
   'shutdown-delay': {
     kind: kinds.durationMs,
     default: 5_000,
-    help: 'After SIGTERM, keep answering (with /readyz failing) this long before closing, while the Service stops sending requests here.',
+    help: "After SIGTERM, keep answering (with /readyz failing) this long before closing, while the Service stops sending requests here; keep it well below the pod's terminationGracePeriodSeconds (30 s by default).",
   } satisfies Setting<number>,
   'body-limit': {
     kind: kinds.byteSize,

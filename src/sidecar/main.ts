@@ -85,7 +85,8 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
   });
   if (config.shutdownToken === undefined) {
-    log.warn({ event: 'shutdown_unprotected' }, `no ${SHUTDOWN_TOKEN_ENV}: anyone who can reach this port can drain Envoy`);
+    // Info, not warn: without a token is the documented setup for clusters before 1.26 (--protect-shutdown=false).
+    log.info({ event: 'shutdown_unprotected' }, `no ${SHUTDOWN_TOKEN_ENV}: anyone who can reach this port can drain Envoy`);
   }
   log.info(
     {

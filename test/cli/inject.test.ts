@@ -189,6 +189,24 @@ describe('YAML as people write it', () => {
     assert.equal((parse(result.stdout, { merge: true }) as Json).spec.containers.length, 2);
   });
 
+  for (const [where, yaml] of [
+    [
+      'spec',
+      'x-spec: &podspec\n  containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]\napiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: envoy}}\nspec:\n  <<: *podspec\n',
+    ],
+    [
+      'metadata',
+      'x-meta: &meta\n  labels: {app: envoy}\n  annotations: {prometheus.io/scrape: "true"}\napiVersion: v1\nkind: Pod\nmetadata:\n  <<: *meta\n  name: p\nspec:\n  containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]\n',
+    ],
+  ] as const) {
+    test(`an edit that a merge key in ${where} would divert is refused rather than written wrong`, () => {
+      const result = inject(['-f', '-'], yaml);
+      assert.equal(result.code, 1, result.stdout);
+      assert.match(result.stderr, /Pod p: its pod template uses YAML merge keys \(<<\) or anchors that an edit cannot go through; expand them first/);
+      assert.equal(result.stdout, '');
+    });
+  }
+
   test('a template shared through an alias is refused with a clear message, not a stack trace', () => {
     const yaml = [
       'apiVersion: v1',

@@ -1,6 +1,7 @@
 /** The webhook as users start it: the built entry point in a child process. */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { Agent, get } from 'node:https';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -66,13 +67,25 @@ test('with --dev-certs it generates certificates, serves HTTPS; on SIGTERM it fa
   const health = await httpsRequest(`${url}/healthz`, { ca, method: 'GET' });
   assert.equal(health.status, 200);
 
+  // A client that keeps its connection open (as the API server does) must not hold the shutdown up.
+  const keepAlive = new Agent({ keepAlive: true, ca });
+  t.after(() => keepAlive.destroy());
+  await new Promise<void>((resolve, reject) => {
+    get(`${url}/healthz`, { agent: keepAlive }, (res) => res.resume().on('end', resolve)).on('error', reject);
+  });
+  assert.equal(Object.values(keepAlive.freeSockets).flat().length, 1, 'an idle keep-alive connection is open');
+
   const signalledAt = Date.now();
   child.kill('SIGTERM');
   const exited = once(child, 'exit');
   await new Promise((resolve) => setTimeout(resolve, 150));
   assert.equal((await httpsRequest(`${url}/readyz`, { ca, method: 'GET' })).status, 503, 'leaving the Service');
-  assert.equal((await httpsRequest(`${url}/healthz`, { ca, method: 'GET' })).status, 200, 'still serving');
+  const during = await httpsRequest(`${url}/healthz`, { ca, method: 'GET' });
+  assert.equal(during.status, 200, 'still serving');
+  assert.equal(during.headers.connection, 'close', 'keep-alive connections end with their answer');
   const [code] = await exited;
   assert.equal(code, 0);
-  assert.ok(Date.now() - signalledAt >= 600, 'served for the whole delay');
+  const stoppedAfter = Date.now() - signalledAt;
+  assert.ok(stoppedAfter >= 600, 'served for the whole delay');
+  assert.ok(stoppedAfter < 600 + 2_500, `exited ${stoppedAfter} ms after SIGTERM: held up by an idle connection`);
 });
