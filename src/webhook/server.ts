@@ -112,8 +112,9 @@ function registerRoutes(
     readiness.ready ? 'ok\n' : reply.code(503).send('shutting down\n'),
   );
   // While shutting down, every answer ends its keep-alive connection: the client reconnects to another replica.
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (!readiness.ready) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   app.get(WEBHOOK_PATHS.metrics, async (_request, reply) =>
