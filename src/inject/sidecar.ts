@@ -69,8 +69,10 @@ export function buildSidecarContainer(
     },
     lifecycle: { preStop: shutdownHook(plan, options.token) },
     resources: {
-      requests: { cpu: '10m', memory: '32Mi' },
-      limits: { cpu: '200m', memory: '96Mi' },
+      // Requests near what it uses (about 57 MiB resident, idle or draining 1,000 connections: npm run bench),
+      // so the scheduler counts it; the limit leaves room for a burst of connections to count.
+      requests: { cpu: '10m', memory: '64Mi' },
+      limits: { cpu: '200m', memory: '128Mi' },
     },
     securityContext: {
       runAsNonRoot: true,
