@@ -110,12 +110,13 @@ function injectDocument(document: Document, config: InjectionConfig, tokenFor: T
   for (const { object, base } of targets) {
     const templatePath = TEMPLATE_PATHS[String(object.kind)];
     if (templatePath === undefined) continue;
-    const template = getIn(object, templatePath);
+    const template = valueAt(object, templatePath);
     if (!isJsonObject(template)) continue;
     const outcome = injectPod(template as V1Pod, config, tokenFor(`${String(object.kind)} ${nameOf(object)}`));
     const operations = operationsFor(outcome, template, object, note);
-    for (const operation of operations) applyToDocument(document, [...base, ...templatePath], operation);
-    if (outcome.action === 'inject') assertWrittenAsInjected(document, [...base, ...templatePath], outcome.pod, object);
+    const path = [...base, ...templatePath];
+    for (const operation of operations) applyToDocument(document, path, operation);
+    if (outcome.action === 'inject') assertWrittenAsInjected(document, path, outcome.pod, object);
     if (operations.length > 0) count += 1;
   }
   return count;
@@ -134,6 +135,7 @@ function assertWrittenAsInjected(document: Document, path: Path, injected: V1Pod
   }
 }
 
+/** The value at `path` (keys and list indexes), or undefined where the path leaves the data. */
 function valueAt(root: unknown, path: Path): unknown {
   return path.reduce<unknown>((value, key) => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined), root);
 }
@@ -174,10 +176,6 @@ function parsePointer(pointer: string): (string | number)[] {
     .slice(1)
     .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'))
     .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
-}
-
-function getIn(object: JsonObject, path: Path): unknown {
-  return path.reduce<unknown>((value, key) => (isJsonObject(value) ? value[key as string] : undefined), object);
 }
 
 function nameOf(object: JsonObject): string {

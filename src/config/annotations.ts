@@ -42,7 +42,7 @@ const KNOWN_SUFFIXES = new Set([
 ]);
 
 /** Kubernetes' own default, which the API server has set on every pod before admission. */
-export const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
+const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
 
 export interface ResolvedPlan {
   readonly plan: PodDrainPlan;

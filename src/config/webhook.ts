@@ -1,4 +1,5 @@
 /** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
+import { DEFAULT_NAMESPACE, DEFAULT_SERVICE, SELF_SIGNED_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
 import { DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type PodDrainPlan } from './drain.js';
 import { envName, readSettings, type Setting, type ValuesOf } from './settings.js';
 import { LOG_LEVEL_SETTING } from './sidecar.js';
@@ -63,22 +64,22 @@ export const WEBHOOK_SETTINGS = {
   } satisfies Setting<boolean>,
   namespace: {
     kind: kinds.text,
-    default: 'envoy-shutdown-manager',
+    default: DEFAULT_NAMESPACE,
     help: "The webhook's own namespace (set it from the downward API), where the self-signed certificate Secret lives.",
   } satisfies Setting<string>,
   'service-name': {
     kind: kinds.text,
-    default: 'envoy-shutdown-manager',
+    default: DEFAULT_SERVICE,
     help: 'The Service in front of the webhook: the self-signed certificate is issued for <service>.<namespace>.svc.',
   } satisfies Setting<string>,
   'tls-secret-name': {
     kind: kinds.text,
-    default: 'envoy-shutdown-manager-self-signed',
+    default: SELF_SIGNED_SECRET_NAME,
     help: 'With --self-signed-certs: the Secret holding the CA and serving certificate.',
   } satisfies Setting<string>,
   'webhook-configuration-name': {
     kind: kinds.text,
-    default: 'shutdown-manager.io',
+    default: WEBHOOK_CONFIGURATION_NAME,
     help: 'With --self-signed-certs: the MutatingWebhookConfiguration whose caBundle is kept up to date.',
   } satisfies Setting<string>,
   'shutdown-delay': {
