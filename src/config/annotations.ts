@@ -24,6 +24,8 @@ export const ANNOTATIONS = {
 const OVERRIDES: Readonly<Record<string, keyof DrainDefaults>> = {
   'check-interval': 'check-interval',
   'check-delay': 'check-delay',
+  'drain-delay': 'drain-delay',
+  'recover-envoy': 'recover-envoy',
   'min-open-connections': 'min-open-connections',
   'termination-grace-period': 'termination-grace-period',
   'envoy-admin-port': 'admin-port',

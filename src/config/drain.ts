@@ -18,6 +18,11 @@ export const DRAIN_SETTINGS = {
     default: 60_000,
     help: 'How long to wait after telling Envoy to drain before the first poll (load balancers deregister meanwhile).',
   } satisfies Setting<number>,
+  'drain-delay': {
+    kind: kinds.durationMs,
+    default: 0,
+    help: "How long to wait after /shutdown before failing Envoy's health checks, while Envoy still serves: for load balancers that must see the endpoint leave first (externalTrafficPolicy: Local). Counts against the drain deadline.",
+  } satisfies Setting<number>,
   'min-open-connections': {
     kind: kinds.connectionCount,
     default: 0,
@@ -38,6 +43,11 @@ export const DRAIN_SETTINGS = {
     default: [] as readonly string[],
     help: 'Count only these listeners (stat names such as 0.0.0.0_8080); empty counts every listener but admin.',
   } satisfies Setting<readonly string[]>,
+  'recover-envoy': {
+    kind: kinds.boolean,
+    default: true,
+    help: 'When the sidecar starts and finds Envoy left failing its health checks or draining (no pod deletion can be under way then), bring it back: POST /healthcheck/ok, or POST /quitquitquit when its listeners were drained, so that the kubelet restarts it.',
+  } satisfies Setting<boolean>,
 };
 
 export type DrainDefaults = ValuesOf<typeof DRAIN_SETTINGS> & { 'termination-grace-period': number };
@@ -46,11 +56,15 @@ export type DrainDefaults = ValuesOf<typeof DRAIN_SETTINGS> & { 'termination-gra
 export interface PodDrainPlan {
   readonly checkIntervalMs: number;
   readonly checkDelayMs: number;
+  /** Wait between /shutdown and POST /healthcheck/fail. */
+  readonly drainDelayMs: number;
   readonly minOpenConnections: number;
   readonly servePort: number;
   readonly adminPort: number;
   /** Listener stat names to count; empty counts them all. */
   readonly listeners: readonly string[];
+  /** Bring back an Envoy found left draining when the sidecar starts. */
+  readonly recoverEnvoy: boolean;
   readonly terminationGracePeriodSeconds: number;
   /** When the sidecar gives up waiting: the grace period minus a margin for Envoy's own SIGTERM. */
   readonly drainTimeoutMs: number;
@@ -78,10 +92,12 @@ export function drainSettingsOf(plan: PodDrainPlan): DrainDefaults {
   return {
     'check-interval': plan.checkIntervalMs,
     'check-delay': plan.checkDelayMs,
+    'drain-delay': plan.drainDelayMs,
     'min-open-connections': plan.minOpenConnections,
     'serve-port': plan.servePort,
     'admin-port': plan.adminPort,
     listeners: plan.listeners,
+    'recover-envoy': plan.recoverEnvoy,
     'termination-grace-period': plan.terminationGracePeriodSeconds,
   };
 }
@@ -91,17 +107,19 @@ export function makeDrainPlan(values: DrainDefaults, sourceOf: (name: keyof Drai
   const plan: PodDrainPlan = {
     checkIntervalMs: values['check-interval'],
     checkDelayMs: values['check-delay'],
+    drainDelayMs: values['drain-delay'],
     minOpenConnections: values['min-open-connections'],
     servePort: values['serve-port'],
     adminPort: values['admin-port'],
     listeners: values.listeners,
+    recoverEnvoy: values['recover-envoy'],
     terminationGracePeriodSeconds: values['termination-grace-period'],
     drainTimeoutMs: drainTimeoutMs(values['termination-grace-period']),
   };
   const errors = drainTimingErrors(
     plan,
     sourceOf,
-    'lower check-delay or raise termination-grace-period (the deadline is the grace period minus a safety margin)',
+    'lower check-delay or drain-delay, or raise termination-grace-period (the deadline is the grace period minus a safety margin)',
   );
   if (errors.length > 0) throw new ConfigErrors(errors);
   return plan;
@@ -112,14 +130,19 @@ export function makeDrainPlan(values: DrainDefaults, sourceOf: (name: keyof Drai
  * port. Shared by the webhook (per pod) and the sidecar (its own flags), each with its own remedy.
  */
 export function drainTimingErrors(
-  plan: Pick<PodDrainPlan, 'checkDelayMs' | 'drainTimeoutMs' | 'servePort' | 'adminPort'>,
-  sourceOf: (name: 'check-delay' | 'serve-port') => string,
+  plan: Pick<PodDrainPlan, 'checkDelayMs' | 'drainDelayMs' | 'drainTimeoutMs' | 'servePort' | 'adminPort'>,
+  sourceOf: (name: 'check-delay' | 'drain-delay' | 'serve-port') => string,
   deadlineRemedy: string,
 ): ConfigError[] {
   const errors: ConfigError[] = [];
+  const deadline = formatDuration(plan.drainTimeoutMs);
   if (plan.checkDelayMs >= plan.drainTimeoutMs) {
-    const expected = `a check delay shorter than the drain deadline of ${formatDuration(plan.drainTimeoutMs)}; ${deadlineRemedy}`;
+    const expected = `a check delay shorter than the drain deadline of ${deadline}; ${deadlineRemedy}`;
     errors.push(new ConfigError(sourceOf('check-delay'), formatDuration(plan.checkDelayMs), expected, 'check-delay'));
+  } else if (plan.drainDelayMs + plan.checkDelayMs >= plan.drainTimeoutMs) {
+    // The count may end the drain only check-delay after the (delayed) health-check failure: both must fit.
+    const expected = `a drain delay that, added to the check delay of ${formatDuration(plan.checkDelayMs)}, stays below the drain deadline of ${deadline}; ${deadlineRemedy}`;
+    errors.push(new ConfigError(sourceOf('drain-delay'), formatDuration(plan.drainDelayMs), expected, 'drain-delay'));
   }
   if (plan.servePort === plan.adminPort) {
     const expected = `a port other than Envoy's admin port ${plan.adminPort}`;

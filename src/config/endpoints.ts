@@ -8,7 +8,10 @@ export const WEBHOOK_PATHS = {
 
 export const SIDECAR_PATHS = {
   healthz: '/healthz',
+  /** Envoy's preStop hook: starts the drain (or joins the one running) and answers when it ends. */
   shutdown: '/shutdown',
+  /** The sidecar's own preStop hook (and app containers'): joins a drain, never starts one. */
+  wait: '/wait',
   drain: '/drain',
   metrics: '/metrics',
 } as const;

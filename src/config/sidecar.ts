@@ -42,6 +42,16 @@ export const SIDECAR_SETTINGS = {
     default: false,
     help: "Ask Envoy to drain only listeners with traffic_direction INBOUND (drain_listeners?inboundonly). Since Envoy 1.34 listeners left UNSPECIFIED, as Contour's and Envoy Gateway's are, are then not drained: for meshes whose outbound listeners must keep working.",
   } satisfies Setting<boolean>,
+  'wait-window': {
+    kind: kinds.positiveDurationMs,
+    default: 5_000,
+    help: "How long GET /wait (the sidecar's own preStop hook) waits for a drain to start before answering that none is under way. It never starts one: only Envoy's hook, GET /shutdown, does.",
+  } satisfies Setting<number>,
+  'state-dir': {
+    kind: kinds.optionalDirectory,
+    default: '',
+    help: "A directory that outlives this container but not the pod (the injector mounts an emptyDir): the drain notes there which steps it sent to which Envoy process, so that a restarted sidecar knows whether Envoy's listeners were drained. Empty: no notes.",
+  } satisfies Setting<string>,
   'shutdown-token': {
     kind: kinds.text,
     default: '',
@@ -69,6 +79,14 @@ export interface SidecarConfig {
   readonly adminRefusalsBeforeExited: number;
   /** Drain only INBOUND listeners (`drain_listeners?inboundonly`). */
   readonly drainInboundOnly: boolean;
+  /** Wait between /shutdown and POST /healthcheck/fail. */
+  readonly drainDelayMs: number;
+  /** Bring back an Envoy found left draining at start-up. */
+  readonly recoverEnvoy: boolean;
+  /** How long GET /wait waits for a drain to start. */
+  readonly waitWindowMs: number;
+  /** Where the drain journal lives; empty: none. */
+  readonly stateDir: string;
   readonly logLevel: string;
   /** Bearer token /shutdown requires; undefined leaves /shutdown open (pods injected by hand). */
   readonly shutdownToken: string | undefined;
@@ -89,6 +107,10 @@ export function parseSidecarConfig(args: readonly string[], env: NodeJS.ProcessE
     adminTimeoutMs: values['admin-timeout'],
     adminRefusalsBeforeExited: values['admin-refusals'],
     drainInboundOnly: values['drain-inbound-only'],
+    drainDelayMs: values['drain-delay'],
+    recoverEnvoy: values['recover-envoy'],
+    waitWindowMs: values['wait-window'],
+    stateDir: values['state-dir'],
     logLevel: values['log-level'],
     shutdownToken: values['shutdown-token'] === '' ? undefined : values['shutdown-token'],
   };

@@ -83,6 +83,16 @@ export const listenAddress: ValueKind<string> = {
   format: (value) => value,
 };
 
+/** An absolute directory path, or empty for "none". */
+export const optionalDirectory: ValueKind<string> = {
+  form: 'an absolute directory path, or empty for none',
+  parse: (raw) => {
+    const path = raw.trim();
+    return path === '' || path.startsWith('/') ? path : undefined;
+  },
+  format: (value) => value,
+};
+
 export const boolean: ValueKind<boolean> = {
   form: '"true" or "false"',
   parse: (raw) => ({ true: true, false: false })[raw.trim().toLowerCase() as 'true' | 'false'],

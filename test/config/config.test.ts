@@ -31,6 +31,8 @@ describe('webhook settings', () => {
     assert.deepEqual(defaults, {
       checkIntervalMs: 5000,
       checkDelayMs: 60_000,
+      drainDelayMs: 0,
+      recoverEnvoy: true,
       minOpenConnections: 0,
       servePort: 8090,
       adminPort: 9001,

@@ -58,9 +58,11 @@ describe('an Envoy pod created by a Deployment', () => {
       'mode=sidecar',
       '--check-interval=5s',
       '--check-delay=1m',
+      '--drain-delay=0s',
       '--min-open-connections=0',
       '--serve-port=8090',
       '--admin-port=9001',
+      '--recover-envoy=true',
       '--drain-timeout=4m50s',
     ]);
     assert.equal(sidecar.image, webhook.config.injection.sidecarImage);
