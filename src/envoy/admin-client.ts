@@ -9,6 +9,7 @@
  * loopback needs nothing more.
  */
 import http from 'node:http';
+import { isJsonObject } from '../json.js';
 import { countDownstreamConnections, DOWNSTREAM_CX_ACTIVE_FILTER, parseJsonStats, type ConnectionCount } from './stats.js';
 
 export interface EnvoyAdminOptions {
@@ -29,6 +30,22 @@ export interface EnvoyAdminOptions {
 /** Envoy's server states, as `/ready` names them. */
 export type EnvoyServerState = 'LIVE' | 'DRAINING' | 'PRE_INITIALIZING' | 'INITIALIZING';
 const SERVER_STATES: readonly string[] = ['LIVE', 'DRAINING', 'PRE_INITIALIZING', 'INITIALIZING'];
+
+/**
+ * What `/server_info` says of the Envoy process: enough to tell one process from the next (a container
+ * restart gives a fresh process with a small uptime) and whether it fails its health checks.
+ */
+export interface EnvoyProcessInfo {
+  readonly state: EnvoyServerState;
+  /** `uptime_current_epoch`, whole seconds as Envoy reports them. */
+  readonly uptimeSeconds: number;
+  /**
+   * When this process started, estimated as read time minus uptime. Envoy floors its uptime to the
+   * second, so the estimate is up to a second late: compare two estimates with that tolerance.
+   */
+  readonly startedAtMs: number;
+  readonly readAtMs: number;
+}
 
 /** Base of every admin failure; `endpoint` is what was called, e.g. "POST /healthcheck/fail". */
 export class EnvoyAdminError extends Error {
@@ -127,6 +144,40 @@ export class EnvoyAdminClient {
     }
     this.answered = true;
     return state as EnvoyServerState;
+  }
+
+  /**
+   * `GET /server_info`: the process's state and uptime. Uptimes are protobuf JSON durations (`"12s"`,
+   * `"0.500s"`); anything else is an AdminResponseError.
+   */
+  async serverInfo(signal?: AbortSignal, now: () => number = Date.now): Promise<EnvoyProcessInfo> {
+    const endpoint = 'GET /server_info';
+    const body = await this.call('GET', '/server_info', signal);
+    const readAtMs = now();
+    let document: unknown;
+    try {
+      document = JSON.parse(body);
+    } catch {
+      throw new AdminResponseError(endpoint, `answered ${JSON.stringify(body.slice(0, 120))}, not JSON`);
+    }
+    const state = isJsonObject(document) ? document['state'] : undefined;
+    const uptime = isJsonObject(document) ? document['uptime_current_epoch'] : undefined;
+    const seconds = typeof uptime === 'string' ? parseProtobufSeconds(uptime) : undefined;
+    if (typeof state !== 'string' || !SERVER_STATES.includes(state) || seconds === undefined) {
+      throw new AdminResponseError(endpoint, `answered without a known "state" and an "uptime_current_epoch": ${JSON.stringify(body.slice(0, 120))}`);
+    }
+    this.answered = true;
+    return { state: state as EnvoyServerState, uptimeSeconds: seconds, startedAtMs: readAtMs - seconds * 1000, readAtMs };
+  }
+
+  /** `POST /healthcheck/ok`: undoes /healthcheck/fail (the only part of a drain that can be undone). */
+  async passHealthChecks(signal?: AbortSignal): Promise<void> {
+    await this.mutate('/healthcheck/ok', signal);
+  }
+
+  /** `POST /quitquitquit`: Envoy exits; in a pod, the kubelet then starts a fresh Envoy container. */
+  async quit(signal?: AbortSignal): Promise<void> {
+    await this.mutate('/quitquitquit', signal);
   }
 
   /** `POST /healthcheck/fail`: Envoy fails health checks and closes HTTP/1.1 connections after their responses. */
@@ -233,4 +284,10 @@ export class EnvoyAdminClient {
     if (caller?.aborted === true) return new AdminTransportError(endpoint, 'cancelled', { cause: error });
     return new AdminTransportError(endpoint, `${code ?? error.name}: ${error.message}`, { cause: error });
   }
+}
+
+/** `"12s"`, `"0.500s"` (protobuf JSON Duration) → whole seconds; undefined for anything else. */
+function parseProtobufSeconds(text: string): number | undefined {
+  const match = /^(\d{1,12})(?:\.\d{1,9})?s$/.exec(text);
+  return match === null ? undefined : Number(match[1]);
 }

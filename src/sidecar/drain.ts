@@ -5,7 +5,7 @@
  * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both
  * containers' hooks at the same time, so every caller awaits the same outcome.
  */
-import { AdminRefusedError } from '../envoy/admin-client.js';
+import { AdminRefusedError, AdminResponseError, AdminStatusError } from '../envoy/admin-client.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
 import { systemClock, type Clock } from './clock.js';
@@ -23,6 +23,8 @@ export interface EnvoyDrainTarget {
 }
 
 export interface DrainSettings {
+  /** Envoy keeps serving untouched this long after the drain starts (load balancers deregister first). */
+  readonly drainDelayMs: number;
   readonly checkDelayMs: number;
   readonly checkIntervalMs: number;
   readonly minOpenConnections: number;
@@ -58,6 +60,13 @@ export interface DrainOutcome {
   readonly durationMs: number;
   /** `host:port` of Envoy's admin API. */
   readonly envoyAdmin: string;
+  /** The last admin failure, as logged; null when every call succeeded. */
+  readonly lastError: string | null;
+  /**
+   * The last HTTP answer of the admin port that was not what Envoy answers (a 500, an HTML page): such a
+   * port is reachable, so "never reachable" would send the operator looking at the network.
+   */
+  readonly lastInvalidAnswer: string | null;
 }
 
 /** What /drain shows: enough to understand a pod stuck in Terminating. */
@@ -86,8 +95,13 @@ export interface DrainSnapshot {
   readonly envoyAdminEverReachable: boolean;
 }
 
+export type DrainStepName = 'fail health checks' | 'drain listeners';
+
+/** Told before each initiation call is sent, so that a record of it survives this process (see journal.ts). */
+export type BeforeStep = (step: DrainStepName) => Promise<void>;
+
 interface InitiationStep {
-  readonly name: 'fail health checks' | 'drain listeners';
+  readonly name: DrainStepName;
   readonly run: (signal: AbortSignal) => Promise<void>;
   done: boolean;
 }
@@ -108,6 +122,10 @@ export class Drain {
   private polls = 0;
   private consecutiveRefusals = 0;
   private lastError: string | null = null;
+  /** See DrainOutcome.lastInvalidAnswer. */
+  private lastInvalidAnswer: string | null = null;
+  /** When the last poll was sent: polls are check-interval apart, from one start to the next. */
+  private lastPollSentAtMs: number | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
   private healthChecksFailedAtMs: number | undefined;
   /** Aborted at the deadline or on interrupt(): cancels the pending sleep or admin call at once. */
@@ -121,17 +139,26 @@ export class Drain {
     private readonly settings: DrainSettings,
     private readonly log: SidecarLog,
     private readonly clock: Clock = systemClock,
+    beforeStep: BeforeStep = async () => undefined,
   ) {
     this.steps = [
       {
         name: 'fail health checks',
         run: async (signal) => {
+          await beforeStep('fail health checks');
           await envoy.failHealthChecks(signal);
           this.healthChecksFailedAtMs = this.clock.now();
         },
         done: false,
       },
-      { name: 'drain listeners', run: (signal) => envoy.drainListeners(signal), done: false },
+      {
+        name: 'drain listeners',
+        run: async (signal) => {
+          await beforeStep('drain listeners');
+          await envoy.drainListeners(signal);
+        },
+        done: false,
+      },
     ];
   }
 
@@ -185,19 +212,23 @@ export class Drain {
     this.state = 'draining';
     this.startedAtMs = this.clock.now();
     this.armDeadline();
-    const { checkDelayMs, checkIntervalMs, minOpenConnections, drainTimeoutMs } = this.settings;
+    const { drainDelayMs, checkDelayMs, checkIntervalMs, minOpenConnections, drainTimeoutMs } = this.settings;
     this.log.info(
       {
         event: 'drain_started',
         deadline: isoOrNull(this.startedAtMs + drainTimeoutMs),
         drain_timeout_ms: drainTimeoutMs,
+        drain_delay_ms: drainDelayMs,
         check_delay_ms: checkDelayMs,
         check_interval_ms: checkIntervalMs,
         min_connections: minOpenConnections,
       },
-      'drain started: failing Envoy health checks and draining its listeners',
+      drainDelayMs > 0
+        ? `drain started: Envoy keeps serving for the drain delay of ${drainDelayMs} ms, then its health checks fail and its listeners drain`
+        : 'drain started: failing Envoy health checks and draining its listeners',
     );
     try {
+      if (drainDelayMs > 0) await this.sleep(drainDelayMs);
       for (;;) {
         const ended = await this.check();
         if (ended !== undefined) return this.finish(ended);
@@ -229,12 +260,18 @@ export class Drain {
         if (ended !== undefined || error instanceof AdminRefusedError) return ended;
       }
     }
-    return this.clock.now() >= this.pollsFromMs() ? this.poll() : undefined;
+    return this.clock.now() >= this.nextPollAtMs() ? this.poll() : undefined;
   }
 
-  /** Polls start check-delay after the drain started: nothing can end the drain by count before. */
-  private pollsFromMs(): number {
-    return (this.startedAtMs ?? 0) + this.settings.checkDelayMs;
+  /**
+   * Polls start check-delay after the drain delay, then follow check-interval from one poll's start to the
+   * next, as the README says, whatever the steps or the count did in between. A count that may end the
+   * drain only later (see countMayEndFromMs) waits for the next poll on that grid, never for an extra one.
+   */
+  private nextPollAtMs(): number {
+    const { drainDelayMs, checkDelayMs, checkIntervalMs } = this.settings;
+    if (this.lastPollSentAtMs !== undefined) return this.lastPollSentAtMs + checkIntervalMs;
+    return (this.startedAtMs ?? 0) + drainDelayMs + checkDelayMs;
   }
 
   /**
@@ -247,19 +284,16 @@ export class Drain {
     return failedAt === undefined ? undefined : failedAt + this.settings.checkDelayMs;
   }
 
-  /**
-   * Every check-interval, but no earlier than needed: nothing to do before polls start when every step
-   * is done, and the moments polls start and the count may end the drain are met exactly.
-   */
+  /** Until the next poll; steps not done yet are retried every check-interval meanwhile. */
   private msUntilNextCheck(): number {
-    const now = this.clock.now();
-    const pollsFrom = this.pollsFromMs();
-    if (now < pollsFrom && this.steps.every((step) => step.done)) return pollsFrom - now;
-    const upcoming = [pollsFrom, this.countMayEndFromMs()].filter((at): at is number => at !== undefined && at > now);
-    return Math.min(this.settings.checkIntervalMs, ...upcoming.map((at) => at - now));
+    const untilPoll = this.nextPollAtMs() - this.clock.now();
+    if (this.steps.every((step) => step.done)) return Math.max(0, untilPoll);
+    // A poll already due did not happen: a refused step ended the round. Both wait for the next interval.
+    return untilPoll > 0 ? Math.min(this.settings.checkIntervalMs, untilPoll) : this.settings.checkIntervalMs;
   }
 
   private async poll(): Promise<DrainEndReason | undefined> {
+    this.lastPollSentAtMs = this.clock.now();
     try {
       const count = await this.envoy.countOpenConnections(this.stop.signal);
       this.consecutiveRefusals = 0;
@@ -300,9 +334,13 @@ export class Drain {
    * likely a wrong admin port as an Envoy gone, and a wrong port must not let the pod go with open connections.
    */
   private recordFailure(error: unknown, action: string): DrainEndReason | undefined {
-    if (this.stop.signal.aborted) throw new Stopped();
+    if (this.stop.signal.aborted) {
+      if (this.stop.signal.reason === 'deadline') this.recordCutByDeadline(action);
+      throw new Stopped();
+    }
     const message = error instanceof Error ? error.message : String(error);
     this.lastError = message;
+    if (error instanceof AdminStatusError || error instanceof AdminResponseError) this.lastInvalidAnswer = message;
     const everAnswered = this.envoy.hasAnswered;
     if (error instanceof AdminRefusedError) {
       this.consecutiveRefusals += 1;
@@ -324,6 +362,15 @@ export class Drain {
         : `Envoy admin call failed (${action}) and the admin API has never answered: ${adminPortHint(this.envoy.address)}; retrying until the deadline`,
     );
     return undefined;
+  }
+
+  /** A call still waiting for Envoy when the deadline came: the one thing that explains a drain with no count. */
+  private recordCutByDeadline(action: string): void {
+    this.lastError = `${action}: no answer from Envoy's admin API before the drain deadline`;
+    this.log.warn(
+      { event: 'admin_error', action, error: 'DeadlineReached', error_message: this.lastError, consecutive_refusals: this.consecutiveRefusals },
+      `Envoy admin call (${action}) was still waiting for an answer when the drain deadline came`,
+    );
   }
 
   private async sleep(ms: number): Promise<void> {
@@ -354,6 +401,8 @@ export class Drain {
       openConnections: this.lastCount?.total ?? null,
       durationMs: this.finishedAtMs - (this.startedAtMs ?? this.finishedAtMs),
       envoyAdmin: this.envoy.address,
+      lastError: this.lastError,
+      lastInvalidAnswer: this.lastInvalidAnswer,
     };
     this.log.info(
       {
@@ -385,6 +434,9 @@ export function describeOutcome(outcome: DrainOutcome, minOpenConnections: numbe
       }
       return `drain deadline reached after ${seconds}s with ${open} connections still open (at most ${minOpenConnections} wanted); letting the pod terminate`;
     case 'admin-unreachable':
+      if (outcome.lastInvalidAnswer !== null) {
+        return `drain deadline reached after ${seconds}s: Envoy's admin API at ${outcome.envoyAdmin} answered, but never as Envoy does (last: ${outcome.lastInvalidAnswer}), so Envoy was not drained and its connections were not counted; letting the pod terminate`;
+      }
       return `drain deadline reached after ${seconds}s: Envoy's admin API was never reachable at ${outcome.envoyAdmin}, so Envoy was not drained and its connections were not counted; letting the pod terminate`;
     case 'interrupted':
       return `drain interrupted after ${seconds}s: the shutdown manager is stopping, ${open} connections were open`;

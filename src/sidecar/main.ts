@@ -14,15 +14,18 @@ import { sidecarMetrics } from './metrics.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
 import { startAdminProbe } from './admin-probe.js';
-import { Drain } from './drain.js';
+import { systemClock } from './clock.js';
+import { openJournal } from './journal.js';
 import { startDrainServer } from './server.js';
+import { DrainSupervisor } from './supervisor.js';
 
 export const SIDECAR_USAGE = `Usage: envoy-shutdown-manager mode=sidecar [flags]
 
-Runs next to Envoy. GET /shutdown (the preStop hook of both containers) fails Envoy's health checks,
-drains its listeners and blocks until its open downstream connections are at or below
---min-open-connections, or until --drain-timeout. GET /healthz is the liveness probe; GET /drain shows
-the drain's state as JSON.
+Runs next to Envoy. GET /shutdown (Envoy's preStop hook) fails Envoy's health checks, drains its
+listeners and blocks until its open downstream connections are at or below --min-open-connections, or
+until --drain-timeout. GET /wait (this container's own preStop hook) joins a drain that runs or starts
+within --wait-window and never starts one. GET /healthz is the liveness probe; GET /drain shows the
+drain's state as JSON.
 
 Flags (each can also be set by its environment variable):
 ${describeSettings(SIDECAR_SETTINGS)}
@@ -49,7 +52,7 @@ function checkConsistency(config: SidecarConfig): void {
 
 export interface RunningSidecar {
   readonly port: number;
-  readonly drain: Drain;
+  readonly supervisor: DrainSupervisor;
   readonly log: Logger;
   /** Interrupts a running drain, answers the /shutdown requests held, and closes everything. */
   stop(): Promise<void>;
@@ -63,21 +66,29 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     listeners: config.listeners,
     inboundOnly: config.drainInboundOnly,
   });
-  const drain = new Drain(
+  const supervisor = new DrainSupervisor(
     envoy,
     {
-      checkDelayMs: config.checkDelayMs,
-      checkIntervalMs: config.checkIntervalMs,
-      minOpenConnections: config.minOpenConnections,
-      drainTimeoutMs: config.drainTimeoutMs,
-      refusalsBeforeExited: config.adminRefusalsBeforeExited,
+      drain: {
+        drainDelayMs: config.drainDelayMs,
+        checkDelayMs: config.checkDelayMs,
+        checkIntervalMs: config.checkIntervalMs,
+        minOpenConnections: config.minOpenConnections,
+        drainTimeoutMs: config.drainTimeoutMs,
+        refusalsBeforeExited: config.adminRefusalsBeforeExited,
+      },
+      recoverEnvoy: config.recoverEnvoy,
+      watchIntervalMs: config.checkIntervalMs,
     },
+    openJournal(config.stateDir),
     log,
+    systemClock,
   );
-  const registry = sidecarMetrics(drain);
+  const registry = sidecarMetrics(supervisor);
   const server = await startDrainServer({
-    drain,
+    drain: supervisor,
     minOpenConnections: config.minOpenConnections,
+    waitWindowMs: config.waitWindowMs,
     host: config.serveAddress,
     port: config.servePort,
     log,
@@ -100,43 +111,71 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
       drain_timeout_ms: config.drainTimeoutMs,
       listeners: config.listeners,
       drain_inbound_only: config.drainInboundOnly,
+      drain_delay_ms: config.drainDelayMs,
+      wait_window_ms: config.waitWindowMs,
+      recover_envoy: config.recoverEnvoy,
+      state_dir: config.stateDir,
     },
     `shutdown manager listening on ${server.address.includes(':') ? `[${server.address}]` : server.address}:${server.port}`,
   );
   const probe = startAdminProbe(envoy, log);
+  // Once Envoy's admin API has answered: was this Envoy left draining by an earlier sidecar?
+  const recovered = probe.finished.then(() => (envoy.hasAnswered ? supervisor.recover() : null));
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
       probe.stop();
-      drain.interrupt();
+      supervisor.stop();
       await server.close();
       await probe.finished;
+      await recovered;
       envoy.close();
     })());
-  return { port: server.port, drain, log, stop };
+  return { port: server.port, supervisor, log, stop };
 }
 
-/** How long SIGTERM handling may take before the process exits anyway: it must never outlive its grace. */
+/** How long closing may take once nothing is held, before the process exits anyway. */
 const EXIT_DEADLINE_MS = 3_000;
 
+/**
+ * SIGTERM while a drain runs is held until the drain ends (its own deadline keeps that within the grace
+ * period): in a regular pod the kubelet may send it once this container's hook returned, and a drain cut
+ * short would let Envoy go with connections open. Every further signal is absorbed: one stop, exit 0.
+ */
 function stopOnSignals(running: () => RunningSidecar | undefined): void {
+  let stopping = false;
   const onSignal = (signal: NodeJS.Signals): void => {
     const sidecar = running();
     if (sidecar === undefined) process.exit(0); // still starting: nothing held, nothing to answer
-    sidecar.log.info({ event: 'signal', signal, drain_state: sidecar.drain.current }, `received ${signal}, stopping`);
-    setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();
-    sidecar.stop().then(
-      () => {
-        sidecar.log.info({ event: 'stopped' }, 'shutdown manager stopped');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        sidecar.log.error({ event: 'stop_failed', error: String(error) }, 'stopping failed');
-        process.exit(1);
-      },
+    const state = sidecar.supervisor.current.current;
+    if (stopping) {
+      sidecar.log.info({ event: 'signal', signal, drain_state: state, repeated: true }, `received ${signal} again; already stopping`);
+      return;
+    }
+    stopping = true;
+    const busy = sidecar.supervisor.busy();
+    sidecar.log.info(
+      { event: 'signal', signal, drain_state: state, held: busy !== undefined },
+      busy === undefined ? `received ${signal}, stopping` : `received ${signal} during a drain: stopping once the drain has ended`,
     );
+    void Promise.resolve(busy)
+      .catch(() => undefined)
+      .then(() => {
+        setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();
+        return sidecar.stop();
+      })
+      .then(
+        () => {
+          sidecar.log.info({ event: 'stopped' }, 'shutdown manager stopped');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          sidecar.log.error({ event: 'stop_failed', error: String(error) }, 'stopping failed');
+          process.exit(1);
+        },
+      );
   };
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
 }

@@ -3,11 +3,14 @@
  * logic knows nothing of metrics. No default process metrics: this container is sized in tens of MiB.
  */
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { Drain, DrainState } from './drain.js';
+import type { DrainState } from './drain.js';
+import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
 
 const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out', 'interrupted'];
 
-export function sidecarMetrics(drain: Drain): Registry {
+const RECOVERY_ACTIONS: readonly Exclude<RecoveryAction, 'none'>[] = ['pass-health-checks', 'restart-envoy'];
+
+export function sidecarMetrics(drain: Pick<DrainSupervisor, 'snapshot'>): Registry {
   const registry = new Registry();
   new Gauge({
     name: 'shutdown_manager_drain_state',
@@ -46,6 +49,29 @@ export function sidecarMetrics(drain: Drain): Registry {
     collect() {
       this.reset();
       this.inc(drain.snapshot().polls);
+    },
+  });
+  new Counter({
+    name: 'shutdown_manager_drain_rearms_total',
+    help: 'Times the drain was re-armed because Envoy was restarted after a drain had ended.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(drain.snapshot().rearms);
+    },
+  });
+  new Counter({
+    name: 'shutdown_manager_envoy_recoveries_total',
+    help: 'Envoys found left draining at start-up and brought back: pass-health-checks (POST /healthcheck/ok) or restart-envoy (POST /quitquitquit).',
+    labelNames: ['action'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const { recovery } = drain.snapshot();
+      for (const action of RECOVERY_ACTIONS) {
+        const taken = recovery !== null && recovery.action === action && recovery.error === null && !recovery.disabled;
+        this.inc({ action }, taken ? 1 : 0);
+      }
     },
   });
   return registry;

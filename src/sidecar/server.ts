@@ -6,7 +6,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
-import { describeOutcome, type Drain, type DrainOutcome } from './drain.js';
+import { describeOutcome, type DrainOutcome } from './drain.js';
 import type { SidecarLog } from './log.js';
 
 /** The server could not listen: says where, and what to check. */
@@ -23,6 +23,16 @@ export class ServeError extends Error {
           : cause.message;
     super(`cannot serve on ${where}: ${hint}`, { cause });
   }
+}
+
+/** What the routes need of the drain: DrainSupervisor implements it. */
+export interface DrainEndpoints {
+  /** GET /shutdown: start or join the drain. */
+  shutdown(): Promise<DrainOutcome>;
+  /** GET /wait: join a drain that runs or starts within the window; undefined when none did. */
+  wait(windowMs: number): Promise<DrainOutcome | undefined>;
+  /** GET /drain. */
+  snapshot(): object;
 }
 
 export interface DrainServer {
@@ -42,8 +52,10 @@ const REQUEST_RECEIVE_TIMEOUT_MS = 30_000;
 const CLOSE_GRACE_MS = 1_000;
 
 export async function startDrainServer(options: {
-  readonly drain: Drain;
+  readonly drain: DrainEndpoints;
   readonly minOpenConnections: number;
+  /** How long GET /wait waits for a drain to start. */
+  readonly waitWindowMs: number;
   /** Empty: every interface, IPv4 and IPv6 (Node binds `::` accepting v4-mapped, or `0.0.0.0` without IPv6). */
   readonly host: string;
   readonly port: number;
@@ -59,7 +71,7 @@ export async function startDrainServer(options: {
     const path = (request.url ?? '/').split('?', 1)[0];
     // /shutdown drains Envoy: only the GET the kubelet's hooks send may start that, not a HEAD from a
     // link checker or a probe; reads may be HEAD too.
-    const allowed = path === SIDECAR_PATHS.shutdown ? ['GET'] : ['GET', 'HEAD'];
+    const allowed = path === SIDECAR_PATHS.shutdown || path === SIDECAR_PATHS.wait ? ['GET'] : ['GET', 'HEAD'];
     if (!allowed.includes(request.method ?? '')) {
       reply(response, 405, 'text/plain', `${request.method ?? ''} not allowed; use GET\n`, { allow: allowed.join(', ') });
       return;
@@ -79,14 +91,15 @@ export async function startDrainServer(options: {
         );
         return;
       case SIDECAR_PATHS.shutdown:
+      case SIDECAR_PATHS.wait:
         if (!authorized(request.headers.authorization)) {
-          log.info({ event: 'shutdown_refused', remote: request.socket.remoteAddress }, '/shutdown without the right token refused');
+          log.info({ event: 'shutdown_refused', path, remote: request.socket.remoteAddress }, `${path} without the right token refused`);
           reply(response, 401, 'text/plain', 'a valid "Authorization: Bearer <token>" header is required\n', {
             'www-authenticate': 'Bearer realm="shutdown-manager"',
           });
           return;
         }
-        answerWhenDrained(response, drain.start(), minOpenConnections, log);
+        answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(options.waitWindowMs), minOpenConnections, log, options.waitWindowMs);
         return;
     }
     reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
@@ -136,12 +149,18 @@ function bearerCheck(token: string | undefined): (header: string | undefined) =>
 
 function answerWhenDrained(
   response: http.ServerResponse,
-  outcome: Promise<DrainOutcome>,
+  outcome: Promise<DrainOutcome | undefined>,
   minOpenConnections: number,
   log: SidecarLog,
+  waitWindowMs: number,
 ): void {
   outcome.then(
     (result) => {
+      if (result === undefined) {
+        // /wait with no drain: the container may stop (or restart) at once, Envoy untouched.
+        reply(response, 200, 'text/plain', `no drain started within ${waitWindowMs} ms: nothing to wait for, Envoy left serving\n`);
+        return;
+      }
       const status = result.state === 'drained' ? 200 : 503;
       reply(response, status, 'text/plain', `${describeOutcome(result, minOpenConnections)}\n`);
     },

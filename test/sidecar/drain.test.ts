@@ -119,6 +119,7 @@ class MemoryLog implements SidecarLog {
 }
 
 const SETTINGS: DrainSettings = {
+  drainDelayMs: 0,
   checkDelayMs: 0,
   checkIntervalMs: 10,
   minOpenConnections: 0,
