@@ -4,59 +4,10 @@ import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../sr
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import type { Clock } from '../../src/sidecar/clock.js';
 import { describeOutcome, Drain, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
-import type { SidecarLog } from '../../src/sidecar/log.js';
+import { MemoryLog } from '../support/memory-log.js';
+import { VirtualClock } from '../support/virtual-clock.js';
 
 type Answer = number | Error | 'hang';
-
-/**
- * Virtual time: `sleep` resolves when every other pending timer due earlier has fired, without waiting.
- * Time advances only once the code under test is blocked on sleeps (checked on setImmediate, after every
- * pending promise callback), so timing assertions are exact on any machine, however loaded.
- */
-class VirtualClock implements Clock {
-  private nowMs = Date.parse('2026-01-01T00:00:00Z');
-  private readonly timers: { at: number; seq: number; fire: () => void }[] = [];
-  private seq = 0;
-  private advancing = false;
-
-  now(): number {
-    return this.nowMs;
-  }
-
-  sleep(ms: number, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      const onAbort = (): void => {
-        const index = this.timers.indexOf(timer);
-        if (index !== -1) this.timers.splice(index, 1);
-        reject(signal.reason);
-      };
-      // The drain's signals outlive many sleeps: a fired timer must not leave its listener behind.
-      const fire = (): void => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      const timer = { at: this.nowMs + Math.max(0, ms), seq: this.seq++, fire };
-      this.timers.push(timer);
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.advanceSoon();
-    });
-  }
-
-  private advanceSoon(): void {
-    if (this.advancing) return;
-    this.advancing = true;
-    setImmediate(() => {
-      this.advancing = false;
-      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
-      const next = this.timers.shift();
-      if (next === undefined) return;
-      this.nowMs = Math.max(this.nowMs, next.at);
-      next.fire();
-      if (this.timers.length > 0) this.advanceSoon();
-    });
-  }
-}
 
 /** A scripted Envoy: each count call takes the next answer (the last one repeats); records every call. */
 class FakeEnvoy implements EnvoyDrainTarget {
@@ -102,21 +53,6 @@ class FakeEnvoy implements EnvoyDrainTarget {
   }
 }
 
-class MemoryLog implements SidecarLog {
-  readonly lines: { level: string; fields: Record<string, unknown>; message: string }[] = [];
-  info(fields: object, message: string): void {
-    this.lines.push({ level: 'info', fields: fields as Record<string, unknown>, message });
-  }
-  warn(fields: object, message: string): void {
-    this.lines.push({ level: 'warn', fields: fields as Record<string, unknown>, message });
-  }
-  error(fields: object, message: string): void {
-    this.lines.push({ level: 'error', fields: fields as Record<string, unknown>, message });
-  }
-  events(name: string): Record<string, unknown>[] {
-    return this.lines.filter((line) => line.fields['event'] === name).map((line) => line.fields);
-  }
-}
 
 const SETTINGS: DrainSettings = {
   drainDelayMs: 0,
