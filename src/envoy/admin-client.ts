@@ -93,6 +93,29 @@ export class AdminTransportError extends EnvoyAdminError {
   override readonly name = 'AdminTransportError';
 }
 
+/**
+ * An HTTP answer from the admin address, of any status and content: proof that something answers there,
+ * even when it is not a valid Envoy answer (`hasAnswered`). Lets a message tell "refused" or "silent"
+ * from "answered 500".
+ */
+export interface AdminAnswer {
+  /** The call answered, e.g. "GET /ready". */
+  readonly endpoint: string;
+  readonly status: number;
+  /** The body's beginning on one line (whitespace collapsed): at most 120 characters, then an ellipsis. */
+  readonly excerpt: string;
+  /** Date.now() when the answer was read (or cut, past the size limit). */
+  readonly at: number;
+}
+
+const ANSWER_EXCERPT_LENGTH = 120;
+
+/** One line, for log lines and messages: whitespace runs (Envoy's JSON is indented) become one space. */
+function answerExcerpt(body: string): string {
+  const line = body.trim().replace(/\s+/g, ' ');
+  return line.length > ANSWER_EXCERPT_LENGTH ? `${line.slice(0, ANSWER_EXCERPT_LENGTH)}…` : line;
+}
+
 /** The answer to the stats request is never large; anything bigger is not Envoy's filtered stats. */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
@@ -103,6 +126,8 @@ export class EnvoyAdminClient {
 
   /** Whether Envoy's admin API has given a valid answer since this client was made (see `hasAnswered`). */
   private answered = false;
+
+  private latestAnswer: AdminAnswer | undefined;
 
   constructor(private readonly options: EnvoyAdminOptions) {}
 
@@ -123,6 +148,14 @@ export class EnvoyAdminClient {
    */
   get hasAnswered(): boolean {
     return this.answered;
+  }
+
+  /**
+   * The last HTTP answer of any status, valid or not; undefined while no call has had one (refused,
+   * timed out, reset). Refusals and timeouts after an answer leave it as it was: see `at` for its age.
+   */
+  get lastAnswer(): AdminAnswer | undefined {
+    return this.latestAnswer;
   }
 
   /**
@@ -251,6 +284,7 @@ export class EnvoyAdminClient {
           response.on('data', (chunk: Buffer) => {
             size += chunk.length;
             if (size > MAX_BODY_BYTES) {
+              this.noteAnswer(endpoint, response.statusCode, chunks[0]?.toString('utf8') ?? '');
               request.destroy(new AdminResponseError(endpoint, `answer larger than ${MAX_BODY_BYTES} bytes`));
               return;
             }
@@ -258,6 +292,7 @@ export class EnvoyAdminClient {
           });
           response.on('end', () => {
             const body = Buffer.concat(chunks).toString('utf8');
+            this.noteAnswer(endpoint, response.statusCode, body);
             if (response.statusCode !== 200) {
               reject(new AdminStatusError(endpoint, response.statusCode ?? 0, body));
               return;
@@ -270,6 +305,10 @@ export class EnvoyAdminClient {
       request.on('error', (error) => reject(this.classify(endpoint, error, timeout, signal)));
       request.end();
     });
+  }
+
+  private noteAnswer(endpoint: string, status: number | undefined, body: string): void {
+    this.latestAnswer = { endpoint, status: status ?? 0, excerpt: answerExcerpt(body), at: Date.now() };
   }
 
   private classify(endpoint: string, error: Error, timeout: AbortSignal, caller: AbortSignal | undefined): EnvoyAdminError {

@@ -23,11 +23,51 @@ export interface StatSample {
 
 /** The admin output could not be read as stats: Envoy answered, but not with what we asked for. */
 export class StatsParseError extends Error {
-  override readonly name = 'StatsParseError';
+  override readonly name: string = 'StatsParseError';
 
-  constructor(reason: string, readonly excerpt: string) {
-    super(`Envoy admin /stats output is not understood (${reason}); it begins ${JSON.stringify(excerpt)}`);
+  constructor(
+    reason: string,
+    readonly excerpt: string,
+    message = `Envoy admin /stats output is not understood (${reason}); it begins ${JSON.stringify(excerpt)}`,
+  ) {
+    super(message);
   }
+}
+
+/**
+ * A connection gauge whose value cannot be a number of open connections (negative, fractional, beyond
+ * any process's file descriptors, or not a number): a broken or foreign source. Summing it would report
+ * nonsense such as "Infinity connections", and dropping it would report 0: the count is unreadable.
+ */
+export class ImplausibleStatError extends StatsParseError {
+  override readonly name = 'ImplausibleStatError';
+
+  constructor(
+    readonly stat: string,
+    readonly value: unknown,
+    why: string,
+  ) {
+    const shown = typeof value === 'number' ? String(value) : JSON.stringify(value);
+    super(why, `${JSON.stringify(stat)}: ${shown}`, `Envoy admin /stats reports ${stat} = ${shown}, which is no count of open connections (${why})`);
+  }
+}
+
+/**
+ * Linux caps a process's open files below 2^31 (the ceiling of fs.nr_open): a gauge above it is broken,
+ * e.g. an unsigned gauge decremented below zero, which reads 2^64 - 1.
+ */
+export const MAX_PLAUSIBLE_CONNECTIONS = 2 ** 31;
+
+function notANumber(stat: string, value: unknown): ImplausibleStatError {
+  return new ImplausibleStatError(stat, value, `${value === null ? 'null' : `a ${typeof value}`} where a number was expected`);
+}
+
+/** The value of a counted `downstream_cx_active` gauge, or an ImplausibleStatError. */
+function connectionCountOf(stat: string, value: number): number {
+  if (value < 0) throw new ImplausibleStatError(stat, value, 'negative, and Envoy\'s gauges are unsigned');
+  if (value > MAX_PLAUSIBLE_CONNECTIONS) throw new ImplausibleStatError(stat, value, `more than 2^31, above any process's open-file limit`);
+  if (!Number.isInteger(value)) throw new ImplausibleStatError(stat, value, 'not a whole number');
+  return value;
 }
 
 /** The regex sent as `/stats?filter=`: keeps the answer small. Envoy evaluates it with RE2, partial match. */
@@ -41,7 +81,9 @@ function excerptOf(body: string): string {
 
 /**
  * `GET /stats?format=json`: `{"stats":[{"name":"a","value":1}, {"name":"t","value":"text"}, {"histograms":{…}}]}`.
- * Only numeric values are kept (text readouts have string values; histograms have no `name`).
+ * Only numeric values are kept (text readouts have string values; histograms have no `name`), including
+ * non-finite ones (JSON's 1e999): countDownstreamConnections judges the values it counts. A listener's
+ * connection gauge without a numeric value is an ImplausibleStatError: dropping it would count 0.
  */
 export function parseJsonStats(body: string): StatSample[] {
   // Envoy answers `{"stats":[]}` when nothing matches: an empty body is something else failing.
@@ -58,7 +100,9 @@ export function parseJsonStats(body: string): StatSample[] {
   for (const entry of entries) {
     if (!isJsonObject(entry)) continue;
     const { name, value } = entry;
-    if (typeof name === 'string' && typeof value === 'number' && Number.isFinite(value)) samples.push({ name, value });
+    if (typeof name !== 'string') continue;
+    if (typeof value === 'number') samples.push({ name, value });
+    else if (listenerOfActiveConnections(name) !== undefined) throw notANumber(name, value);
   }
   return samples;
 }
@@ -93,7 +137,7 @@ function isExcludedListener(listener: string): boolean {
   return listener === 'admin' || listener.startsWith('admin.') || listener.startsWith('envoy_internal');
 }
 
-/** Sums the open downstream connections of the counted listeners. */
+/** Sums the open downstream connections of the counted listeners; a value that is no count is an ImplausibleStatError. */
 export function countDownstreamConnections(
   samples: Iterable<StatSample>,
   options: ConnectionCountOptions = {},
@@ -105,8 +149,7 @@ export function countDownstreamConnections(
     const listener = listenerOfActiveConnections(name);
     if (listener === undefined) continue;
     if (wanted === undefined ? isExcludedListener(listener) : !wanted.has(listener)) continue;
-    // Envoy's gauges are unsigned: a negative value can only come from a broken source, and is no count.
-    const open = Math.max(0, value);
+    const open = connectionCountOf(name, value);
     byListener[listener] = (byListener[listener] ?? 0) + open;
     total += open;
   }

@@ -4,7 +4,9 @@ import { describe, test } from 'node:test';
 import {
   countDownstreamConnections,
   DOWNSTREAM_CX_ACTIVE_FILTER,
+  ImplausibleStatError,
   listenerOfActiveConnections,
+  MAX_PLAUSIBLE_CONNECTIONS,
   parseJsonStats,
   StatsParseError,
 } from '../../src/envoy/stats.js';
@@ -85,6 +87,48 @@ describe('counting open downstream connections', () => {
 
   test('no listener stats at all means no open connection', () => {
     assert.deepEqual(countDownstreamConnections([]), { total: 0, byListener: {}, missingListeners: [] });
+  });
+
+  test('a counted gauge that is no count (huge, negative, fractional, not a number) makes the count unreadable, naming the stat and value', () => {
+    const stat = 'listener.0.0.0.0_8080.downstream_cx_active';
+    const cases: Array<[string, RegExp]> = [
+      ['1e308', /= 1e\+308, which is no count of open connections \(more than 2\^31/],
+      ['1e999', /= Infinity, which is no count of open connections \(more than 2\^31/],
+      ['18446744073709551615', /= 18446744073709552000, .*more than 2\^31/], // an unsigned gauge wrapped below zero
+      [String(MAX_PLAUSIBLE_CONNECTIONS + 1), /more than 2\^31/],
+      ['-1', /= -1, .*\(negative/],
+      ['2.5', /= 2\.5, .*\(not a whole number\)/],
+      ['"12"', /= "12", .*\(a string where a number was expected\)/],
+      ['null', /= null, .*\(null where a number was expected\)/],
+    ];
+    for (const [value, message] of cases) {
+      const body = `{"stats":[{"name":"listener.0.0.0.0_9090.downstream_cx_active","value":3},{"name":"${stat}","value":${value}}]}`;
+      assert.throws(
+        () => countDownstreamConnections(parseJsonStats(body)),
+        (error: unknown) => {
+          assert.ok(error instanceof ImplausibleStatError, `for ${value}: ${String(error)}`);
+          assert.ok(error instanceof StatsParseError, 'callers that catch StatsParseError catch it too');
+          assert.equal(error.stat, stat);
+          assert.match(error.message, new RegExp(`^Envoy admin /stats reports ${stat.replaceAll('.', '\\.')} `));
+          assert.match(error.message, message, `for ${value}`);
+          return true;
+        },
+      );
+    }
+  });
+
+  test('plausible extremes are counts; absurd values of stats that are not counted are ignored', () => {
+    const count = countDownstreamConnections([
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: MAX_PLAUSIBLE_CONNECTIONS },
+      { name: 'listener.0.0.0.0_81.downstream_cx_active', value: 0 },
+      { name: 'listener.0.0.0.0_80.worker_0.downstream_cx_active', value: -1 },
+      { name: 'listener.admin.downstream_cx_active', value: 1e308 },
+      { name: 'listener.0.0.0.0_80.downstream_cx_total', value: 1.8e19 },
+    ]);
+    assert.equal(count.total, MAX_PLAUSIBLE_CONNECTIONS);
+    // A listener not named is not counted, so not judged either.
+    const named = countDownstreamConnections([{ name: 'listener.a.downstream_cx_active', value: 1 }, { name: 'listener.b.downstream_cx_active', value: -5 }], { listeners: ['a'] });
+    assert.equal(named.total, 1);
   });
 
   test('the filter sent to Envoy selects exactly the listener gauges', () => {

@@ -38,13 +38,15 @@ export interface SpawnOptions {
   readonly readyTimeoutMs?: number;
   /** --serve-address; null leaves the sidecar's default (every interface, both families). Default 127.0.0.1. */
   readonly serveAddress?: string | null;
+  /** Runs the sidecar under `ulimit -n <fileLimit>` (bash), as a container with that open-file limit would. */
+  readonly fileLimit?: number;
 }
 
 /** Starts the sidecar and resolves once it logs that it listens (its port read from that line). */
 export async function spawnSidecar(flags: readonly string[], options: SpawnOptions = {}): Promise<SidecarProcess> {
-  const { readyTimeoutMs = 10_000, serveAddress = '127.0.0.1' } = options;
+  const { readyTimeoutMs = 10_000, serveAddress = '127.0.0.1', fileLimit } = options;
   const addressFlag = serveAddress === null ? [] : [`--serve-address=${serveAddress}`];
-  return spawnSidecarWith(['mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {}, readyTimeoutMs);
+  return spawnSidecarWith(['mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {}, readyTimeoutMs, fileLimit);
 }
 
 /**
@@ -55,9 +57,16 @@ export async function spawnSidecarWith(
   args: readonly string[],
   env: Readonly<Record<string, string>>,
   readyTimeoutMs = 10_000,
+  fileLimit?: number,
 ): Promise<SidecarProcess> {
   assertBuilt();
-  const child = spawn(process.execPath, [BUILT_MAIN, ...args], {
+  const command = [BUILT_MAIN, ...args];
+  // `exec` keeps one process: signals sent to the child reach node itself, not a shell in between.
+  const [file, argv] =
+    fileLimit === undefined
+      ? [process.execPath, command]
+      : ['bash', ['-c', `ulimit -n ${Math.trunc(fileLimit)} && exec "$@"`, 'bash', process.execPath, ...command]];
+  const child = spawn(file, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...withoutSidecarSettings(process.env), NODE_OPTIONS: '', ...env },
   });
