@@ -35,14 +35,26 @@ function shutdownToken(pod: Json): string {
   return env[0].value;
 }
 
-function shutdownHook(token: string, port = 8090): Json {
+function hook(path: '/shutdown' | '/wait', token: string, port = 8090): Json {
   return {
-    httpGet: { path: '/shutdown', port, scheme: 'HTTP', httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] },
+    httpGet: { path, port, scheme: 'HTTP', httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] },
   };
 }
 
+/** Envoy's hook: the only one that starts a drain. */
+function shutdownHook(token: string, port = 8090): Json {
+  return hook('/shutdown', token, port);
+}
+
+/** The sidecar's own hook: joins a drain, never starts one (a restart after a failed liveness probe runs it too). */
+function waitHook(token: string, port = 8090): Json {
+  return hook('/wait', token, port);
+}
+
+const STATE_VOLUME = { name: 'shutdown-manager-state', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
+
 describe('an Envoy pod created by a Deployment', () => {
-  test('gets the sidecar, both preStop hooks, a liveness probe and a longer grace period', async () => {
+  test('gets the sidecar, both preStop hooks, a liveness probe, a state volume, Envoy drain flags and a longer grace period', async () => {
     const body = await loadReview('deployment-envoy-pod.json');
     const answer = await review(body);
     assert.equal(answer.apiVersion, 'admission.k8s.io/v1');
@@ -64,13 +76,22 @@ describe('an Envoy pod created by a Deployment', () => {
       '--admin-port=9001',
       '--recover-envoy=true',
       '--drain-timeout=4m50s',
+      '--state-dir=/var/run/shutdown-manager',
     ]);
     assert.equal(sidecar.image, webhook.config.injection.sidecarImage);
     assert.deepEqual(sidecar.ports, [{ name: 'shutdown-mgr', containerPort: 8090, protocol: 'TCP' }]);
-    assert.deepEqual(sidecar.livenessProbe.httpGet, { path: '/healthz', port: 8090, scheme: 'HTTP' });
+    assert.deepEqual(sidecar.livenessProbe, {
+      httpGet: { path: '/healthz', port: 8090, scheme: 'HTTP' },
+      initialDelaySeconds: 3,
+      periodSeconds: 10,
+      // A throttled sidecar must starve for about a minute before it is restarted, not 30 s.
+      timeoutSeconds: 5,
+      failureThreshold: 6,
+    });
     const token = shutdownToken(pod);
     assert.match(token, /^[A-Za-z0-9_-]{32}$/, 'a 192-bit random token');
-    assert.deepEqual(sidecar.lifecycle.preStop, shutdownHook(token));
+    assert.deepEqual(sidecar.lifecycle.preStop, waitHook(token), "the sidecar's own hook never starts a drain");
+    assert.deepEqual(sidecar.volumeMounts, [{ name: 'shutdown-manager-state', mountPath: '/var/run/shutdown-manager' }]);
     assert.equal(sidecar.securityContext.runAsNonRoot, true);
     assert.equal(sidecar.securityContext.readOnlyRootFilesystem, true);
     assert.equal(sidecar.securityContext.allowPrivilegeEscalation, false);
@@ -80,6 +101,8 @@ describe('an Envoy pod created by a Deployment', () => {
     const envoy = container(pod, 'envoy');
     assert.deepEqual(envoy.lifecycle.preStop, shutdownHook(token));
     assert.deepEqual(envoy.ports, body.request.object.spec.containers[0].ports, 'Envoy keeps its ports');
+    assert.deepEqual(envoy.args, ['-c', '/etc/envoy/envoy.yaml', '--log-level', 'info', '--drain-strategy', 'immediate', '--drain-time-s', '290']);
+    assert.equal(envoy.command, undefined);
     assert.equal(pod.spec.terminationGracePeriodSeconds, 300);
 
     const status = JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']);
@@ -92,7 +115,7 @@ describe('an Envoy pod created by a Deployment', () => {
     });
     // Untouched parts stay as they were.
     assert.deepEqual(pod.metadata.managedFields, body.request.object.metadata.managedFields);
-    assert.deepEqual(pod.spec.volumes, body.request.object.spec.volumes);
+    assert.deepEqual(pod.spec.volumes, [...body.request.object.spec.volumes, STATE_VOLUME], 'the pod keeps its volumes');
     assert.equal(pod.metadata.generateName, 'envoy-7c9d8f6b5d-');
     assert.equal(pod.metadata.name, undefined);
   });
@@ -358,7 +381,7 @@ describe('with --protect-shutdown=false (Kubernetes before 1.26, whose kubelet d
     const result = await postReview(unprotected, body);
     const pod = applyResponse(body.request.object, result.json().response);
     assert.deepEqual(container(pod, 'envoy').lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
-    assert.deepEqual(container(pod, 'shutdown-manager').lifecycle.preStop, container(pod, 'envoy').lifecycle.preStop);
+    assert.deepEqual(container(pod, 'shutdown-manager').lifecycle.preStop, { httpGet: { path: '/wait', port: 8090, scheme: 'HTTP' } });
     assert.equal(container(pod, 'shutdown-manager').env, undefined);
   });
 });
