@@ -10,8 +10,8 @@ import type { V1Container } from '@kubernetes/client-node';
 import type { PodDrainPlan } from '../config/drain.js';
 import { formatDuration } from '../config/duration.js';
 
-export const DRAIN_STRATEGY_FLAG = '--drain-strategy';
-export const DRAIN_TIME_FLAG = '--drain-time-s';
+const DRAIN_STRATEGY_FLAG = '--drain-strategy';
+const DRAIN_TIME_FLAG = '--drain-time-s';
 
 /** Envoy's defaults, in force when a flag is absent. */
 const ENVOY_DEFAULT_STRATEGY = 'gradual';
@@ -24,12 +24,12 @@ export type EnvoyDrainFlagsDecision =
   | { readonly action: 'keep'; readonly warnings: readonly string[] };
 
 /** The flags the injector adds: the drain time is the sidecar's deadline, rounded up to whole seconds. */
-export function envoyDrainFlags(plan: PodDrainPlan): string[] {
+function envoyDrainFlags(plan: PodDrainPlan): string[] {
   // Separate elements, never `--drain-time-s=290`: Envoy's parser (TCLAP, delimiter ' ') knows no `=` form.
   return [DRAIN_STRATEGY_FLAG, 'immediate', DRAIN_TIME_FLAG, String(drainTimeSeconds(plan))];
 }
 
-export function drainTimeSeconds(plan: PodDrainPlan): number {
+function drainTimeSeconds(plan: PodDrainPlan): number {
   return Math.ceil(plan.drainTimeoutMs / 1000);
 }
 
@@ -52,7 +52,7 @@ export function decideEnvoyDrainFlags(container: V1Container, plan: PodDrainPlan
  * (docker-entrypoint.sh; the distroless image's entrypoint is envoy itself). Without command and args the
  * image's default command runs, which the pod spec does not show: not appended to.
  */
-export function runsEnvoyDirectly(container: V1Container): boolean {
+function runsEnvoyDirectly(container: V1Container): boolean {
   const command = container.command ?? [];
   const args = container.args ?? [];
   if (command.length > 0) return isEnvoyExecutable(command[0] as string);
@@ -66,7 +66,7 @@ function isEnvoyExecutable(path: string): boolean {
 }
 
 /** envoyproxy/envoy and its variants (envoy-distroless, envoy-contrib, envoy-dev), from any registry or mirror. */
-export function isEnvoyImage(image: string | undefined): boolean {
+function isEnvoyImage(image: string | undefined): boolean {
   const repository = (image ?? '').split('@')[0]?.replace(/:[^/:]*$/, '') ?? '';
   const name = repository.split('/').at(-1) ?? '';
   return name === 'envoy' || name.startsWith('envoy-');
@@ -84,7 +84,7 @@ interface PresentFlags {
  * and a shell wrapper (`sh -c "envoy ... --drain-time-s 600"`) holds them inside one string. `--flag=value`
  * is recognised too, as the user clearly meant it (Envoy itself would refuse it).
  */
-export function presentDrainFlags(argv: readonly string[]): PresentFlags | undefined {
+function presentDrainFlags(argv: readonly string[]): PresentFlags | undefined {
   const tokens = argv.flatMap((element) => element.trim().split(/\s+/)).filter((token) => token !== '');
   const valueOf = (flag: string): { found: boolean; value: string | undefined } => {
     for (let i = 0; i < tokens.length; i += 1) {
