@@ -18,6 +18,7 @@ export const ANNOTATIONS = {
   status: `${ANNOTATION_PREFIX}status`,
   nativeSidecar: `${ANNOTATION_PREFIX}native-sidecar`,
   envoyAdminPort: `${ANNOTATION_PREFIX}envoy-admin-port`,
+  envoyDrainFlags: `${ANNOTATION_PREFIX}envoy-drain-flags`,
 } as const;
 
 /** Annotation suffix → the drain setting it overrides. */

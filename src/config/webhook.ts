@@ -32,6 +32,11 @@ export const INJECTION_SETTINGS = {
     default: false,
     help: 'Inject the sidecar as a native sidecar (init container with restartPolicy Always, Kubernetes 1.29+); pods may override with an annotation.',
   } satisfies Setting<boolean>,
+  'envoy-drain-flags': {
+    kind: kinds.boolean,
+    default: true,
+    help: "Append --drain-strategy immediate and --drain-time-s <drain deadline> to Envoy's args when its command or args run envoy and neither flag is set (with Envoy's defaults, gradual over 600 s, part of the clients are cut at the deadline); warn when the flags set disagree. false leaves Envoy's args alone; pods may override with an annotation.",
+  } satisfies Setting<boolean>,
 };
 
 export const WEBHOOK_SETTINGS = {
@@ -125,6 +130,8 @@ export interface InjectionConfig {
   readonly nativeSidecar: boolean;
   /** Whether hooks carry a per-pod token that /shutdown requires. */
   readonly protectShutdown: boolean;
+  /** Default for pods without the envoy-drain-flags annotation: add Envoy's drain flags, or leave its args alone. */
+  readonly envoyDrainFlags: boolean;
   readonly defaults: PodDrainPlan;
 }
 
@@ -135,6 +142,7 @@ export function injectionConfigOf(values: ValuesOf<typeof INJECTION_SETTINGS>): 
     sidecarImagePullPolicy: values['sidecar-image-pull-policy'],
     nativeSidecar: values['native-sidecar'],
     protectShutdown: values['protect-shutdown'],
+    envoyDrainFlags: values['envoy-drain-flags'],
     defaults: makeDrainPlan(values, (name) => `flag --${name} (or ${envName(name)})`),
   };
 }

@@ -4,14 +4,15 @@
  * which keeps injection cheap and lets the JSON-patch diff skip unchanged parts by identity.
  */
 import type { V1Container, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan } from '../config/annotations.js';
+import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan, type ResolvedPlan } from '../config/annotations.js';
 import type { PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { boolean } from '../config/values.js';
 import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
 import { findEnvoyContainer } from './envoy-container.js';
-import { buildSidecarContainer, shutdownHook } from './sidecar.js';
+import { decideEnvoyDrainFlags, type EnvoyDrainFlagsDecision } from './envoy-drain-flags.js';
+import { buildSidecarContainer, shutdownHook, STATE_VOLUME_NAME, stateVolume } from './sidecar.js';
 
 export const ENVOY_APP_LABEL = { key: 'app', value: 'envoy' } as const;
 
@@ -47,9 +48,25 @@ export function injectPod(pod: V1Pod, config: InjectionConfig, shutdownToken: st
   try {
     return decide(pod, config, shutdownToken);
   } catch (error) {
-    const errors = error instanceof ConfigErrors ? error.errors : error instanceof ConfigError ? [error] : undefined;
+    const errors = configErrorsOf(error);
     if (errors === undefined) throw error;
     return { action: 'deny', message: errors.map((e) => e.message).join('; '), settings: errors.map((e) => e.setting) };
+  }
+}
+
+function configErrorsOf(error: unknown): readonly ConfigError[] | undefined {
+  return error instanceof ConfigErrors ? error.errors : error instanceof ConfigError ? [error] : undefined;
+}
+
+/** Runs `check`, moving its ConfigErrors into `errors`, so that a pod is denied once, naming every mistake. */
+function collect<T>(errors: ConfigError[], check: () => T): T | undefined {
+  try {
+    return check();
+  } catch (error) {
+    const found = configErrorsOf(error);
+    if (found === undefined) throw error;
+    errors.push(...found);
+    return undefined;
   }
 }
 
@@ -67,11 +84,10 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
         ]);
   }
 
-  const { plan, unknownAnnotations } = resolvePodDrainPlan(annotations, config.defaults, pod.spec?.terminationGracePeriodSeconds);
+  const { plan, unknownAnnotations, native, manageEnvoyFlags } = readPodSettings(pod, config);
   const envoy = findEnvoyContainer(containers, annotations);
   if (!envoy.found) return skip('no-envoy-container', [`not injected: ${envoy.reason}`]);
-  assertServePortIsFree(plan, pod.spec);
-  const native = booleanAnnotation(annotations, ANNOTATIONS.nativeSidecar) ?? config.nativeSidecar;
+  assertRoomForSidecar(plan, pod.spec);
   if (!native && runsToCompletion(pod.spec)) {
     // A regular sidecar never exits, so the Job's pod would never complete.
     return skip('runs-to-completion', [`not injected: a Job's pod needs annotation ${ANNOTATIONS.nativeSidecar}: "true"`]);
@@ -81,6 +97,10 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
   const envoyContainer = containers[envoy.index] as V1Container;
   const hookWarning = preStopReplacementWarning(envoyContainer);
   if (hookWarning !== undefined) warnings.push(hookWarning);
+  const drainFlags: EnvoyDrainFlagsDecision = manageEnvoyFlags
+    ? decideEnvoyDrainFlags(envoyContainer, plan)
+    : { action: 'keep', warnings: [] };
+  if (drainFlags.action === 'keep') warnings.push(...drainFlags.warnings);
 
   const status: InjectionStatus = {
     version: PROJECT_VERSION,
@@ -89,8 +109,44 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     servePort: plan.servePort,
     native,
   };
-  const hookToken = config.protectShutdown ? token : undefined;
-  return { action: 'inject', pod: mutate(pod, envoy.index, plan, config, status, hookToken), plan, warnings };
+  const changes: PodChanges = {
+    envoyIndex: envoy.index,
+    envoyArgs: drainFlags.action === 'add' ? drainFlags.args : undefined,
+    plan,
+    config,
+    status,
+    token: config.protectShutdown ? token : undefined,
+  };
+  return { action: 'inject', pod: mutate(pod, changes), plan, warnings };
+}
+
+interface PodSettings extends ResolvedPlan {
+  readonly native: boolean;
+  /** Add Envoy's drain flags (and warn about disagreeing ones), or leave its args alone. */
+  readonly manageEnvoyFlags: boolean;
+}
+
+/** The pod's annotations over the webhook's defaults; throws ConfigErrors naming every bad annotation at once. */
+function readPodSettings(pod: V1Pod, config: InjectionConfig): PodSettings {
+  const annotations = pod.metadata?.annotations;
+  const errors: ConfigError[] = [];
+  const resolved = collect(errors, () => resolvePodDrainPlan(annotations, config.defaults, pod.spec?.terminationGracePeriodSeconds));
+  const native = collect(errors, () => booleanAnnotation(annotations, ANNOTATIONS.nativeSidecar));
+  const manageEnvoyFlags = collect(errors, () => booleanAnnotation(annotations, ANNOTATIONS.envoyDrainFlags));
+  if (resolved === undefined || errors.length > 0) throw new ConfigErrors(errors);
+  return {
+    ...resolved,
+    native: native ?? config.nativeSidecar,
+    manageEnvoyFlags: manageEnvoyFlags ?? config.envoyDrainFlags,
+  };
+}
+
+/** What the sidecar adds must not collide with the pod's own ports and volumes; throws naming each collision. */
+function assertRoomForSidecar(plan: PodDrainPlan, spec: V1PodSpec | undefined): void {
+  const errors: ConfigError[] = [];
+  collect(errors, () => assertServePortIsFree(plan, spec));
+  collect(errors, () => assertStateVolumeIsFree(spec));
+  if (errors.length > 0) throw new ConfigErrors(errors);
 }
 
 function skip(reason: SkipReason, warnings: readonly string[] = []): InjectionOutcome {
@@ -136,6 +192,17 @@ function assertServePortIsFree(plan: PodDrainPlan, spec: V1PodSpec | undefined):
   }
 }
 
+/** The sidecar's drain journal lives on a volume of a fixed name: a pod's own volume of that name would be shadowed. */
+function assertStateVolumeIsFree(spec: V1PodSpec | undefined): void {
+  if (!(spec?.volumes ?? []).some((volume) => volume.name === STATE_VOLUME_NAME)) return;
+  throw new ConfigError(
+    'pod volume',
+    STATE_VOLUME_NAME,
+    `a volume name other than the one the shutdown-manager adds (an emptyDir for its drain journal); rename the pod's volume "${STATE_VOLUME_NAME}"`,
+    'volumes',
+  );
+}
+
 function isNativeSidecar(container: V1Container): boolean {
   return container.restartPolicy === 'Always';
 }
@@ -145,17 +212,27 @@ function preStopReplacementWarning(envoy: V1Container): string | undefined {
   return `replaced the existing preStop hook of container "${envoy.name}" with the shutdown-manager's`;
 }
 
-function mutate(
-  pod: V1Pod,
-  envoyIndex: number,
-  plan: PodDrainPlan,
-  config: InjectionConfig,
-  status: InjectionStatus,
-  token: string | undefined,
-): V1Pod {
+interface PodChanges {
+  readonly envoyIndex: number;
+  /** Envoy's new args (its own plus the drain flags), or undefined to leave them as they are. */
+  readonly envoyArgs: readonly string[] | undefined;
+  readonly plan: PodDrainPlan;
+  readonly config: InjectionConfig;
+  readonly status: InjectionStatus;
+  readonly token: string | undefined;
+}
+
+function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
+  const { envoyIndex, envoyArgs, plan, config, status, token } = changes;
   const spec = pod.spec as V1PodSpec;
   const containers = spec.containers.map((container, index) =>
-    index === envoyIndex ? { ...container, lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan, token) } } : container,
+    index === envoyIndex
+      ? {
+          ...container,
+          ...(envoyArgs === undefined ? {} : { args: [...envoyArgs] }),
+          lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan, token) },
+        }
+      : container,
   );
   const sidecar = buildSidecarContainer(plan, config, { native: status.native, token });
   // A native sidecar goes last among the init containers: bootstrap init containers (Contour's) run first.
@@ -171,6 +248,7 @@ function mutate(
     spec: {
       ...spec,
       ...placement,
+      volumes: [...(spec.volumes ?? []), stateVolume()],
       terminationGracePeriodSeconds: plan.terminationGracePeriodSeconds,
     },
   };

@@ -1,11 +1,24 @@
-/** The pieces the injector adds to a pod: the shutdown-manager container and the preStop hooks. */
+/** The pieces the injector adds to a pod: the shutdown-manager container, its state volume and the preStop hooks. */
 import { randomBytes } from 'node:crypto';
-import type { V1Container, V1LifecycleHandler } from '@kubernetes/client-node';
+import type { V1Container, V1LifecycleHandler, V1Volume } from '@kubernetes/client-node';
 import { drainSettingsOf, type PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { toFlags } from '../config/settings.js';
 import { SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS } from '../config/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
+
+/**
+ * Where the sidecar keeps its drain journal (which steps it sent to which Envoy process), so that a restarted
+ * sidecar knows whether Envoy's listeners were drained. An emptyDir outlives the container but not the pod,
+ * which is exactly the journal's lifetime; the root filesystem stays read-only.
+ */
+export const STATE_VOLUME_NAME = 'shutdown-manager-state';
+export const STATE_DIR = '/var/run/shutdown-manager';
+
+/** In memory: a few hundred bytes, written during a drain, never worth a disk. tmpfs pages count against the sidecar's memory limit. */
+export function stateVolume(): V1Volume {
+  return { name: STATE_VOLUME_NAME, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
+}
 
 /** The image's non-root user (the conventional "nonroot" 65532, as the Dockerfile sets); the container must not need root. */
 export const SIDECAR_USER_ID = 65532;
@@ -22,9 +35,22 @@ export function newShutdownToken(): string {
   return token;
 }
 
-/** The hook both containers call: it blocks until the sidecar has drained Envoy. */
+/** Envoy's preStop hook, the only thing that starts a drain: it blocks until the sidecar has drained Envoy. */
 export function shutdownHook(plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
-  const httpGet = { path: SIDECAR_PATHS.shutdown, port: plan.servePort, scheme: 'HTTP' };
+  return sidecarHook(SIDECAR_PATHS.shutdown, plan, token);
+}
+
+/**
+ * The sidecar's own preStop hook. The kubelet also runs it when it restarts the sidecar alone (a failed
+ * liveness probe): there it must not drain a healthy Envoy, so it only joins a drain that Envoy's hook has
+ * started (or starts within --wait-window), which keeps the sidecar alive while Envoy drains on pod deletion.
+ */
+export function waitHook(plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
+  return sidecarHook(SIDECAR_PATHS.wait, plan, token);
+}
+
+function sidecarHook(path: string, plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
+  const httpGet = { path, port: plan.servePort, scheme: 'HTTP' };
   if (token === undefined) return { httpGet };
   return { httpGet: { ...httpGet, httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] } };
 }
@@ -39,6 +65,7 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
       // Only when restricted: the sidecar's default already counts every listener.
       ...(listeners.length > 0 ? { listeners } : {}),
       'drain-timeout': plan.drainTimeoutMs,
+      'state-dir': STATE_DIR,
     }),
   ];
 }
@@ -46,6 +73,13 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
 /**
  * The shutdown-manager container. As a native sidecar (init container with restartPolicy Always) it is
  * stopped only after Envoy has exited, so it needs no preStop hook of its own: Envoy's hook does the waiting.
+ *
+ * The liveness probe stays, so that a wedged sidecar is replaced before the pod is deleted (Envoy's hook
+ * would find nobody to drain it), but it is slow to fire: a Node process throttled at its 200m CPU limit
+ * (CFS quota) or in a long GC pause easily misses a 1 s timeout, and 3 misses at a 10 s period restart it
+ * after ~30 s of starvation. Here a probe may take 5 s and 6 must fail in a row: about a minute of
+ * starvation. A false restart is harmless anyway: the sidecar's own hook only joins a drain (GET /wait),
+ * and the state volume tells the new process what the old one did.
  */
 export function buildSidecarContainer(
   plan: PodDrainPlan,
@@ -64,10 +98,10 @@ export function buildSidecarContainer(
       httpGet: { path: SIDECAR_PATHS.healthz, port: plan.servePort, scheme: 'HTTP' },
       initialDelaySeconds: 3,
       periodSeconds: 10,
-      timeoutSeconds: 1,
-      failureThreshold: 3,
+      timeoutSeconds: 5,
+      failureThreshold: 6,
     },
-    lifecycle: { preStop: shutdownHook(plan, options.token) },
+    lifecycle: { preStop: waitHook(plan, options.token) },
     resources: {
       // Requests near what it uses (about 57 MiB resident, idle or draining 1,000 connections: npm run bench),
       // so the scheduler counts it; the limit leaves room for a burst of connections to count.
@@ -84,6 +118,7 @@ export function buildSidecarContainer(
       capabilities: { drop: ['ALL'] },
       seccompProfile: { type: 'RuntimeDefault' },
     },
+    volumeMounts: [{ name: STATE_VOLUME_NAME, mountPath: STATE_DIR }],
     // Should the sidecar ever crash, its last log lines show in `kubectl describe pod`.
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };

@@ -45,7 +45,10 @@ describe('a multi-document YAML stream', () => {
     const spec = deployment.spec.template.spec;
     assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
     assert.ok(spec.containers[1].args.includes('--check-delay=15s'));
+    assert.ok(spec.containers[1].args.includes('--state-dir=/var/run/shutdown-manager'));
     assert.equal(spec.containers[0].lifecycle.preStop.httpGet.path, '/shutdown');
+    assert.equal(spec.containers[1].lifecycle.preStop.httpGet.path, '/wait');
+    assert.deepEqual(spec.volumes, [{ name: 'shutdown-manager-state', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } }]);
     assert.equal(spec.terminationGracePeriodSeconds, 300);
     assert.ok(deployment.spec.template.metadata.annotations['shutdown-manager.io/status']);
     assert.match(sourceDocuments(result.stdout)[1] ?? '', /replicas: 3 # one per zone/);
@@ -64,6 +67,34 @@ describe('a multi-document YAML stream', () => {
     const spec = cronJob.spec.jobTemplate.spec.template.spec;
     assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy']);
     assert.deepEqual(spec.initContainers.map((c: Json) => [c.name, c.restartPolicy]), [['shutdown-manager', 'Always']]);
+  });
+
+  test("Envoy's args (the image's entrypoint runs envoy with them) get its drain flags, as separate strings", () => {
+    const spec = (parseAllDocuments(result.stdout)[1]?.toJS() as Json).spec.template.spec;
+    assert.deepEqual(spec.containers[0].args, ['-c', '/etc/envoy/envoy.yaml', '--drain-strategy', 'immediate', '--drain-time-s', '290']);
+    assert.doesNotMatch(result.stderr, /document 2/, 'no note for the Deployment');
+  });
+
+  test('with --envoy-drain-flags=false, or the annotation set to "false", Envoy\'s args are left alone', () => {
+    const untouched = (output: string): void => {
+      const spec = (parseAllDocuments(output)[1]?.toJS() as Json).spec.template.spec;
+      assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager'], 'still injected');
+      assert.deepEqual(spec.containers[0].args, ['-c', '/etc/envoy/envoy.yaml']);
+    };
+    const byFlag = inject(['-f', `${FIXTURES}mixed.yaml`, '--envoy-drain-flags=false']);
+    assert.equal(byFlag.code, 0, byFlag.stderr);
+    untouched(byFlag.stdout);
+    const annotated = input.replace('shutdown-manager.io/check-delay: 15s', 'shutdown-manager.io/check-delay: 15s\n        shutdown-manager.io/envoy-drain-flags: "false"');
+    const byAnnotation = inject(['-f', '-'], annotated);
+    assert.equal(byAnnotation.code, 0, byAnnotation.stderr);
+    untouched(byAnnotation.stdout);
+  });
+
+  test('Envoy started by its image\'s default command is left alone, with a note giving the flags', () => {
+    const native = inject(['-f', `${FIXTURES}mixed.yaml`, '--native-sidecar']);
+    const cronJob: Json = parseAllDocuments(native.stdout)[4]?.toJS();
+    assert.equal(cronJob.spec.jobTemplate.spec.template.spec.containers[0].args, undefined);
+    assert.match(native.stderr, /note: document 5 \(CronJob edge\/envoy-canary\): cannot tell if "envoy" runs envoy: add --drain-strategy immediate --drain-time-s 290 yourself/);
   });
 
   test('injecting the output again changes nothing', () => {
@@ -133,6 +164,14 @@ describe('errors name what is wrong', () => {
     assert.equal(result.code, 1);
     assert.match(result.stderr, /inject: document 2 \(line \d+, column \d+\): /);
     assert.equal(result.stdout, '', 'nothing half-written to stdout');
+  });
+
+  test('a bad envoy-drain-flags annotation: the resource, the annotation and the accepted form', () => {
+    const yaml = readFileSync(`${FIXTURES}mixed.yaml`, 'utf8').replace('check-delay: 15s', 'envoy-drain-flags: "off"');
+    const result = inject(['-f', '-'], yaml);
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /Deployment edge\/envoy: annotation shutdown-manager.io\/envoy-drain-flags: "off" is not valid; expected "true" or "false"/);
+    assert.equal(result.stdout, '');
   });
 
   test('a bad annotation: the resource, the annotation and the accepted form', () => {

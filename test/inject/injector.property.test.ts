@@ -28,16 +28,31 @@ const preStop = fc.constantFrom<V1LifecycleHandler>(
   { httpGet: { path: '/quit', port: 'admin' } },
 );
 const containerName = fc.oneof({ arbitrary: fc.constant('envoy'), weight: 1 }, { arbitrary: name, weight: 2 });
+const command = fc.constantFrom<string[]>(['envoy'], ['/usr/local/bin/envoy'], ['/bin/sh', '-c'], ['/docker-entrypoint.sh']);
+/** Now and then Envoy's drain flags, in every form the injector must recognise, or the word envoy first. */
+const arg = fc.oneof(
+  { arbitrary: fc.string(), weight: 3 },
+  {
+    arbitrary: fc.constantFrom('envoy', '-c', '--drain-time-s', '600', '--drain-strategy', 'immediate', '--drain-time-s=30', '--drain-strategy gradual'),
+    weight: 2,
+  },
+);
 const container: fc.Arbitrary<V1Container> = fc.record(
   {
     name: containerName,
     image,
+    command,
     ports: fc.array(containerPort, { maxLength: 3 }),
     lifecycle: fc.record({ preStop }),
-    args: fc.array(fc.string(), { maxLength: 3 }),
+    args: fc.array(arg, { maxLength: 4 }),
   },
   { requiredKeys: ['name'] },
 );
+const volume = fc.record({
+  // Now and then the sidecar's own state volume, which must deny the pod.
+  name: fc.oneof({ arbitrary: name, weight: 19 }, { arbitrary: fc.constant('shutdown-manager-state'), weight: 1 }),
+  emptyDir: fc.constant({}),
+});
 const annotationKey = fc.oneof(
   fc.constantFrom('example.com/team', 'a~b', 'odd/~/key', 'prometheus.io/port', 'kubectl.kubernetes.io/default-container'),
   name,
@@ -61,6 +76,7 @@ const pod: fc.Arbitrary<V1Pod> = fc
       annotations: fc.tuple(fc.dictionary(annotationKey, fc.string({ maxLength: 8 }), { maxKeys: 3 }), overrides),
       containers: fc.uniqueArray(container, { minLength: 1, maxLength: 4, selector: (c) => c.name }),
       initContainers: fc.uniqueArray(container, { maxLength: 2, selector: (c) => c.name }),
+      volumes: fc.uniqueArray(volume, { maxLength: 2, selector: (v) => v.name }),
       grace: fc.option(fc.integer({ min: 0, max: 3600 }), { nil: undefined }),
       hasAnnotations: fc.boolean(),
     },
@@ -71,6 +87,7 @@ const pod: fc.Arbitrary<V1Pod> = fc
     if (shape.hasAnnotations) metadata.annotations = { ...shape.annotations[0], ...shape.annotations[1] };
     const spec: V1Pod['spec'] = { containers: shape.containers };
     if (shape.initContainers !== undefined) spec.initContainers = shape.initContainers;
+    if (shape.volumes !== undefined) spec.volumes = shape.volumes;
     if (shape.grace !== undefined) spec.terminationGracePeriodSeconds = shape.grace;
     // As the API server sends it: plain JSON (no undefined members, no null-prototype objects).
     return JSON.parse(JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata, spec })) as V1Pod;
@@ -89,16 +106,53 @@ function sidecars(result: V1Pod): number {
   return all.filter((c) => c.name === 'shutdown-manager').length;
 }
 
+/** How often `flag` is given in an argv, in any form Envoy or a shell would read. */
+function occurrences(argv: readonly string[], flag: string): number {
+  const tokens = argv.flatMap((element) => element.trim().split(/\s+/));
+  return tokens.filter((token) => token === flag || token.startsWith(`${flag}=`)).length;
+}
+
+/**
+ * What injection must do to Envoy and the sidecar: hooks on the right paths, the state volume once, and
+ * Envoy's command untouched with its args only appended to, each drain flag at most once (Envoy refuses a
+ * repeated flag and would not start).
+ */
+function assertInjectedShape(original: V1Pod, injected: V1Pod): boolean {
+  const status = JSON.parse(injected.metadata?.annotations?.['shutdown-manager.io/status'] ?? '{}') as { envoyContainer: string; native: boolean };
+  const index = injected.spec?.containers.findIndex((c) => c.name === status.envoyContainer) ?? -1;
+  const before = original.spec?.containers[index] as V1Container;
+  const after = injected.spec?.containers[index] as V1Container;
+  assert.equal(after.lifecycle?.preStop?.httpGet?.path, '/shutdown');
+  assert.deepEqual(after.command, before.command);
+  assert.deepEqual((after.args ?? []).slice(0, (before.args ?? []).length), before.args ?? []);
+  const argvBefore = [...(before.command ?? []), ...(before.args ?? [])];
+  const argv = [...(after.command ?? []), ...(after.args ?? [])];
+  const flags = ['--drain-time-s', '--drain-strategy'];
+  const added = flags.some((flag) => occurrences(argv, flag) > occurrences(argvBefore, flag));
+  if (added) {
+    for (const flag of flags) {
+      assert.equal(occurrences(argvBefore, flag), 0, `${flag} added to args that had one: ${argv.join(' ')}`);
+      assert.equal(occurrences(argv, flag), 1, argv.join(' '));
+    }
+  } else assert.deepEqual(after.args, before.args);
+
+  const sidecar = [...(injected.spec?.containers ?? []), ...(injected.spec?.initContainers ?? [])].find((c) => c.name === 'shutdown-manager');
+  assert.equal(sidecar?.lifecycle?.preStop?.httpGet?.path, status.native ? undefined : '/wait');
+  assert.equal(injected.spec?.volumes?.filter((v) => v.name === 'shutdown-manager-state').length, 1);
+  return added;
+}
+
 describe('the pure injector on generated pods', () => {
   test('patch applies, sidecar once, input untouched, re-injection is a no-op', () => {
     let injected = 0;
+    let flagsAdded = 0;
     fc.assert(
       fc.property(pod, (original) => {
         const frozen = deepFreeze(structuredClone(original));
         const outcome = injectPod(frozen, config, 'token-1'); // a write to the input would throw on the frozen pod
         assert.deepEqual(frozen, original);
         if (outcome.action === 'deny') {
-          assert.match(outcome.message, /serve-port|check delay/);
+          assert.match(outcome.message, /serve-port|check delay|pod volume: "shutdown-manager-state"/);
           return;
         }
         if (outcome.action === 'skip') {
@@ -110,6 +164,7 @@ describe('the pure injector on generated pods', () => {
         const patched = jsonPatch.applyPatch(structuredClone(original), patch, true, false).newDocument;
         assert.deepEqual(patched, outcome.pod);
         assert.equal(sidecars(patched), 1);
+        if (assertInjectedShape(original, patched)) flagsAdded += 1;
         const asked = original.metadata?.annotations?.['shutdown-manager.io/termination-grace-period'];
         if (asked === undefined) {
           assert.ok((patched.spec?.terminationGracePeriodSeconds ?? 0) >= (original.spec?.terminationGracePeriodSeconds ?? 30));
@@ -123,6 +178,7 @@ describe('the pure injector on generated pods', () => {
       { numRuns: 400 },
     );
     assert.ok(injected > 160, `only ${injected} of 400 generated pods were injected: the generator is too narrow`);
+    assert.ok(flagsAdded > 20, `Envoy's drain flags were added to only ${flagsAdded} pods: the generator is too narrow`);
   });
 });
 

@@ -35,14 +35,26 @@ function shutdownToken(pod: Json): string {
   return env[0].value;
 }
 
-function shutdownHook(token: string, port = 8090): Json {
+function hook(path: '/shutdown' | '/wait', token: string, port = 8090): Json {
   return {
-    httpGet: { path: '/shutdown', port, scheme: 'HTTP', httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] },
+    httpGet: { path, port, scheme: 'HTTP', httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] },
   };
 }
 
+/** Envoy's hook: the only one that starts a drain. */
+function shutdownHook(token: string, port = 8090): Json {
+  return hook('/shutdown', token, port);
+}
+
+/** The sidecar's own hook: joins a drain, never starts one (a restart after a failed liveness probe runs it too). */
+function waitHook(token: string, port = 8090): Json {
+  return hook('/wait', token, port);
+}
+
+const STATE_VOLUME = { name: 'shutdown-manager-state', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
+
 describe('an Envoy pod created by a Deployment', () => {
-  test('gets the sidecar, both preStop hooks, a liveness probe and a longer grace period', async () => {
+  test('gets the sidecar, both preStop hooks, a liveness probe, a state volume, Envoy drain flags and a longer grace period', async () => {
     const body = await loadReview('deployment-envoy-pod.json');
     const answer = await review(body);
     assert.equal(answer.apiVersion, 'admission.k8s.io/v1');
@@ -64,13 +76,22 @@ describe('an Envoy pod created by a Deployment', () => {
       '--admin-port=9001',
       '--recover-envoy=true',
       '--drain-timeout=4m50s',
+      '--state-dir=/var/run/shutdown-manager',
     ]);
     assert.equal(sidecar.image, webhook.config.injection.sidecarImage);
     assert.deepEqual(sidecar.ports, [{ name: 'shutdown-mgr', containerPort: 8090, protocol: 'TCP' }]);
-    assert.deepEqual(sidecar.livenessProbe.httpGet, { path: '/healthz', port: 8090, scheme: 'HTTP' });
+    assert.deepEqual(sidecar.livenessProbe, {
+      httpGet: { path: '/healthz', port: 8090, scheme: 'HTTP' },
+      initialDelaySeconds: 3,
+      periodSeconds: 10,
+      // A throttled sidecar must starve for about a minute before it is restarted, not 30 s.
+      timeoutSeconds: 5,
+      failureThreshold: 6,
+    });
     const token = shutdownToken(pod);
     assert.match(token, /^[A-Za-z0-9_-]{32}$/, 'a 192-bit random token');
-    assert.deepEqual(sidecar.lifecycle.preStop, shutdownHook(token));
+    assert.deepEqual(sidecar.lifecycle.preStop, waitHook(token), "the sidecar's own hook never starts a drain");
+    assert.deepEqual(sidecar.volumeMounts, [{ name: 'shutdown-manager-state', mountPath: '/var/run/shutdown-manager' }]);
     assert.equal(sidecar.securityContext.runAsNonRoot, true);
     assert.equal(sidecar.securityContext.readOnlyRootFilesystem, true);
     assert.equal(sidecar.securityContext.allowPrivilegeEscalation, false);
@@ -80,6 +101,8 @@ describe('an Envoy pod created by a Deployment', () => {
     const envoy = container(pod, 'envoy');
     assert.deepEqual(envoy.lifecycle.preStop, shutdownHook(token));
     assert.deepEqual(envoy.ports, body.request.object.spec.containers[0].ports, 'Envoy keeps its ports');
+    assert.deepEqual(envoy.args, ['-c', '/etc/envoy/envoy.yaml', '--log-level', 'info', '--drain-strategy', 'immediate', '--drain-time-s', '290']);
+    assert.equal(envoy.command, undefined);
     assert.equal(pod.spec.terminationGracePeriodSeconds, 300);
 
     const status = JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']);
@@ -92,7 +115,7 @@ describe('an Envoy pod created by a Deployment', () => {
     });
     // Untouched parts stay as they were.
     assert.deepEqual(pod.metadata.managedFields, body.request.object.metadata.managedFields);
-    assert.deepEqual(pod.spec.volumes, body.request.object.spec.volumes);
+    assert.deepEqual(pod.spec.volumes, [...body.request.object.spec.volumes, STATE_VOLUME], 'the pod keeps its volumes');
     assert.equal(pod.metadata.generateName, 'envoy-7c9d8f6b5d-');
     assert.equal(pod.metadata.name, undefined);
   });
@@ -174,6 +197,9 @@ describe('native sidecars (Kubernetes 1.29+)', () => {
     const sidecar = pod.spec.initContainers[1];
     assert.equal(sidecar.restartPolicy, 'Always');
     assert.equal(sidecar.lifecycle, undefined, 'stopped after Envoy, it has nothing to wait for');
+    assert.ok(sidecar.args.includes('--state-dir=/var/run/shutdown-manager'), sidecar.args.join(' '));
+    assert.deepEqual(sidecar.volumeMounts, [{ name: 'shutdown-manager-state', mountPath: '/var/run/shutdown-manager' }]);
+    assert.deepEqual(pod.spec.volumes.at(-1), STATE_VOLUME);
     assert.equal(sidecar.livenessProbe.httpGet.path, '/healthz');
     assert.equal(container(pod, 'envoy').lifecycle.preStop.httpGet.path, '/shutdown');
     assert.equal(JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']).native, true);
@@ -316,6 +342,22 @@ describe('bad annotations deny the pod with a message naming each one', () => {
       'default check-delay: "1m" is not valid; expected a check delay shorter than the drain deadline of 27s',
     ],
     [
+      { 'shutdown-manager.io/drain-delay': '4m' },
+      'annotation shutdown-manager.io/drain-delay: "4m" is not valid; expected a drain delay that, added to the check delay of 1m, stays below the drain deadline of 4m50s',
+    ],
+    [
+      { 'shutdown-manager.io/drain-delay': 'a while' },
+      'annotation shutdown-manager.io/drain-delay: "a while" is not valid; expected a Go duration such as 500ms, 5s, 2m or 1m30s, at most 24h',
+    ],
+    [
+      { 'shutdown-manager.io/recover-envoy': 'maybe' },
+      'annotation shutdown-manager.io/recover-envoy: "maybe" is not valid; expected "true" or "false"',
+    ],
+    [
+      { 'shutdown-manager.io/envoy-drain-flags': 'off' },
+      'annotation shutdown-manager.io/envoy-drain-flags: "off" is not valid; expected "true" or "false"',
+    ],
+    [
       { 'shutdown-manager.io/inject': 'yes' },
       'annotation shutdown-manager.io/inject: "yes" is not valid; expected "true" or "false"',
     ],
@@ -334,6 +376,22 @@ describe('bad annotations deny the pod with a message naming each one', () => {
       assert.ok(answer.response.status.message.includes(message), answer.response.status.message);
     });
   }
+
+  test('bad switches and bad drain settings are named together in one denial', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.metadata.annotations = {
+      'shutdown-manager.io/envoy-drain-flags': 'no',
+      'shutdown-manager.io/native-sidecar': 'on',
+      'shutdown-manager.io/recover-envoy': '1',
+      'shutdown-manager.io/drain-delay': '5 s',
+    };
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, false);
+    const message: string = answer.response.status.message;
+    for (const name of ['envoy-drain-flags: "no"', 'native-sidecar: "on"', 'recover-envoy: "1"', 'drain-delay: "5 s"']) {
+      assert.ok(message.includes(`annotation shutdown-manager.io/${name} is not valid`), `missing ${name} in: ${message}`);
+    }
+  });
 
   test('an unknown annotation under our prefix is a warning, not a denial', async () => {
     const body = await loadReview('deployment-envoy-pod.json');
@@ -358,7 +416,217 @@ describe('with --protect-shutdown=false (Kubernetes before 1.26, whose kubelet d
     const result = await postReview(unprotected, body);
     const pod = applyResponse(body.request.object, result.json().response);
     assert.deepEqual(container(pod, 'envoy').lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
-    assert.deepEqual(container(pod, 'shutdown-manager').lifecycle.preStop, container(pod, 'envoy').lifecycle.preStop);
+    assert.deepEqual(container(pod, 'shutdown-manager').lifecycle.preStop, { httpGet: { path: '/wait', port: 8090, scheme: 'HTTP' } });
     assert.equal(container(pod, 'shutdown-manager').env, undefined);
+  });
+});
+
+describe('drain-delay and recover-envoy', () => {
+  test('reach the sidecar as flags', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.metadata.annotations = {
+      'shutdown-manager.io/drain-delay': '20s',
+      'shutdown-manager.io/recover-envoy': 'false',
+    };
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, true, JSON.stringify(answer.response.status));
+    const args = container(applyResponse(body.request.object, answer.response), 'shutdown-manager').args;
+    assert.ok(args.includes('--drain-delay=20s') && args.includes('--recover-envoy=false'), args.join(' '));
+  });
+});
+
+describe('the state volume', () => {
+  test('is added when the pod has no volumes at all', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    delete body.request.object.spec.volumes;
+    const answer = await review(body);
+    const operations = JSON.parse(Buffer.from(answer.response.patch, 'base64').toString('utf8'));
+    assert.ok(operations.some((op: Json) => op.op === 'add' && op.path === '/spec/volumes'), JSON.stringify(operations));
+    assert.deepEqual(applyResponse(body.request.object, answer.response).spec.volumes, [STATE_VOLUME]);
+  });
+
+  test('a pod that has a volume of that name is denied, naming the volume', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.spec.volumes.push({ name: 'shutdown-manager-state', emptyDir: {} });
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, false);
+    assert.equal(answer.response.status.code, 400);
+    assert.match(
+      answer.response.status.message,
+      /pod volume: "shutdown-manager-state" is not valid; expected a volume name other than the one the shutdown-manager adds .*rename the pod's volume "shutdown-manager-state"/,
+    );
+  });
+});
+
+/** The Envoy container's args after the patch, and the warnings the answer carried. */
+async function envoyAfter(body: Json, webhookUnderTest: RunningWebhook = webhook): Promise<{ envoy: Json; warnings: string[] }> {
+  const result = await postReview(webhookUnderTest, body);
+  assert.equal(result.status, 200, result.text);
+  const response = result.json().response;
+  assert.equal(response.allowed, true, JSON.stringify(response.status));
+  const warnings: string[] = response.warnings ?? [];
+  for (const warning of warnings) assert.ok(warning.length < 120 && !warning.endsWith('…'), `too long for kubectl: ${warning}`);
+  const name = JSON.parse(applyResponse(body.request.object, response).metadata.annotations['shutdown-manager.io/status']).envoyContainer;
+  return { envoy: container(applyResponse(body.request.object, response), name), warnings };
+}
+
+async function deploymentWith(envoy: { command?: string[]; args?: string[]; image?: string }, annotations?: Record<string, string>): Promise<Json> {
+  const body = await loadReview('deployment-envoy-pod.json');
+  const spec = body.request.object.spec.containers[0];
+  delete spec.command;
+  delete spec.args;
+  Object.assign(spec, envoy);
+  if (annotations !== undefined) body.request.object.metadata.annotations = annotations;
+  return body;
+}
+
+const HOOK_WARNING = 'shutdown-manager: replaced the existing preStop hook of container "envoy" with the shutdown-manager\'s';
+
+describe("Envoy's own drain flags", () => {
+  test('a Contour-style pod running `command: [envoy]` gets them appended to its args, with the deadline as drain time', async () => {
+    const body = await loadReview('contour-daemonset-pod.json');
+    const original = body.request.object.spec.containers[0];
+    const { envoy, warnings } = await envoyAfter(body);
+    assert.deepEqual(envoy.command, ['envoy']);
+    assert.deepEqual(envoy.args, [...original.args, '--drain-strategy', 'immediate', '--drain-time-s', '590'], 'grace 600 s: deadline 9m50s');
+    assert.deepEqual(warnings, [HOOK_WARNING]);
+  });
+
+  test('an args-only pod of the Envoy image gets them too (the image entrypoint prepends envoy to flags)', async () => {
+    const { envoy, warnings } = await envoyAfter(await deploymentWith({ args: ['--config-path', '/etc/envoy/envoy.yaml'] }));
+    assert.deepEqual(envoy.args, ['--config-path', '/etc/envoy/envoy.yaml', '--drain-strategy', 'immediate', '--drain-time-s', '290']);
+    assert.equal(envoy.command, undefined);
+    assert.deepEqual(warnings, []);
+  });
+
+  test('the drain time is the deadline rounded up to whole seconds, from the grace period the pod will have', async () => {
+    const body = await deploymentWith({ command: ['/usr/local/bin/envoy'], args: ['-c', '/etc/envoy/envoy.yaml'] }, {
+      'shutdown-manager.io/termination-grace-period': '45',
+      'shutdown-manager.io/check-delay': '5s',
+    });
+    const { envoy } = await envoyAfter(body);
+    assert.deepEqual(envoy.args, ['-c', '/etc/envoy/envoy.yaml', '--drain-strategy', 'immediate', '--drain-time-s', '41'], 'grace 45 s: deadline 40.5 s');
+  });
+
+  test('args whose first word is envoy, under any image, get them', async () => {
+    const { envoy } = await envoyAfter(await deploymentWith({ image: 'registry.local/edge/proxy:3', args: ['envoy', '-c', '/etc/envoy/envoy.yaml'] }));
+    assert.deepEqual(envoy.args.slice(3), ['--drain-strategy', 'immediate', '--drain-time-s', '290']);
+  });
+
+  const agreeing: Array<[string, string[]]> = [
+    ['separate elements', ['-c', '/e.yaml', '--drain-strategy', 'immediate', '--drain-time-s', '290']],
+    ['flag and value in one element, as Contour writes them', ['-c /e.yaml', '--drain-time-s 120', '--drain-strategy immediate']],
+    ['--flag=value', ['-c', '/e.yaml', '--drain-strategy=immediate', '--drain-time-s=600']],
+    ['a gradual drain that ends before the deadline', ['-c', '/e.yaml', '--drain-strategy', 'gradual', '--drain-time-s', '240']],
+  ];
+  for (const [form, args] of agreeing) {
+    test(`flags already set and fitting the plan are left alone, without a warning: ${form}`, async () => {
+      const { envoy, warnings } = await envoyAfter(await deploymentWith({ command: ['envoy'], args }));
+      assert.deepEqual(envoy.args, args);
+      assert.deepEqual(warnings, []);
+    });
+  }
+
+  test("Envoy's defaults set explicitly (gradual over 600 s) are left alone, with a warning", async () => {
+    const args = ['-c', '/e.yaml', '--drain-strategy', 'gradual', '--drain-time-s', '600'];
+    const { envoy, warnings } = await envoyAfter(await deploymentWith({ command: ['envoy'], args }));
+    assert.deepEqual(envoy.args, args);
+    assert.deepEqual(warnings, [
+      "shutdown-manager: Envoy's gradual --drain-time-s 600 outlasts the 4m50s left: use --drain-strategy immediate",
+    ]);
+  });
+
+  test('a drain time alone means a gradual drain (Envoy\'s default strategy); drain-delay shortens the time left', async () => {
+    const args = ['-c', '/e.yaml', '--drain-time-s', '250'];
+    const fits = await envoyAfter(await deploymentWith({ command: ['envoy'], args }));
+    assert.deepEqual(fits.warnings, [], '250 s fit in 4m50s');
+    const delayed = await envoyAfter(await deploymentWith({ command: ['envoy'], args }, { 'shutdown-manager.io/drain-delay': '1m' }));
+    assert.deepEqual(delayed.envoy.args, args);
+    assert.deepEqual(delayed.warnings, [
+      "shutdown-manager: Envoy's gradual --drain-time-s 250 outlasts the 3m50s left: use --drain-strategy immediate",
+    ]);
+  });
+
+  test('a drain time below check-delay is left alone, with a warning', async () => {
+    const args = ['-c', '/e.yaml', '--drain-strategy', 'immediate', '--drain-time-s', '30'];
+    const { envoy, warnings } = await envoyAfter(await deploymentWith({ command: ['envoy'], args }));
+    assert.deepEqual(envoy.args, args);
+    assert.deepEqual(warnings, [
+      "shutdown-manager: Envoy's --drain-time-s 30 < check-delay 1m: listeners close while load balancers still send",
+    ]);
+  });
+
+  test('a drain time that cannot be read here (a variable) is not judged', async () => {
+    const args = ['-c', '/e.yaml', '--drain-time-s', '$(DRAIN_TIME)'];
+    const { envoy, warnings } = await envoyAfter(await deploymentWith({ command: ['envoy'], args }));
+    assert.deepEqual(envoy.args, args);
+    assert.deepEqual(warnings, []);
+  });
+
+  const unknown: Array<[string, { command?: string[]; args?: string[] }]> = [
+    ["the image's default command", {}],
+    ['a shell wrapper', { command: ['/bin/sh', '-c'], args: ['exec envoy -c /e.yaml'] }],
+    ['a flag-first args list under another image', { args: ['-c', '/e.yaml'] }],
+  ];
+  for (const [how, start] of unknown) {
+    test(`Envoy started by ${how} is left alone, with a short warning giving the flags`, async () => {
+      const body = await deploymentWith(start);
+      if (how.includes('another image')) body.request.object.spec.containers[0].image = 'registry.local/edge/proxy:3';
+      const { envoy, warnings } = await envoyAfter(body);
+      assert.deepEqual(envoy.command, start.command);
+      assert.deepEqual(envoy.args, start.args);
+      assert.deepEqual(warnings, [
+        'shutdown-manager: cannot tell if "envoy" runs envoy: add --drain-strategy immediate --drain-time-s 290 yourself',
+      ]);
+    });
+  }
+
+  test('a shell wrapper that sets the flags is checked like any other', async () => {
+    const start = { command: ['/bin/sh', '-c'], args: ['exec envoy -c /e.yaml --drain-time-s 600'] };
+    const { envoy, warnings } = await envoyAfter(await deploymentWith(start));
+    assert.deepEqual(envoy.args, start.args);
+    assert.deepEqual(warnings, [
+      "shutdown-manager: Envoy's gradual --drain-time-s 600 outlasts the 4m50s left: use --drain-strategy immediate",
+    ]);
+  });
+
+  test('annotation envoy-drain-flags: "false" leaves the args alone and silences the warnings', async () => {
+    const added = await envoyAfter(await deploymentWith({ command: ['envoy'], args: ['-c', '/e.yaml'] }, { 'shutdown-manager.io/envoy-drain-flags': 'false' }));
+    assert.deepEqual(added.envoy.args, ['-c', '/e.yaml']);
+    assert.deepEqual(added.warnings, []);
+    const gradual = ['-c', '/e.yaml', '--drain-time-s', '600'];
+    const warned = await envoyAfter(await deploymentWith({ command: ['envoy'], args: gradual }, { 'shutdown-manager.io/envoy-drain-flags': 'false' }));
+    assert.deepEqual(warned.envoy.args, gradual);
+    assert.deepEqual(warned.warnings, []);
+  });
+
+  test('injecting the result again changes nothing: the flags are there once', async () => {
+    for (const body of [await loadReview('contour-daemonset-pod.json'), await loadReview('deployment-envoy-pod.json')]) {
+      const once = applyResponse(body.request.object, (await review(body)).response);
+      body.request.object = once;
+      const again = await review(body);
+      assert.equal(again.response.patch, undefined);
+      const args: string[] = container(once, 'envoy').args;
+      assert.equal(args.filter((arg) => arg === '--drain-time-s').length, 1, args.join(' '));
+      assert.equal(args.filter((arg) => arg === '--drain-strategy').length, 1, args.join(' '));
+    }
+  });
+
+  describe('with --envoy-drain-flags=false', () => {
+    let untouched: RunningWebhook;
+    before(async () => {
+      untouched = await startTestWebhook(['--envoy-drain-flags=false']);
+    });
+    after(() => untouched.close());
+
+    test("Envoy's args are left alone; a pod annotation may still ask for the flags", async () => {
+      const body = await loadReview('contour-daemonset-pod.json');
+      const { envoy, warnings } = await envoyAfter(body, untouched);
+      assert.deepEqual(envoy.args, body.request.object.spec.containers[0].args);
+      assert.deepEqual(warnings, [HOOK_WARNING]);
+      body.request.object.metadata.annotations['shutdown-manager.io/envoy-drain-flags'] = 'true';
+      const asked = await envoyAfter(body, untouched);
+      assert.deepEqual(asked.envoy.args.slice(-4), ['--drain-strategy', 'immediate', '--drain-time-s', '590']);
+    });
   });
 });
