@@ -3,8 +3,9 @@
  *
  *   node --import tsx test/support/envoy-emulator-cli.ts [Envoy's own args] [emulator flags]
  *
- * Envoy's flags, so that a pod spec's Envoy container args can be passed straight through (each as
- * `--flag value` or `--flag=value`, as Envoy's TCLAP parser takes them):
+ * Envoy's flags, so that a pod spec's Envoy container args can be passed straight through: `--flag value`
+ * as two arguments or as one (Envoy's TCLAP parser splits an argument at its first space; Envoy Gateway
+ * passes "--drain-strategy immediate"), and `--flag=value` too (which real Envoy would reject):
  *   --drain-strategy gradual|immediate   (default gradual; anything else fails, as Envoy does)
  *   --drain-time-s N                     (default 600)
  *   --concurrency N                      (worker count of the per-worker stats; default 2)
@@ -141,12 +142,17 @@ const SWITCHES: Readonly<Record<string, (draft: Draft) => void>> = {
 /** Envoy's one-letter spellings (TCLAP short names) of the flags above. */
 const SHORT_NAMES: Readonly<Record<string, string>> = { c: 'config-path', l: 'log-level' };
 
-/** `--name=value`, `--name`, `-c` → the flag's long name and its inline value, if any. */
+/**
+ * `--name`, `-c`, `--name value` as one argument, or `--name=value` → the flag's long name and its inline
+ * value, if any. Envoy's TCLAP parser (source/server/options_impl.cc: `TCLAP::CmdLine cmd("envoy", ' ', …)`)
+ * splits one argument at its first space (Arg::trimFlag), which is how Envoy Gateway passes
+ * "--drain-strategy immediate"; `=` is the emulator's own leniency (Envoy rejects `--drain-time-s=30`).
+ */
 function splitFlag(argument: string): { name: string; inline?: string } | undefined {
-  const match = /^--?([^=]+)(?:=(.*))?$/s.exec(argument);
-  if (match === null || argument === '-' || argument === '--') return undefined;
-  const [, raw = '', inline] = match;
-  const name = argument.startsWith('--') ? raw : (SHORT_NAMES[raw] ?? raw);
+  const match = /^(--?)([^\s=]+)(?:[\s=]([\s\S]*))?$/.exec(argument);
+  if (match === null) return undefined;
+  const [, dashes, raw = '', inline] = match;
+  const name = dashes === '--' ? raw : (SHORT_NAMES[raw] ?? raw);
   return inline === undefined ? { name } : { name, inline };
 }
 
