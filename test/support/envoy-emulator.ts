@@ -27,11 +27,11 @@
  *   time the covered listeners stop accepting unless `skip_exit` (ListenerManagerImpl::stopListeners: the
  *   listeners stay counted in `total_listeners_active`, `listener_stopped` counts them, open connections
  *   stay). Without `graceful` the listeners stop at once and no drain starts; `skip_exit` without
- *   `graceful` is 400. (Envoy main since PR #47042, Aug 2026, behind the runtime guard
+ *   `graceful` is 400. (Envoy main since PR #47042, 2026, behind the runtime guard
  *   `envoy.reloadable_features.non_graceful_drain_notifies_connections`, also drains on a non-graceful
  *   call and accepts `skip_exit` alone: not modelled, no release documents it yet.)
  * - No proactive drain of idle connections: DrainManagerImpl runs drain-close callbacks at drain start
- *   (addOnDrainCloseCb, Envoy 1.19+, spread over the first quarter of the remaining drain time for
+ *   (addOnDrainCloseCb, PR #17026, Envoy 1.19+, spread over the first quarter of the remaining drain time for
  *   `gradual`, at once for `immediate`), but the HTTP connection manager of a released Envoy registers none
  *   (its filter-chain drain decision, PerFilterChainFactoryContextImpl::addOnDrainCloseCb, is an
  *   ENVOY_BUG; the proactive HTTP/2 GOAWAY PR #16201 was closed unmerged; envoyproxy/envoy#42305 "allow
@@ -247,7 +247,7 @@ const GARBAGE_BODY = '<!DOCTYPE html><html><head><title>502</title></head><body>
 
 /**
  * HotRestartImpl::version() (source/server/hot_restart_impl.cc): "<HOT_RESTART_VERSION>.<sizeof(SharedMemory)>",
- * 11 and 104 bytes on x86-64 Linux (two u64, two pthread mutexes, one atomic u64) since Envoy 1.17.
+ * HOT_RESTART_VERSION 11 and 104 bytes on x86-64 glibc (two u64, two 40-byte pthread mutexes, one atomic u64).
  */
 const HOT_RESTART_VERSION = '11.104';
 const DEFAULT_DRAIN_TIME_MS = 600_000;
