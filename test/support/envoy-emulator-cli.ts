@@ -1,65 +1,213 @@
 /**
  * The Envoy emulator as a process, standing in for the Envoy container in end-to-end tests:
  *
- *   node --import tsx test/support/envoy-emulator-cli.ts [--admin-port=0] [--http-port=0] [--tcp-port=0]
- *     [--host=127.0.0.1] [--stat-address=0.0.0.0] [--workers=2] [--drain-time=600000]
- *     [--fault=none|slow:<ms>|status:<code>|garbage|empty|down] [--fault-paths=/stats,/healthcheck]
+ *   node --import tsx test/support/envoy-emulator-cli.ts [Envoy's own args] [emulator flags]
+ *
+ * Envoy's flags, so that a pod spec's Envoy container args can be passed straight through: `--flag value`
+ * as two arguments or as one (Envoy's TCLAP parser splits an argument at its first space; Envoy Gateway
+ * passes "--drain-strategy immediate"), and `--flag=value` too (which real Envoy would reject):
+ *   --drain-strategy gradual|immediate   (default gradual; anything else fails, as Envoy does)
+ *   --drain-time-s N                     (default 600)
+ *   --concurrency N                      (worker count of the per-worker stats; default 2)
+ *   --disable-hot-restart                (/server_info hot_restart_version "disabled")
+ *   -c/--config-path, --config-yaml, -l/--log-level, --component-log-level, --log-format, --log-path,
+ *   --service-cluster, --service-node, --service-zone, --base-id, --use-dynamic-base-id,
+ *   --parent-shutdown-time-s, --mode       (only shown in /server_info command_line_options)
+ *   Any other flag is ignored, with its value if the next argument is not a flag (Envoy takes no
+ *   positional arguments); so are bare arguments.
+ *
+ * Emulator flags (same two forms):
+ *   --admin-port=0 --http-port=0 --tcp-port=0 --host=127.0.0.1 --stat-address=0.0.0.0 --workers=2
+ *   --http-drain-type=default|modify_only --tcp-drain-type=…   (listener drain_type; default default)
+ *   --http-direction=inbound|outbound|unspecified --tcp-direction=…   (traffic_direction; default unspecified)
+ *   --drain-time=<ms>                    (alias of --drain-time-s in milliseconds)
+ *   --random-seed=N                      (deterministic gradual drain decisions)
+ *   --started-at=<ms since epoch>        (the instant /server_info uptimes count from; default now)
+ *   --fault=none|slow:<ms>|status:<code>|garbage|empty|down   --fault-paths=/stats,/healthcheck
  *
  * Prints one JSON line on stdout once listening: {"pid":…,"host":"127.0.0.1","admin":…,"http":…,"tcp":…,
- * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"}}. On SIGTERM or SIGINT it closes every listener and
- * connection at once, as Envoy does, and exits 0. While running, its admin port also answers
- * POST /emulator/fault?fault=…[&paths=/stats,…][&for_ms=…] (change the fault, optionally for a while: the only
- * way back from `down`) and GET /emulator/requests (the admin requests received, as JSON).
+ * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"},"startedAt":…,"drainStrategy":"gradual","drainTimeMs":…}.
+ * On SIGTERM, SIGINT or POST /quitquitquit it closes every listener and connection at once, as Envoy does,
+ * and exits 0. Restarting "the Envoy container" (a new process on the same --admin-port/--http-port/
+ * --tcp-port right after the old one exited) works: libuv sets SO_REUSEADDR on every TCP listener
+ * (src/unix/tcp.c uv__tcp_bind), so TIME_WAIT connections of the old process do not block the bind.
+ * While running, its admin port also answers POST /emulator/fault?fault=…[&paths=/stats,…][&for_ms=…]
+ * (change the fault, optionally for a while: the only way back from `down`) and GET /emulator/requests
+ * (the admin requests received, as JSON).
  */
-import { parseArgs } from 'node:util';
-import { EnvoyEmulator, parseFault } from './envoy-emulator.js';
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import {
+  EnvoyEmulator,
+  parseFault,
+  seededRandom,
+  type DrainStrategy,
+  type DrainType,
+  type EnvoyCommandLine,
+  type EnvoyEmulatorOptions,
+  type TrafficDirection,
+} from './envoy-emulator.js';
 
-function integer(name: string, text: string | undefined, fallback: number): number {
-  if (text === undefined) return fallback;
+/** What the command line asks for: the emulator's options, and a seed for its random source. */
+export interface CliConfig {
+  readonly options: EnvoyEmulatorOptions;
+  readonly randomSeed?: number;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+interface Draft {
+  options: Mutable<EnvoyEmulatorOptions>;
+  commandLine: Mutable<EnvoyCommandLine>;
+  httpListener: { direction?: TrafficDirection; drainType?: DrainType };
+  tcpListener: { direction?: TrafficDirection; drainType?: DrainType };
+  randomSeed?: number;
+}
+type ValueFlag = (draft: Draft, value: string, name: string) => void;
+
+function integer(name: string, text: string): number {
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name}: ${JSON.stringify(text)} is not a whole number`);
+  if (text.trim() === '' || !Number.isSafeInteger(value) || value < 0) {
+    throw new Error(`--${name}: ${JSON.stringify(text)} is not a whole number`);
+  }
   return value;
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      'admin-port': { type: 'string' },
-      'http-port': { type: 'string' },
-      'tcp-port': { type: 'string' },
-      host: { type: 'string' },
-      'stat-address': { type: 'string' },
-      workers: { type: 'string' },
-      'drain-time': { type: 'string' },
-      fault: { type: 'string' },
-      'fault-paths': { type: 'string' },
-    },
-    strict: true,
-  });
-  const fault = parseFault(values.fault ?? 'none');
-  if (fault === undefined) throw new Error(`--fault: ${JSON.stringify(values.fault)} is not none, slow:<ms>, status:<code>, garbage, empty or down`);
-  const emulator = await EnvoyEmulator.start({
-    adminPort: integer('admin-port', values['admin-port'], 0),
-    httpPort: integer('http-port', values['http-port'], 0),
-    tcpPort: integer('tcp-port', values['tcp-port'], 0),
-    workers: integer('workers', values.workers, 2),
-    drainTimeMs: integer('drain-time', values['drain-time'], 600_000),
-    fault,
-    faultPaths: (values['fault-paths'] ?? '').split(',').filter((path) => path !== ''),
-    ...(values.host === undefined ? {} : { host: values.host }),
-    ...(values['stat-address'] === undefined ? {} : { statAddress: values['stat-address'] }),
-  });
-  const stop = (): void => {
-    void emulator.close().then(() => process.exit(0));
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
-  process.stdout.write(
-    `${JSON.stringify({ pid: process.pid, host: emulator.host, ...emulator.ports, listeners: emulator.listenerNames })}\n`,
-  );
+function oneOf<T extends string>(name: string, text: string, allowed: readonly T[]): T {
+  const found = allowed.find((value) => value === text);
+  if (found === undefined) throw new Error(`--${name}: ${JSON.stringify(text)} is not one of ${allowed.join(', ')}`);
+  return found;
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`envoy-emulator: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(2);
-});
+/** OptionsImpl (source/server/options_impl.cc): "immediate" or "gradual", else "unknown drain-strategy". */
+const drainStrategy: ValueFlag = (draft, value, name) => {
+  draft.options.drainStrategy = oneOf<DrainStrategy>(name, value, ['gradual', 'immediate']);
+};
+const drainType = (side: 'httpListener' | 'tcpListener'): ValueFlag => (draft, value, name) => {
+  draft[side].drainType = oneOf<DrainType>(name, value.toLowerCase(), ['default', 'modify_only']);
+};
+const direction = (side: 'httpListener' | 'tcpListener'): ValueFlag => (draft, value, name) => {
+  draft[side].direction = oneOf<TrafficDirection>(name, value.toLowerCase(), ['inbound', 'outbound', 'unspecified']);
+};
+const shown = (key: 'configPath' | 'configYaml' | 'logLevel' | 'componentLogLevel' | 'logFormat' | 'logPath' | 'serviceCluster' | 'serviceNode' | 'serviceZone'): ValueFlag =>
+  (draft, value) => {
+    draft.commandLine[key] = value;
+  };
+/** --mode serve|validate|init_only, shown as the CommandLineOptions.Mode enum name. */
+const MODES: Readonly<Record<string, string>> = { serve: 'Serve', validate: 'Validate', init_only: 'InitOnly' };
+
+const VALUE_FLAGS: Readonly<Record<string, ValueFlag>> = {
+  // Envoy's flags.
+  'drain-strategy': drainStrategy,
+  'drain-time-s': (draft, value, name) => (draft.options.drainTimeMs = integer(name, value) * 1000),
+  concurrency: (draft, value, name) => (draft.options.workers = integer(name, value)),
+  'config-path': shown('configPath'),
+  'config-yaml': shown('configYaml'),
+  'log-level': shown('logLevel'),
+  'component-log-level': shown('componentLogLevel'),
+  'log-format': shown('logFormat'),
+  'log-path': shown('logPath'),
+  'service-cluster': shown('serviceCluster'),
+  'service-node': shown('serviceNode'),
+  'service-zone': shown('serviceZone'),
+  'base-id': (draft, value, name) => (draft.commandLine.baseId = integer(name, value)),
+  'parent-shutdown-time-s': (draft, value, name) => (draft.commandLine.parentShutdownTimeS = integer(name, value)),
+  mode: (draft, value, name) => (draft.commandLine.mode = MODES[oneOf(name, value, Object.keys(MODES))]),
+  // The emulator's.
+  'admin-port': (draft, value, name) => (draft.options.adminPort = integer(name, value)),
+  'http-port': (draft, value, name) => (draft.options.httpPort = integer(name, value)),
+  'tcp-port': (draft, value, name) => (draft.options.tcpPort = integer(name, value)),
+  host: (draft, value) => (draft.options.host = value),
+  'stat-address': (draft, value) => (draft.options.statAddress = value),
+  workers: (draft, value, name) => (draft.options.workers = integer(name, value)),
+  'drain-time': (draft, value, name) => (draft.options.drainTimeMs = integer(name, value)),
+  'http-drain-type': drainType('httpListener'),
+  'tcp-drain-type': drainType('tcpListener'),
+  'http-direction': direction('httpListener'),
+  'tcp-direction': direction('tcpListener'),
+  'random-seed': (draft, value, name) => (draft.randomSeed = integer(name, value)),
+  'started-at': (draft, value, name) => (draft.options.startedAt = integer(name, value)),
+  fault: (draft, value) => {
+    const fault = parseFault(value);
+    if (fault === undefined) throw new Error(`--fault: ${JSON.stringify(value)} is not none, slow:<ms>, status:<code>, garbage, empty or down`);
+    draft.options.fault = fault;
+  },
+  'fault-paths': (draft, value) => (draft.options.faultPaths = value.split(',').filter((path) => path !== '')),
+};
+
+const SWITCHES: Readonly<Record<string, (draft: Draft) => void>> = {
+  'disable-hot-restart': (draft) => (draft.commandLine.disableHotRestart = true),
+  'use-dynamic-base-id': (draft) => (draft.commandLine.useDynamicBaseId = true),
+};
+
+/** Envoy's one-letter spellings (TCLAP short names) of the flags above. */
+const SHORT_NAMES: Readonly<Record<string, string>> = { c: 'config-path', l: 'log-level' };
+
+/**
+ * `--name`, `-c`, `--name value` as one argument, or `--name=value` → the flag's long name and its inline
+ * value, if any. Envoy's TCLAP parser (source/server/options_impl.cc: `TCLAP::CmdLine cmd("envoy", ' ', …)`)
+ * splits one argument at its first space (Arg::trimFlag), which is how Envoy Gateway passes
+ * "--drain-strategy immediate"; `=` is the emulator's own leniency (Envoy rejects `--drain-time-s=30`).
+ */
+function splitFlag(argument: string): { name: string; inline?: string } | undefined {
+  const match = /^(--?)([^\s=]+)(?:[\s=]([\s\S]*))?$/.exec(argument);
+  if (match === null) return undefined;
+  const [, dashes, raw = '', inline] = match;
+  const name = dashes === '--' ? raw : (SHORT_NAMES[raw] ?? raw);
+  return inline === undefined ? { name } : { name, inline };
+}
+
+/** Reads Envoy's and the emulator's flags; throws on a bad value of a flag it understands. */
+export function parseCliArgs(argv: readonly string[]): CliConfig {
+  const draft: Draft = { options: {}, commandLine: {}, httpListener: {}, tcpListener: {} };
+  for (let index = 0; index < argv.length; index += 1) {
+    const flag = splitFlag(argv[index] ?? '');
+    if (flag === undefined) continue; // a bare argument: Envoy takes none, nothing to do
+    const next = argv[index + 1];
+    const takesNext = flag.inline === undefined && next !== undefined && !next.startsWith('-');
+    const setter = VALUE_FLAGS[flag.name];
+    if (setter !== undefined) {
+      const value = flag.inline ?? (takesNext ? next : undefined);
+      if (value === undefined) throw new Error(`--${flag.name} needs a value`);
+      if (flag.inline === undefined) index += 1;
+      setter(draft, value, flag.name);
+    } else if (SWITCHES[flag.name] !== undefined) {
+      SWITCHES[flag.name]?.(draft);
+    } else if (takesNext) {
+      index += 1; // another Envoy flag and its value: ignored
+    }
+  }
+  const options: EnvoyEmulatorOptions = {
+    ...draft.options,
+    ...(Object.keys(draft.commandLine).length > 0 ? { commandLine: draft.commandLine } : {}),
+    ...(Object.keys(draft.httpListener).length > 0 ? { httpListener: draft.httpListener } : {}),
+    ...(Object.keys(draft.tcpListener).length > 0 ? { tcpListener: draft.tcpListener } : {}),
+  };
+  return draft.randomSeed === undefined ? { options } : { options, randomSeed: draft.randomSeed };
+}
+
+async function main(): Promise<void> {
+  const { options, randomSeed } = parseCliArgs(process.argv.slice(2));
+  const emulator = await EnvoyEmulator.start({ ...options, ...(randomSeed === undefined ? {} : { random: seededRandom(randomSeed) }) });
+  // Envoy exits 0 after a shutdown, whether /quitquitquit or a signal asked for it (server.cc).
+  void emulator.exited.then(() => process.exit(0));
+  process.once('SIGTERM', () => void emulator.close());
+  process.once('SIGINT', () => void emulator.close());
+  const line = {
+    pid: process.pid,
+    host: emulator.host,
+    ...emulator.ports,
+    listeners: emulator.listenerNames,
+    startedAt: emulator.startedAt,
+    drainStrategy: emulator.drainStrategy,
+    drainTimeMs: emulator.drainTimeMs,
+  };
+  process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+// Run only as the entry point, so that tests can import parseCliArgs.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`envoy-emulator: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(2);
+  });
+}

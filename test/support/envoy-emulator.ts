@@ -8,19 +8,52 @@
  * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
  *   formats of Envoy's documentation (see test/fixtures/envoy/), and switchable faults.
  *
- * Listener direction and drain type follow Envoy 1.34+ (source/server/drain_manager_impl.cc drainClose,
- * source/common/listener_manager/listener_manager_impl.cc stopListeners): a connection is drain-closed
- * when health checks fail and its listener's drain_type is DEFAULT, or when a drain covers its listener;
- * `drain_listeners?inboundonly` covers (and at the end of the drain period stops) only listeners with
- * `traffic_direction: INBOUND`, never UNSPECIFIED or OUTBOUND ones; a drain without it covers all.
+ * What it models, and the Envoy source it follows (Envoy 1.34 to 1.40; version notes inline):
+ *
+ * - Server state (source/server/utils.cc Utility::serverState, used by ServerInfoHandler::handlerReady and
+ *   handlerServerInfo): once initialized, DRAINING if and only if health checks are failed, else LIVE.
+ *   `drain_listeners` never changes it; `POST /healthcheck/ok` undoes `/healthcheck/fail`. `server.live` is
+ *   `!healthCheckFailed` (server.cc InstanceImpl::failHealthcheck).
+ * - Drain close, decided per HTTP response (source/common/http/conn_manager_impl.cc: when encoding response
+ *   headers, `drain_state_ == NotDraining && drain_close_.drainClose(scope)` starts the connection's drain
+ *   sequence; for HTTP/1.1 that is `Connection: close` and a close after the response, counted in
+ *   `http.<prefix>.downstream_cx_drain_close`). The decision is source/server/drain_manager_impl.cc
+ *   DrainManagerImpl::drainClose: health checks failed and listener drain_type DEFAULT, always; otherwise
+ *   only while a drain covers the listener's direction, then always with `--drain-strategy immediate`, and
+ *   with `gradual` (the default) by Envoy's formula in whole seconds (see `gradualDrainClose`).
+ * - `drain_listeners` (source/server/admin/listeners_handler.cc ListenersHandler::handlerDrainListeners):
+ *   `graceful` starts DrainManagerImpl::startDrainSequence for All or, with `inboundonly` (Envoy 1.34+,
+ *   PR #37873), InboundOnly; a repeated drain the running one covers is a no-op; at the end of the drain
+ *   time the covered listeners stop accepting unless `skip_exit` (ListenerManagerImpl::stopListeners: the
+ *   listeners stay counted in `total_listeners_active`, `listener_stopped` counts them, open connections
+ *   stay). Without `graceful` the listeners stop at once and no drain starts; `skip_exit` without
+ *   `graceful` is 400. (Envoy main since PR #47042, 2026, behind the runtime guard
+ *   `envoy.reloadable_features.non_graceful_drain_notifies_connections`, also drains on a non-graceful
+ *   call and accepts `skip_exit` alone: not modelled, no release documents it yet.)
+ * - No proactive drain of idle connections: DrainManagerImpl runs drain-close callbacks at drain start
+ *   (addOnDrainCloseCb, PR #17026, Envoy 1.19+, spread over the first quarter of the remaining drain time for
+ *   `gradual`, at once for `immediate`), but the HTTP connection manager of a released Envoy registers none
+ *   (its filter-chain drain decision, PerFilterChainFactoryContextImpl::addOnDrainCloseCb, is an
+ *   ENVOY_BUG; the proactive HTTP/2 GOAWAY PR #16201 was closed unmerged; envoyproxy/envoy#42305 "allow
+ *   close downstream idle connection while draining" is open). An idle HTTP/1.1 keep-alive connection is
+ *   therefore left alone until it sends a request, its idle_timeout (1 h by default) or Envoy's exit. The
+ *   connection-level `onDrain` of Envoy main (PR #45254, 2026) is used only by the reverse-tunnel HCM.
+ * - `/quitquitquit` and SIGTERM (source/server/admin/server_cmd_handler.cc handlerQuitQuitQuit,
+ *   source/server/server.cc InstanceImpl::shutdown): no drain; the admin answer `OK\n` goes out, the
+ *   dispatcher exits and terminate() stops the workers, cutting every connection; the process exits 0.
+ * - `/server_info` (ServerInfoHandler::handlerServerInfo): uptimes are whole seconds of system time since
+ *   this instance started, `hot_restart_version` is HotRestartImpl::version() ("11.104" on x86-64 Linux)
+ *   or "disabled", and `command_line_options` reflects the options (`--drain-strategy`, `--drain-time-s`…).
  *
  * Differences from Envoy, on purpose: the listeners bind `host` (loopback in tests) but are named with
- * `statAddress` (0.0.0.0 by default, as in a pod); drain closes are immediate (Envoy's
- * `--drain-strategy immediate`) rather than gradual; `filter` is a JavaScript regex, not RE2.
+ * `statAddress` (0.0.0.0 by default, as in a pod); `drainTimeMs` may be below a second (Envoy's is whole
+ * seconds; the gradual formula uses its whole seconds, the drain period its exact length); `filter` is a
+ * JavaScript regex, not RE2; the server is initialized from the start (no PRE_INITIALIZING/INITIALIZING).
  *
  * Start it in-process with `EnvoyEmulator.start(options)`, or as a child process with
  * `node --import tsx test/support/envoy-emulator-cli.ts` (see that file).
  */
+import { randomInt } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -53,6 +86,37 @@ export interface ListenerSpec {
 /** What `drain_listeners` has started: nothing, a drain of INBOUND listeners, or of every listener. */
 export type DrainScope = 'none' | 'inbound-only' | 'all';
 
+/** Envoy's `--drain-strategy` (source/server/options_impl.cc): how drainClose() answers while a drain runs. */
+export type DrainStrategy = 'gradual' | 'immediate';
+
+/** Stands in for Envoy's `Random::RandomGenerator::random()`: a non-negative integer (a uint64 in Envoy). */
+export type RandomSource = () => number;
+
+/** How the emulator stopped: `POST /quitquitquit`, or `close()` (what Envoy does on SIGTERM). */
+export type ExitReason = 'quitquitquit' | 'close';
+
+/**
+ * Envoy command-line flags shown in `/server_info` `command_line_options` (the CLI fills these from the
+ * container's args); they change nothing else.
+ */
+export interface EnvoyCommandLine {
+  readonly configPath?: string;
+  readonly configYaml?: string;
+  readonly logLevel?: string;
+  readonly componentLogLevel?: string;
+  readonly logFormat?: string;
+  readonly logPath?: string;
+  readonly serviceCluster?: string;
+  readonly serviceNode?: string;
+  readonly serviceZone?: string;
+  readonly baseId?: number;
+  readonly useDynamicBaseId?: boolean;
+  readonly parentShutdownTimeS?: number;
+  readonly mode?: string;
+  /** `--disable-hot-restart`: `hot_restart_version` is then "disabled" (HotRestartNopImpl::version). */
+  readonly disableHotRestart?: boolean;
+}
+
 interface ListenerConfig {
   readonly direction: TrafficDirection;
   readonly drainType: DrainType;
@@ -77,8 +141,24 @@ export interface EnvoyEmulatorOptions {
   readonly fault?: AdminFault;
   /** Apply the fault only to admin paths starting with one of these (e.g. ['/stats']); default all. */
   readonly faultPaths?: readonly string[];
-  /** Envoy's --drain-time-s, in ms: after a graceful drain_listeners, listeners stop accepting; default 600 s. */
+  /** Envoy's --drain-strategy; default `gradual`, as Envoy's. */
+  readonly drainStrategy?: DrainStrategy;
+  /**
+   * Envoy's --drain-time-s, in ms; default 600 s. The drain period (listeners stop accepting at its end)
+   * lasts exactly this long; the gradual formula uses its whole seconds, as Envoy does.
+   */
   readonly drainTimeMs?: number;
+  /** Envoy's random generator, for the gradual drain decision; default a cryptographic one. See `seededRandom`. */
+  readonly random?: RandomSource;
+  /**
+   * Milliseconds since the epoch, for drain decisions and uptimes (Envoy uses its monotonic clock for the
+   * former, system time for the latter); default Date.now. The drain period's timer runs on real time.
+   */
+  readonly clock?: () => number;
+  /** When this instance "started", for /server_info uptimes (ms since the epoch); default its construction. */
+  readonly startedAt?: number;
+  /** Flags to show in /server_info `command_line_options`. */
+  readonly commandLine?: EnvoyCommandLine;
   /**
    * Status of a GET on a mutating endpoint. Envoy's documentation says 400 (the default here); the
    * source of recent versions answers 405 "Method GET not allowed, POST required.".
@@ -165,22 +245,83 @@ const PROMETHEUS_BUCKETS = [0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 50
 const DATA_RESPONSE_BODY = 'ok\n';
 const GARBAGE_BODY = '<!DOCTYPE html><html><head><title>502</title></head><body>upstream connect error</body></html>\n';
 
+/**
+ * HotRestartImpl::version() (source/server/hot_restart_impl.cc): "<HOT_RESTART_VERSION>.<sizeof(SharedMemory)>",
+ * HOT_RESTART_VERSION 11 and 104 bytes on x86-64 glibc (two u64, two 40-byte pthread mutexes, one atomic u64).
+ */
+const HOT_RESTART_VERSION = '11.104';
+const DEFAULT_DRAIN_TIME_MS = 600_000;
+const DEFAULT_PARENT_SHUTDOWN_TIME_S = 900;
+
+/**
+ * DrainManagerImpl::drainClose for `--drain-strategy gradual` once a drain covers the connection
+ * (source/server/drain_manager_impl.cc, deadline-based since Envoy 1.15, PR #11138):
+ *
+ *   past the deadline (start + drain time): true, without drawing a random number;
+ *   remaining = duration_cast<seconds>(deadline - now)   (truncated to whole seconds)
+ *   drain time of 0 s: true;
+ *   elapsed = drain_time_s - remaining;  return elapsed > random() % drain_time_s.
+ *
+ * So `elapsed` is the elapsed time rounded *up* to whole seconds: 0 only at the very instant the drain
+ * starts, 1 for its whole first second (a 1/drain_time_s chance), and drain_time_s during the last second
+ * (always). The tick-based manager before 1.15 counted 1 from the start too (drainSequenceTick runs at once).
+ */
+export function gradualDrainClose(elapsedMs: number, drainTimeMs: number, random: RandomSource): boolean {
+  const untilDeadlineMs = drainTimeMs - elapsedMs;
+  if (untilDeadlineMs <= 0) return true;
+  const drainTimeS = Math.floor(drainTimeMs / 1000);
+  if (drainTimeS === 0) return true;
+  const remainingS = Math.floor(untilDeadlineMs / 1000);
+  const elapsedS = drainTimeS - remainingS;
+  return elapsedS > random() % drainTimeS;
+}
+
+/** A deterministic RandomSource (mulberry32: uniform 32-bit integers) for reproducible gradual drains. */
+export function seededRandom(seed: number): RandomSource {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (t ^ (t >>> 14)) >>> 0;
+  };
+}
+
+/** Envoy's default generator draws uint64s; 48 random bits keep `% drain_time_s` just as uniform. */
+function cryptoRandom(): number {
+  return randomInt(0, 2 ** 48 - 1);
+}
+
+type ResolvedOptions = Required<
+  Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener' | 'random' | 'clock' | 'startedAt' | 'commandLine'>
+> & {
+  faultPaths: readonly string[];
+  extraGauges: Readonly<Record<string, number>>;
+};
+
 export class EnvoyEmulator {
   readonly adminRequests: AdminRequestRecord[] = [];
-  private readonly options: Required<Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener'>> & {
-    faultPaths: readonly string[];
-    extraGauges: Readonly<Record<string, number>>;
-  };
+  /** Settles once the emulator has stopped (every listener and connection closed), with why. */
+  readonly exited: Promise<ExitReason>;
+  private readonly options: ResolvedOptions;
   private readonly httpConfig: ListenerConfig;
   private readonly tcpConfig: ListenerConfig;
-  private readonly startedAt = Date.now();
+  private readonly random: RandomSource;
+  private readonly clock: () => number;
+  private readonly commandLine: EnvoyCommandLine;
+  private readonly startedAtMs: number;
   private fault: AdminFault;
   private faultPaths: readonly string[];
   private healthCheckFailed = false;
-  private scope: DrainScope = 'none';
+  /** DrainManagerImpl's drain_deadlines_, kept as start instants (clock ms), per DrainDirection. */
+  private readonly drainStarts: { inbound?: number; all?: number } = {};
+  private readonly drainTimers = new Set<NodeJS.Timeout>();
   private readonly stopped = { http: false, tcp: false };
-  private drainTimer: NodeJS.Timeout | undefined;
+  private listenersStopped = 0;
   private closed = false;
+  private exitReason: ExitReason | undefined;
+  private resolveExited: (reason: ExitReason) => void = () => undefined;
   private readonly closing = new AbortController();
 
   private readonly httpServer: http.Server;
@@ -208,10 +349,16 @@ export class EnvoyEmulator {
       tcpStatPrefix: options.tcpStatPrefix ?? 'ingress_tcp',
       fault: options.fault ?? { kind: 'none' },
       faultPaths: options.faultPaths ?? [],
-      drainTimeMs: options.drainTimeMs ?? 600_000,
+      drainStrategy: options.drainStrategy ?? 'gradual',
+      drainTimeMs: Math.max(0, options.drainTimeMs ?? DEFAULT_DRAIN_TIME_MS),
       mutationOnGetStatus: options.mutationOnGetStatus ?? 400,
       extraGauges: options.extraGauges ?? {},
     };
+    this.random = options.random ?? cryptoRandom;
+    this.clock = options.clock ?? Date.now;
+    this.commandLine = options.commandLine ?? {};
+    this.startedAtMs = options.startedAt ?? this.clock();
+    this.exited = new Promise((resolve) => (this.resolveExited = resolve));
     this.fault = this.options.fault;
     this.faultPaths = this.options.faultPaths;
     this.httpConfig = listenerConfig(options.httpListener);
@@ -246,21 +393,45 @@ export class EnvoyEmulator {
     return { http: this.httpListener.statName, tcp: this.tcpListener.statName };
   }
 
+  /**
+   * Utility::serverState once initialized (source/server/utils.cc): DRAINING if and only if health checks
+   * are failed. `drain_listeners` alone leaves the server LIVE.
+   */
   get state(): ServerState {
-    return this.healthCheckFailed || this.scope !== 'none' ? 'DRAINING' : 'LIVE';
+    return this.healthCheckFailed ? 'DRAINING' : 'LIVE';
   }
 
   get isHealthCheckFailed(): boolean {
     return this.healthCheckFailed;
   }
 
+  /** Whether a graceful `drain_listeners` has started a drain sequence (it cannot be undone). */
   get isDraining(): boolean {
-    return this.scope !== 'none';
+    return this.drainScope !== 'none';
   }
 
-  /** The listeners `drain_listeners` asked to drain so far. */
+  /** The listeners `drain_listeners?graceful` asked to drain so far. */
   get drainScope(): DrainScope {
-    return this.scope;
+    if (this.drainStarts.all !== undefined) return 'all';
+    return this.drainStarts.inbound !== undefined ? 'inbound-only' : 'none';
+  }
+
+  get drainStrategy(): DrainStrategy {
+    return this.options.drainStrategy;
+  }
+
+  get drainTimeMs(): number {
+    return this.options.drainTimeMs;
+  }
+
+  /** When this instance started, in ms since the epoch (what /server_info uptimes count from). */
+  get startedAt(): number {
+    return this.startedAtMs;
+  }
+
+  /** Why the emulator stopped, once it has (see `exited`). */
+  get exitedWith(): ExitReason | undefined {
+    return this.exitReason;
   }
 
   /** Open downstream connections per data listener, and on the admin listener. */
@@ -295,14 +466,18 @@ export class EnvoyEmulator {
       counter('listener.admin.main_thread.downstream_cx_total', this.admin.total),
       ...this.httpListener.stats(),
       ...this.tcpListener.stats(),
-      gauge('listener_manager.total_listeners_active', this.activeListeners().length, true),
-      gauge('listener_manager.total_listeners_draining', this.activeListeners().filter((config) => this.inScope(config)).length, this.scope !== 'none'),
+      // ListenerManagerImpl::stopListeners stops listeners without removing them: they stay active and
+      // `listener_stopped` counts them; `total_listeners_draining` counts only LDS-removed listeners.
+      counter('listener_manager.listener_stopped', this.listenersStopped),
+      gauge('listener_manager.total_listeners_active', 2, true),
+      gauge('listener_manager.total_listeners_draining', 0, true),
       gauge('listener_manager.workers_started', 1, true),
       gauge('server.concurrency', this.options.workers, true),
-      gauge('server.live', this.state === 'LIVE' ? 1 : 0, true),
+      // InstanceImpl::failHealthcheck sets `live`; `state` is the ServerInfo::State enum (LIVE 0, DRAINING 1).
+      gauge('server.live', this.healthCheckFailed ? 0 : 1, true),
       gauge('server.state', this.state === 'LIVE' ? 0 : 1, true),
       gauge('server.total_connections', this.httpListener.active + this.tcpListener.active + this.admin.active, true),
-      gauge('server.uptime', Math.floor((Date.now() - this.startedAt) / 1000), true),
+      gauge('server.uptime', this.uptimeSeconds(), true),
       counter(`tcp.${this.options.tcpStatPrefix}.downstream_cx_total`, this.tcpListener.total),
       ...Object.entries(this.options.extraGauges).map(([name, value]) => gauge(name, value, true)),
     ];
@@ -320,15 +495,25 @@ export class EnvoyEmulator {
     }
   }
 
-  /** Stops like Envoy on SIGTERM: listeners closed, every connection (data and admin) cut at once. */
-  async close(): Promise<void> {
+  /**
+   * Stops like Envoy on SIGTERM (InstanceImpl::shutdown, as for /quitquitquit): no drain, listeners closed,
+   * every connection (data and admin) cut at once. Settles `exited` with 'close'.
+   */
+  close(): Promise<void> {
+    return this.shutdown('close');
+  }
+
+  private async shutdown(reason: ExitReason): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.closing.abort();
-    clearTimeout(this.drainTimer);
+    for (const timer of this.drainTimers) clearTimeout(timer);
+    this.drainTimers.clear();
     for (const socket of this.sockets) socket.destroy();
     this.httpServer.closeAllConnections();
     await Promise.all([closeServer(this.httpServer), closeServer(this.tcpServer), this.closeAdmin()]);
+    this.exitReason = reason;
+    this.resolveExited(reason);
   }
 
   // --- data listeners ---------------------------------------------------------------------------
@@ -339,9 +524,9 @@ export class EnvoyEmulator {
       this.httpRequests += 1;
       request.resume();
       const headers: Record<string, string> = { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(DATA_RESPONSE_BODY.length) };
-      // Envoy's HTTP connection manager closes each HTTP/1.1 connection after its current response
-      // ("drain close") when its listener drains.
-      if (this.isDrainClosing(this.httpConfig)) {
+      // ConnectionManagerImpl asks drainClose() while encoding each response's headers; for HTTP/1.1 a
+      // "yes" means `Connection: close` and a close once the response is out (conn_manager_impl.cc).
+      if (this.drainClose(this.httpConfig)) {
         headers['connection'] = 'close';
         this.drainCloses += 1;
       }
@@ -387,36 +572,75 @@ export class EnvoyEmulator {
   }
 
   /**
-   * DrainManagerImpl::drainClose: health checks failed and drain_type DEFAULT, or a drain that covers the
-   * listener (a connection of a non-INBOUND listener asks for DrainDirection::All, which an inbound-only
-   * drain does not cover).
+   * DrainManagerImpl::drainClose(direction) of the listener's drain manager (drain_manager_impl.cc): health
+   * checks failed and drain_type DEFAULT, always; else no drain covering the listener, never; else
+   * `immediate`, always; else Envoy's gradual formula, counted from that drain's start.
    */
-  private isDrainClosing(config: ListenerConfig): boolean {
-    return (config.drainType === 'default' && this.healthCheckFailed) || this.inScope(config);
+  private drainClose(config: ListenerConfig): boolean {
+    if (config.drainType === 'default' && this.healthCheckFailed) return true;
+    const start = this.drainStartFor(config);
+    if (start === undefined) return false;
+    if (this.options.drainStrategy === 'immediate') return true;
+    return gradualDrainClose(this.clock() - start, this.options.drainTimeMs, this.random);
   }
 
-  private inScope(config: ListenerConfig): boolean {
-    return this.scope === 'all' || (this.scope === 'inbound-only' && config.direction === 'inbound');
+  /**
+   * When the drain covering this listener's connections started, if one does. A connection of an INBOUND
+   * listener asks for DrainDirection::InboundOnly, which both drains cover; any other asks for All, which an
+   * inbound-only drain does not cover (`direction > current_drain.second`). Envoy then reads
+   * drain_deadlines_[direction], which only a drain of that very direction sets (an All-only drain leaves the
+   * InboundOnly entry unset: an unchecked lookup in Envoy); the emulator takes the earlier covering drain.
+   */
+  private drainStartFor(config: ListenerConfig): number | undefined {
+    const { inbound, all } = this.drainStarts;
+    if (config.direction !== 'inbound') return all;
+    if (inbound === undefined) return all;
+    return all === undefined ? inbound : Math.min(inbound, all);
   }
 
-  private activeListeners(): ListenerConfig[] {
-    return [...(this.stopped.http ? [] : [this.httpConfig]), ...(this.stopped.tcp ? [] : [this.tcpConfig])];
+  /** DrainManagerImpl::draining(direction): a drain of this direction, or a wider one, is running. */
+  private drainCovers(scope: Exclude<DrainScope, 'none'>): boolean {
+    return this.drainStarts.all !== undefined || (scope === 'inbound-only' && this.drainStarts.inbound !== undefined);
+  }
+
+  /**
+   * DrainManagerImpl::startDrainSequence(direction, cb): the drain of that direction starts now; at the end
+   * of the drain time its completion callback stops the covered listeners, unless `skip_exit` (the callback
+   * handlerDrainListeners gives). Widening an inbound-only drain to all keeps the first one's timer too.
+   * Drain-close callbacks are not run: no HTTP connection manager registers any (see the file comment).
+   */
+  private startDrainSequence(scope: Exclude<DrainScope, 'none'>, skipExit: boolean): void {
+    this.drainStarts[scope === 'all' ? 'all' : 'inbound'] = this.clock();
+    if (skipExit) return;
+    const timer = setTimeout(() => {
+      this.drainTimers.delete(timer);
+      this.stopListeners(scope);
+    }, this.options.drainTimeMs);
+    timer.unref();
+    this.drainTimers.add(timer);
   }
 
   /**
    * ListenerManagerImpl::stopListeners: listeners closed, no new connections, existing ones untouched;
-   * with inboundonly only INBOUND listeners.
+   * with inboundonly only INBOUND listeners. Each stopped listener counts once in `listener_stopped`.
    */
   private stopListeners(scope: Exclude<DrainScope, 'none'>): void {
     const covers = (config: ListenerConfig): boolean => scope === 'all' || config.direction === 'inbound';
     if (!this.stopped.http && covers(this.httpConfig)) {
       this.stopped.http = true;
+      this.listenersStopped += 1;
       this.httpServer.close();
     }
     if (!this.stopped.tcp && covers(this.tcpConfig)) {
       this.stopped.tcp = true;
+      this.listenersStopped += 1;
       this.tcpServer.close();
     }
+  }
+
+  /** ServerInfoHandler::handlerServerInfo: to_time_t(now) - start time, both whole seconds of system time. */
+  private uptimeSeconds(): number {
+    return Math.max(0, Math.floor(this.clock() / 1000) - Math.floor(this.startedAtMs / 1000));
   }
 
   // --- admin ------------------------------------------------------------------------------------
@@ -498,8 +722,10 @@ export class EnvoyEmulator {
       case '/stats/prometheus':
         return this.serveStats(new URLSearchParams([...params, ['format', 'prometheus']]), send);
       case '/quitquitquit':
+        // ServerCmdHandler::handlerQuitQuitQuit: InstanceImpl::shutdown() then "OK\n"; the answer goes out
+        // before the dispatcher exits and terminate() cuts the connections. No drain.
         send(200, 'text/plain', 'OK\n');
-        setImmediate(() => void this.close());
+        afterResponse(response, () => void this.shutdown('quitquitquit'));
         return;
       default:
         return send(404, 'text/plain', `invalid path. admin commands are:\n  /ready\n  /server_info\n  /stats\n  /stats/prometheus\n  /healthcheck/fail\n  /healthcheck/ok\n  /drain_listeners\n`);
@@ -511,22 +737,18 @@ export class EnvoyEmulator {
     return { kind: 'none' };
   }
 
-  /** ListenersHandler::handlerDrainListeners. */
+  /**
+   * ListenersHandler::handlerDrainListeners (listeners_handler.cc), as released: `skip_exit` needs
+   * `graceful`; `graceful` starts a drain sequence unless one covering this direction runs; without it the
+   * listeners stop at once and nothing drains.
+   */
   private drainListeners(params: URLSearchParams, send: (status: number, type: string, body: string) => void): void {
     const graceful = params.has('graceful');
-    if (params.has('skip_exit') && !graceful) return send(400, 'text/plain', 'skip_exit requires graceful\n');
+    const skipExit = params.has('skip_exit');
+    if (skipExit && !graceful) return send(400, 'text/plain', 'skip_exit requires graceful\n');
     const scope = params.has('inboundonly') ? 'inbound-only' : 'all';
-    if (!graceful) {
-      this.stopListeners(scope);
-    } else if (!(this.scope === 'all' || this.scope === scope)) {
-      // Not draining yet, or draining inbound only and now asked for all: the drain widens.
-      this.scope = scope;
-      if (!params.has('skip_exit')) {
-        clearTimeout(this.drainTimer);
-        this.drainTimer = setTimeout(() => this.stopListeners(scope), this.options.drainTimeMs);
-        this.drainTimer.unref();
-      }
-    }
+    if (!graceful) this.stopListeners(scope);
+    else if (!this.drainCovers(scope)) this.startDrainSequence(scope, skipExit);
     send(200, 'text/plain', 'OK\n');
   }
 
@@ -562,27 +784,47 @@ export class EnvoyEmulator {
     return [`http.${this.options.httpStatPrefix}.downstream_cx_length_ms`, `listener.${this.httpListener.statName}.downstream_cx_length_ms`];
   }
 
+  /**
+   * ServerInfoHandler::handlerServerInfo: an envoy.admin.v3.ServerInfo as protobuf JSON (durations as "<n>s",
+   * enums by name, uint64 as strings), its fields in proto order.
+   */
   private renderServerInfo(): string {
-    const uptime = `${Math.floor((Date.now() - this.startedAt) / 1000)}s`;
-    return `${JSON.stringify(
-      {
-        version: 'emulated/1.31.0/Clean/RELEASE/BoringSSL',
-        state: this.state,
-        hot_restart_version: 'disabled',
-        command_line_options: {
-          concurrency: this.options.workers,
-          drain_time: `${Math.round(this.options.drainTimeMs / 1000)}s`,
-          drain_strategy: 'Immediate',
-          parent_shutdown_time: '900s',
-          mode: 'Serve',
-        },
-        uptime_current_epoch: uptime,
-        uptime_all_epochs: uptime,
-        node: { id: 'envoy-emulator', cluster: 'emulator', user_agent_name: 'envoy' },
-      },
-      null,
-      2,
-    )}\n`;
+    const uptime = `${this.uptimeSeconds()}s`;
+    const info = {
+      version: 'emulated/1.36.2/Clean/RELEASE/BoringSSL',
+      state: this.state,
+      uptime_current_epoch: uptime,
+      uptime_all_epochs: uptime,
+      hot_restart_version: this.commandLine.disableHotRestart === true ? 'disabled' : HOT_RESTART_VERSION,
+      command_line_options: this.commandLineOptions(),
+      node: { id: this.commandLine.serviceNode ?? '', cluster: this.commandLine.serviceCluster ?? '', user_agent_name: 'envoy' },
+    };
+    return `${JSON.stringify(info, null, 2)}\n`;
+  }
+
+  /** envoy.admin.v3.CommandLineOptions (OptionsImpl::toCommandLineOptions) for the flags modelled here. */
+  private commandLineOptions(): Record<string, unknown> {
+    const line = this.commandLine;
+    return {
+      base_id: String(line.baseId ?? 0),
+      use_dynamic_base_id: line.useDynamicBaseId ?? false,
+      concurrency: this.options.workers,
+      config_path: line.configPath ?? '',
+      config_yaml: line.configYaml ?? '',
+      log_level: line.logLevel ?? 'info',
+      component_log_level: line.componentLogLevel ?? '',
+      log_format: line.logFormat ?? '[%Y-%m-%d %T.%e][%t][%l][%n] [%g:%#] %v',
+      log_path: line.logPath ?? '',
+      service_cluster: line.serviceCluster ?? '',
+      service_node: line.serviceNode ?? '',
+      service_zone: line.serviceZone ?? '',
+      drain_time: `${Math.floor(this.options.drainTimeMs / 1000)}s`,
+      drain_strategy: this.options.drainStrategy === 'immediate' ? 'Immediate' : 'Gradual',
+      parent_shutdown_time: `${line.parentShutdownTimeS ?? DEFAULT_PARENT_SHUTDOWN_TIME_S}s`,
+      mode: line.mode ?? 'Serve',
+      disable_hot_restart: line.disableHotRestart ?? false,
+      restart_epoch: 0,
+    };
   }
 
   /** Test control over HTTP, for an emulator running as a child process. */
@@ -727,6 +969,19 @@ function counter(name: string, value: number): StatValue {
 
 function sum(values: readonly number[]): number {
   return values.reduce((total, value) => total + value, 0);
+}
+
+/** Runs `action` once `response` has been handed to the OS, or at once if it never will be. */
+function afterResponse(response: http.ServerResponse, action: () => void): void {
+  if (response.writableFinished || response.destroyed) return action();
+  let done = false;
+  const once = (): void => {
+    if (done) return;
+    done = true;
+    action();
+  };
+  response.once('finish', once);
+  response.once('close', once);
 }
 
 function listenOn(server: net.Server, port: number, host: string): Promise<void> {
