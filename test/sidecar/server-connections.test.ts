@@ -11,11 +11,13 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, test, type TestContext } from 'node:test';
 import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
-import { Drain } from '../../src/sidecar/drain.js';
-import type { SidecarLog } from '../../src/sidecar/log.js';
+import { systemClock } from '../../src/sidecar/clock.js';
+import { openJournal } from '../../src/sidecar/journal.js';
+import { DrainSupervisor } from '../../src/sidecar/supervisor.js';
 import { defaultConnectionLimits, openFilesSoftLimit, startDrainServer, type ConnectionLimits, type DrainServer } from '../../src/sidecar/server.js';
 import { closeAll, httpRequest, openTcpConnection, openTcpConnections, requestOn, waitUntil, type HeldConnection, type SimpleResponse } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { MemoryLog } from '../support/memory-log.js';
 import { spawnSidecar } from '../support/sidecar-process.js';
 
 /** Connections opened at once: enough to be a flood, few enough not to overflow the listen backlog. */
@@ -144,23 +146,6 @@ async function measureHealthz(url: string, count: number): Promise<number[]> {
   return durations;
 }
 
-/** Captures what the server logs; warnings are what the guard reports. */
-class MemoryLog implements SidecarLog {
-  readonly lines: Array<{ level: string; fields: Record<string, unknown>; message: string }> = [];
-  info(fields: object, message: string): void {
-    this.lines.push({ level: 'info', fields: fields as Record<string, unknown>, message });
-  }
-  warn(fields: object, message: string): void {
-    this.lines.push({ level: 'warn', fields: fields as Record<string, unknown>, message });
-  }
-  error(fields: object, message: string): void {
-    this.lines.push({ level: 'error', fields: fields as Record<string, unknown>, message });
-  }
-  events(name: string): Array<Record<string, unknown>> {
-    return this.lines.filter((line) => line.fields['event'] === name).map((line) => line.fields);
-  }
-}
-
 interface InProcess {
   readonly emulator: EnvoyEmulator;
   readonly server: DrainServer;
@@ -178,10 +163,20 @@ async function serve(t: TestContext, limits: ConnectionLimits): Promise<InProces
   t.after(() => emulator.close());
   const envoy = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
   const log = new MemoryLog();
-  const drain = new Drain(envoy, { checkDelayMs: 0, checkIntervalMs: 20, minOpenConnections: 0, drainTimeoutMs: 20_000, refusalsBeforeExited: 3 }, log);
-  const server = await startDrainServer({ drain, minOpenConnections: 0, host: '127.0.0.1', port: 0, log, connectionLimits: limits });
+  const drain = new DrainSupervisor(
+    envoy,
+    {
+      drain: { drainDelayMs: 0, checkDelayMs: 0, checkIntervalMs: 20, minOpenConnections: 0, drainTimeoutMs: 20_000, refusalsBeforeExited: 3 },
+      recoverEnvoy: false,
+      watchIntervalMs: 20,
+    },
+    openJournal(''),
+    log,
+    systemClock,
+  );
+  const server = await startDrainServer({ drain, minOpenConnections: 0, waitWindowMs: 100, host: '127.0.0.1', port: 0, log, connectionLimits: limits });
   t.after(async () => {
-    drain.interrupt();
+    drain.stop();
     await server.close();
     envoy.close();
   });

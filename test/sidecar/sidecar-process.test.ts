@@ -169,7 +169,8 @@ describe('sidecar process: the drain', () => {
 
   test('drains every listener by default: an UNSPECIFIED-direction listener gets Connection: close', async (t) => {
     // MODIFY_ONLY: only drain_listeners drains it (not /healthcheck/fail), and inboundonly would not cover it (Envoy 1.34+).
-    const { emulator, sidecar } = await setUp(t, [], { httpListener: { direction: 'unspecified', drainType: 'modify_only' } });
+    // Envoy started with --drain-strategy immediate, as the injector sets it: the gradual default closes almost nothing at first.
+    const { emulator, sidecar } = await setUp(t, [], { httpListener: { direction: 'unspecified', drainType: 'modify_only' }, drainStrategy: 'immediate' });
     const http = await openHttpConnection(emulator.ports.http);
     t.after(() => http.close());
     const shutdown = callShutdown(sidecar);
@@ -186,6 +187,7 @@ describe('sidecar process: the drain', () => {
   test('--drain-inbound-only asks for inboundonly: INBOUND listeners drain, UNSPECIFIED ones do not', async (t) => {
     const { emulator, sidecar } = await setUp(t, ['--drain-inbound-only', '--drain-timeout=1s'], {
       httpListener: { direction: 'unspecified', drainType: 'modify_only' },
+      drainStrategy: 'immediate',
     });
     const http = await openHttpConnection(emulator.ports.http);
     t.after(() => http.close());
@@ -195,7 +197,7 @@ describe('sidecar process: the drain', () => {
     assert.notEqual((await requestOn(http.socket)).headers['connection'], 'close', 'an UNSPECIFIED listener is not inbound');
     assert.equal((await shutdown.response).status, 503, 'its connection stays open to the deadline');
 
-    const inbound = await EnvoyEmulator.start({ httpListener: { direction: 'inbound', drainType: 'modify_only' } });
+    const inbound = await EnvoyEmulator.start({ httpListener: { direction: 'inbound', drainType: 'modify_only' }, drainStrategy: 'immediate' });
     t.after(() => inbound.close());
     const other = await spawnSidecar([`--admin-port=${inbound.ports.admin}`, `--check-interval=${CHECK_INTERVAL_MS}ms`, '--check-delay=0', '--drain-inbound-only']);
     t.after(() => other.kill());
