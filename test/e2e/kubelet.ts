@@ -1,15 +1,30 @@
 /**
- * A kubelet termination simulator. It runs a pod as the webhook produced it: the Envoy container is the
- * Envoy emulator (a child process with the admin port the pod spec gives), the shutdown-manager is the
- * built sidecar started with exactly the `args` in the spec. Termination follows the kubelet: every
- * container's preStop httpGet runs concurrently against the port in the spec, a container gets SIGTERM
- * once its own hook has returned, and whatever is still running at terminationGracePeriodSeconds
- * (counted from before the hooks) gets SIGKILL. Native sidecars (init containers with restartPolicy
- * Always) are stopped only after every main container has exited, as the kubelet does since 1.29.
+ * A kubelet simulator. It runs a pod as the webhook produced it: the Envoy container is the Envoy emulator
+ * (a child process started with the admin port and the Envoy flags of the pod spec), the shutdown-manager
+ * is the built sidecar started with exactly the `args` and `env` in the spec, each emptyDir volume is a
+ * fresh directory mounted where the spec says (the args' mount path is rewritten to it).
+ *
+ * What the kubelet does, and this simulator with it (pkg/kubelet/kuberuntime/kuberuntime_container.go
+ * killContainer and executePreStopHook; pkg/kubelet/kuberuntime/kuberuntime_manager.go computePodActions;
+ * the Kubernetes docs "Container Lifecycle Hooks" and "Pod Lifecycle"):
+ * - Pod deletion: every container's preStop httpGet runs concurrently against the port in the spec (with
+ *   its headers); a container gets SIGTERM once its own hook has returned (or failed); whatever still runs
+ *   at terminationGracePeriodSeconds (counted from before the hooks) gets SIGKILL. Native sidecars (init
+ *   containers with restartPolicy Always) are stopped only after every main container has exited (1.29+).
+ * - A single container killed by the kubelet while the pod stays (a failed liveness or startup probe):
+ *   killContainer runs that container's preStop hook, then SIGTERM, SIGKILL at the grace period, then the
+ *   container is started again with the same spec. The other containers are untouched.
+ * - A container that exits on its own (a crash, an OOM kill, Envoy after /quitquitquit): no hook runs (the
+ *   process is gone); restartPolicy Always starts it again. The kubelet's back-off starts at 10 s; here it
+ *   is `restartDelayMs` (short, for test time).
+ * - Nothing is restarted once the pod is terminating.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
@@ -25,10 +40,10 @@ export interface EnvoyPorts {
 }
 
 export interface TimelineEvent {
-  /** Milliseconds since termination began. */
+  /** Milliseconds since termination began (in a TerminationReport) or since the pod started (podEvents). */
   readonly atMs: number;
   readonly container: string;
-  readonly event: 'preStop-sent' | 'preStop-returned' | 'preStop-failed' | 'SIGTERM' | 'exited' | 'SIGKILL';
+  readonly event: 'preStop-sent' | 'preStop-returned' | 'preStop-failed' | 'SIGTERM' | 'exited' | 'SIGKILL' | 'started' | 'crashed';
   readonly detail?: string;
 }
 
@@ -37,7 +52,7 @@ export interface HookResult {
   readonly status?: number;
   readonly body?: string;
   readonly error?: string;
-  /** Milliseconds since termination began. */
+  /** Milliseconds since termination (or the restart) began. */
   readonly returnedAtMs: number;
 }
 
@@ -52,105 +67,333 @@ export interface TerminationReport {
   readonly startedAt: number;
 }
 
-interface RunningContainer {
-  readonly spec: V1Container;
+export interface RestartReport {
+  readonly container: string;
+  /** The container's own preStop hook, run first on a kill by the kubelet; absent for a crash. */
+  readonly hook?: HookResult;
+  readonly timeline: readonly TimelineEvent[];
+}
+
+export interface SimulatedPodOptions {
+  /**
+   * Emulator flags for what the Envoy container's config (not its command line) decides, such as
+   * `--http-drain-type=modify_only` for Envoy Gateway's listeners.
+   */
+  readonly envoyConfig?: readonly string[];
+  /** Delay before a container that exited on its own is started again (the kubelet's back-off). */
+  readonly restartDelayMs?: number;
+}
+
+interface Running {
   readonly process: ChildProcess;
   readonly exited: Promise<unknown>;
-  /** A native sidecar: stopped after the main containers. */
-  readonly native: boolean;
+}
+
+type Role = 'envoy' | 'sidecar';
+
+class Container {
+  current: Running | undefined;
+  /** Set while the simulator itself stops the process: its exit is then no crash. */
+  stopping = false;
+
+  constructor(
+    readonly spec: V1Container,
+    readonly role: Role,
+    readonly native: boolean,
+  ) {}
+
+  get name(): string {
+    return this.spec.name;
+  }
+
+  get running(): boolean {
+    const process = this.current?.process;
+    return process !== undefined && process.exitCode === null && process.signalCode === null;
+  }
 }
 
 export class SimulatedPod {
+  private terminating = false;
+  private readonly podStartedAt = performance.now();
+  private readonly events: TimelineEvent[] = [];
+  private readonly sidecars: SidecarProcess[] = [];
+  private readonly envoyStarts: EnvoyPorts[] = [];
+  private readonly restartTimers = new Set<NodeJS.Timeout>();
+  private envoyPorts: EnvoyPorts | undefined;
+
   private constructor(
     readonly pod: V1Pod,
-    readonly envoy: EnvoyPorts,
-    private readonly containers: readonly RunningContainer[],
-    private readonly sidecar: SidecarProcess,
+    private readonly containers: readonly Container[],
+    private readonly volumeDirs: ReadonlyMap<string, string>,
+    private readonly options: SimulatedPodOptions,
   ) {}
 
-  /** JSON log lines of the shutdown-manager container. */
+  /** Ports of the Envoy container; a restarted Envoy keeps them. */
+  get envoy(): EnvoyPorts {
+    if (this.envoyPorts === undefined) throw new Error('Envoy has not started');
+    return this.envoyPorts;
+  }
+
+  /** JSON log lines of every shutdown-manager process this pod ran, in order. */
   get sidecarLogs(): readonly LogLine[] {
-    return this.sidecar.logs;
+    return this.sidecars.flatMap((sidecar) => sidecar.logs);
+  }
+
+  /** The shutdown-manager processes started so far (a restart adds one). */
+  get sidecarProcesses(): readonly SidecarProcess[] {
+    return this.sidecars;
+  }
+
+  /** How many Envoy processes this pod ran. */
+  get envoyStartCount(): number {
+    return this.envoyStarts.length;
+  }
+
+  /** Everything that happened to the pod's containers, since it started. */
+  get podEvents(): readonly TimelineEvent[] {
+    return this.events;
   }
 
   /** Starts every container of `pod` and resolves once the Envoy emulator and the sidecar are listening. */
-  static async start(pod: V1Pod): Promise<SimulatedPod> {
-    const specs = [...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always'), ...(pod.spec?.containers ?? [])];
+  static async start(pod: V1Pod, options: SimulatedPodOptions = {}): Promise<SimulatedPod> {
+    const native = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always');
+    const specs = [...native, ...(pod.spec?.containers ?? [])];
     const sidecarSpec = specs.find((c) => c.name === SIDECAR_CONTAINER_NAME);
     if (sidecarSpec === undefined) throw new Error('the pod has no shutdown-manager container: was it injected?');
     const envoyName = (JSON.parse(pod.metadata?.annotations?.['shutdown-manager.io/status'] ?? '{}') as { envoyContainer?: string }).envoyContainer;
     const envoySpec = specs.find((c) => c.name === envoyName);
     if (envoySpec === undefined) throw new Error(`the pod has no Envoy container named ${String(envoyName)}`);
 
-    const adminPort = Number(flagValue(sidecarSpec.args ?? [], '--admin-port'));
-    const envoy = spawn(process.execPath, ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const volumeDirs = new Map<string, string>();
+    for (const volume of pod.spec?.volumes ?? []) {
+      if (volume.emptyDir !== undefined) volumeDirs.set(volume.name, mkdtempSync(join(tmpdir(), `pod-${volume.name}-`)));
+    }
+    const containers = [new Container(envoySpec, 'envoy', native.includes(envoySpec)), new Container(sidecarSpec, 'sidecar', native.includes(sidecarSpec))];
+    const simulated = new SimulatedPod(pod, containers, volumeDirs, options);
     try {
-      const ports = JSON.parse(await firstLine(envoy)) as EnvoyPorts;
-      // The kubelet gives the container its spec's args and env; only the address differs, since the test
-      // may not bind all interfaces: it comes from the environment, which the args do not override.
-      const sidecar = await spawnSidecarWith(sidecarSpec.args ?? [], { ...containerEnv(sidecarSpec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' });
-      const running: RunningContainer[] = [
-        { spec: envoySpec, process: envoy, exited: once(envoy, 'exit'), native: false },
-        { spec: sidecarSpec, process: sidecar.child, exited: sidecar.exited, native: sidecarSpec.restartPolicy === 'Always' },
-      ];
-      return new SimulatedPod(pod, ports, running, sidecar);
+      // Envoy first: its ports become fixed, so that a restarted Envoy comes back on them.
+      for (const container of containers) await simulated.run(container);
     } catch (error) {
-      envoy.kill('SIGKILL');
+      simulated.kill();
       throw error;
     }
+    return simulated;
+  }
+
+  /**
+   * The kubelet killing one container while the pod stays (a failed liveness probe): its preStop hook,
+   * SIGTERM, SIGKILL at the grace period, and a new start with the same spec.
+   */
+  async restartContainer(name: string): Promise<RestartReport> {
+    const container = this.container(name);
+    const startedAt = performance.now();
+    const timeline: TimelineEvent[] = [];
+    const record = this.recorder(timeline, startedAt);
+    const hook = await this.stop(container, record, startedAt);
+    await this.run(container);
+    record(container.name, 'started', 'restarted by the kubelet after a failed liveness probe');
+    return { container: name, ...(hook === undefined ? {} : { hook }), timeline };
+  }
+
+  /** A container that dies on its own (OOM kill, crash): no hook; the kubelet starts it again after its back-off. */
+  async crashContainer(name: string): Promise<void> {
+    const container = this.container(name);
+    const running = container.current;
+    if (running === undefined) throw new Error(`${name} is not running`);
+    running.process.kill('SIGKILL');
+    await running.exited;
+    await this.waitUntil(() => container.running && container.current !== running, 10_000, `${name} started again`);
+  }
+
+  /** Resolves once the Envoy container has been started `count` times in all (a restart on its own counts). */
+  async envoyStarted(count: number, timeoutMs = 10_000): Promise<void> {
+    const envoy = this.byRole('envoy');
+    await this.waitUntil(() => this.envoyStarts.length >= count && envoy.running, timeoutMs, `Envoy start number ${count}`);
   }
 
   /** Deletes the pod as the kubelet does; resolves once every container has exited. */
   async terminate(): Promise<TerminationReport> {
+    this.terminating = true;
+    for (const timer of this.restartTimers) clearTimeout(timer);
     const startedAt = performance.now();
     const gracePeriodMs = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000;
     const since = (): number => Math.round(performance.now() - startedAt);
     const timeline: TimelineEvent[] = [];
     const hooks: HookResult[] = [];
     const killed: string[] = [];
-    const record = (container: string, event: TimelineEvent['event'], detail?: string): void => {
-      timeline.push({ atMs: since(), container, event, ...(detail === undefined ? {} : { detail }) });
-    };
+    const record = this.recorder(timeline, startedAt);
 
     const killTimer = setTimeout(() => {
       for (const container of this.containers) {
-        if (container.process.exitCode !== null || container.process.signalCode !== null) continue;
-        killed.push(container.spec.name);
-        record(container.spec.name, 'SIGKILL', 'terminationGracePeriodSeconds ran out');
-        container.process.kill('SIGKILL');
+        if (!container.running) continue;
+        killed.push(container.name);
+        record(container.name, 'SIGKILL', 'terminationGracePeriodSeconds ran out');
+        container.current?.process.kill('SIGKILL');
       }
     }, gracePeriodMs);
 
-    const stop = async (container: RunningContainer): Promise<void> => {
-      const name = container.spec.name;
-      const hook = container.spec.lifecycle?.preStop?.httpGet;
-      if (hook !== undefined) {
-        record(name, 'preStop-sent', `GET ${hook.path ?? '/'} on port ${String(hook.port)}`);
-        const result = await httpGet(Number(hook.port), hook.path ?? '/', hook.httpHeaders ?? [], gracePeriodMs - since());
-        hooks.push({ container: name, ...result, returnedAtMs: since() });
-        if (result.error === undefined) record(name, 'preStop-returned', `${result.status} ${result.body?.trim() ?? ''}`);
-        else record(name, 'preStop-failed', result.error);
-      }
-      if (container.process.exitCode === null && container.process.signalCode === null) {
-        record(name, 'SIGTERM');
-        container.process.kill('SIGTERM');
-      }
-      await container.exited;
-      record(name, 'exited', `code ${String(container.process.exitCode)}, signal ${String(container.process.signalCode)}`);
+    const stop = async (container: Container): Promise<void> => {
+      const hook = await this.stop(container, record, startedAt, gracePeriodMs);
+      if (hook !== undefined) hooks.push(hook);
     };
     await Promise.all(this.containers.filter((c) => !c.native).map(stop));
     await Promise.all(this.containers.filter((c) => c.native).map(stop));
     clearTimeout(killTimer);
     const podGoneAtMs = since();
+    this.removeVolumes();
     return { gracePeriodMs, timeline, hooks, podGoneAtMs, killed, startedAt };
   }
 
   /** For test clean-up: nothing may outlive the test. */
   kill(): void {
-    for (const container of this.containers) container.process.kill('SIGKILL');
+    this.terminating = true;
+    for (const timer of this.restartTimers) clearTimeout(timer);
+    for (const container of this.containers) container.current?.process.kill('SIGKILL');
+    this.removeVolumes();
   }
+
+  /** A container's hook (if any), SIGTERM once it returned, and its exit; SIGKILL if it outlives `graceMs`. */
+  private async stop(
+    container: Container,
+    record: (container: string, event: TimelineEvent['event'], detail?: string) => void,
+    startedAt: number,
+    graceMs = (this.pod.spec?.terminationGracePeriodSeconds ?? 30) * 1000,
+  ): Promise<HookResult | undefined> {
+    const running = container.current;
+    if (running === undefined) return undefined;
+    container.stopping = true;
+    const killTimer = setTimeout(() => {
+      record(container.name, 'SIGKILL', 'the grace period ran out');
+      running.process.kill('SIGKILL');
+    }, graceMs);
+    let result: HookResult | undefined;
+    const hook = container.spec.lifecycle?.preStop?.httpGet;
+    if (hook !== undefined && container.running) {
+      record(container.name, 'preStop-sent', `GET ${hook.path ?? '/'} on port ${String(hook.port)}`);
+      const answer = await httpGet(Number(hook.port), hook.path ?? '/', hook.httpHeaders ?? [], graceMs - (performance.now() - startedAt));
+      result = { container: container.name, ...answer, returnedAtMs: Math.round(performance.now() - startedAt) };
+      if (answer.error === undefined) record(container.name, 'preStop-returned', `${answer.status} ${answer.body?.trim() ?? ''}`);
+      else record(container.name, 'preStop-failed', answer.error);
+    }
+    if (container.running) {
+      record(container.name, 'SIGTERM');
+      running.process.kill('SIGTERM');
+    }
+    await running.exited;
+    clearTimeout(killTimer);
+    container.stopping = false;
+    record(container.name, 'exited', `code ${String(running.process.exitCode)}, signal ${String(running.process.signalCode)}`);
+    return result;
+  }
+
+  private async run(container: Container): Promise<void> {
+    const running = container.role === 'envoy' ? await this.startEnvoy(container.spec) : await this.startSidecar(container.spec);
+    container.current = running;
+    this.events.push({ atMs: this.sincePodStart(), container: container.name, event: 'started' });
+    void running.exited.then(() => this.onExit(container, running));
+  }
+
+  /** restartPolicy Always: a container that ended on its own is started again, unless the pod is terminating. */
+  private onExit(container: Container, running: Running): void {
+    if (container.stopping || this.terminating || container.current !== running) return;
+    const { exitCode, signalCode } = running.process;
+    this.events.push({ atMs: this.sincePodStart(), container: container.name, event: 'crashed', detail: `code ${String(exitCode)}, signal ${String(signalCode)}` });
+    const timer = setTimeout(() => {
+      this.restartTimers.delete(timer);
+      if (this.terminating) return;
+      void this.run(container).catch((error: unknown) => {
+        this.events.push({ atMs: this.sincePodStart(), container: container.name, event: 'crashed', detail: `could not start again: ${String(error)}` });
+      });
+    }, this.options.restartDelayMs ?? 50);
+    this.restartTimers.add(timer);
+  }
+
+  private async startEnvoy(spec: V1Container): Promise<Running> {
+    const adminPort = this.envoyPorts?.admin ?? Number(flagValue(this.byRole('sidecar').spec.args ?? [], '--admin-port'));
+    const ports = this.envoyPorts === undefined ? [] : [`--http-port=${this.envoyPorts.http}`, `--tcp-port=${this.envoyPorts.tcp}`];
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`, ...ports, ...(this.options.envoyConfig ?? []), ...envoyCommandLine(spec)],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const exited = once(child, 'exit');
+    try {
+      const started = JSON.parse(await firstLine(child)) as EnvoyPorts;
+      this.envoyPorts = { admin: started.admin, http: started.http, tcp: started.tcp };
+      this.envoyStarts.push(this.envoyPorts);
+    } catch (error) {
+      child.kill('SIGKILL');
+      throw error;
+    }
+    return { process: child, exited };
+  }
+
+  private async startSidecar(spec: V1Container): Promise<Running> {
+    // The kubelet gives the container its spec's args and env, with its volumes mounted; only the serve
+    // address differs (tests may not bind every interface): it comes from the environment, which the
+    // args do not set.
+    const args = this.mountVolumes(spec, spec.args ?? []);
+    const sidecar = await spawnSidecarWith(args, { ...containerEnv(spec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' });
+    this.sidecars.push(sidecar);
+    return { process: sidecar.child, exited: sidecar.exited };
+  }
+
+  /** An emptyDir mounted at a path: the process sees the pod's directory there (here, in its args). */
+  private mountVolumes(spec: V1Container, args: readonly string[]): string[] {
+    let mounted = [...args];
+    for (const mount of spec.volumeMounts ?? []) {
+      const dir = this.volumeDirs.get(mount.name);
+      if (dir !== undefined) mounted = mounted.map((arg) => arg.replace(mount.mountPath, dir));
+    }
+    return mounted;
+  }
+
+  private removeVolumes(): void {
+    for (const dir of this.volumeDirs.values()) rmSync(dir, { recursive: true, force: true });
+  }
+
+  private container(name: string): Container {
+    const found = this.containers.find((c) => c.name === name);
+    if (found === undefined) throw new Error(`no container ${name} in the pod`);
+    return found;
+  }
+
+  private byRole(role: Role): Container {
+    const found = this.containers.find((c) => c.role === role);
+    if (found === undefined) throw new Error(`no ${role} container in the pod`);
+    return found;
+  }
+
+  private recorder(timeline: TimelineEvent[], startedAt: number) {
+    return (container: string, event: TimelineEvent['event'], detail?: string): void => {
+      const entry = { atMs: Math.round(performance.now() - startedAt), container, event, ...(detail === undefined ? {} : { detail }) };
+      timeline.push(entry);
+      this.events.push({ ...entry, atMs: this.sincePodStart() });
+    };
+  }
+
+  private sincePodStart(): number {
+    return Math.round(performance.now() - this.podStartedAt);
+  }
+
+  private async waitUntil(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    while (!condition()) {
+      if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+}
+
+/**
+ * The flags Envoy is started with, from the container's command and args: what follows the `envoy`
+ * executable, or args alone when they are flags (the envoyproxy/envoy image's entrypoint runs envoy then).
+ */
+export function envoyCommandLine(spec: V1Container): string[] {
+  const words = [...(spec.command ?? []), ...(spec.args ?? [])];
+  const envoyAt = words.findIndex((word) => basename(word) === 'envoy');
+  if (envoyAt !== -1) return words.slice(envoyAt + 1);
+  return spec.command === undefined && spec.args?.[0]?.startsWith('-') === true ? [...spec.args] : [];
 }
 
 function containerEnv(container: V1Container): Record<string, string> {
@@ -184,7 +427,7 @@ function httpGet(
         path,
         headers: Object.fromEntries(headers.map((h) => [h.name, h.value])),
         agent: false,
-        signal: AbortSignal.timeout(Math.max(1, timeoutMs)),
+        signal: AbortSignal.timeout(Math.max(1, Math.round(timeoutMs))),
       },
       (res) => {
         let body = '';

@@ -2,7 +2,7 @@
  * An Envoy stand-in for tests: real sockets, real counters, Envoy's admin API shapes.
  *
  * - an HTTP/1.1 listener (stat prefix `ingress_http`) answering a tiny fixed response on keep-alive
- *   connections, like a `direct_response` route;
+ *   connections, like a `direct_response` route; `GET /delay/<ms>` answers that much later (a slow upstream);
  * - a TCP proxy listener (stat prefix `ingress_tcp`) that holds raw connections and echoes their bytes,
  *   counted in `listener.*` stats only, as Envoy's tcp_proxy has no `downstream_cx_active`;
  * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
@@ -520,9 +520,16 @@ export class EnvoyEmulator {
 
   private createHttpListener(): http.Server {
     // Envoy's default idle timeout is 1 h: idle keep-alive connections stay open for the whole test.
-    const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, (request, response) => {
+    const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, async (request, response) => {
       this.httpRequests += 1;
       request.resume();
+      // `/delay/<ms>` stands for a slow upstream: the response, and so the drain-close decision, comes
+      // that much later, and a request still waiting when Envoy exits is lost, as it is with real Envoy.
+      const delayMs = Number(/^\/delay\/(\d{1,6})$/.exec(request.url ?? '')?.[1] ?? 0);
+      if (delayMs > 0) {
+        await sleep(delayMs, undefined, { signal: this.closing.signal }).catch(() => undefined);
+        if (this.closed || response.destroyed) return;
+      }
       const headers: Record<string, string> = { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(DATA_RESPONSE_BODY.length) };
       // ConnectionManagerImpl asks drainClose() while encoding each response's headers; for HTTP/1.1 a
       // "yes" means `Connection: close` and a close once the response is out (conn_manager_impl.cc).
