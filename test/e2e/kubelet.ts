@@ -28,6 +28,7 @@ import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { waitUntil } from '../support/connections.js';
 import { spawnSidecarWith, type LogLine, type SidecarProcess } from '../support/sidecar-process.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 
@@ -202,13 +203,13 @@ export class SimulatedPod {
     if (running === undefined) throw new Error(`${name} is not running`);
     running.process.kill('SIGKILL');
     await running.exited;
-    await this.waitUntil(() => container.running && container.current !== running, 10_000, `${name} started again`);
+    await waitUntil(() => container.running && container.current !== running, 10_000, `${name} started again`);
   }
 
   /** Resolves once the Envoy container has been started `count` times in all (a restart on its own counts). */
   async envoyStarted(count: number, timeoutMs = 10_000): Promise<void> {
     const envoy = this.byRole('envoy');
-    await this.waitUntil(() => this.envoyStarts.length >= count && envoy.running, timeoutMs, `Envoy start number ${count}`);
+    await waitUntil(() => this.envoyStarts.length >= count && envoy.running, timeoutMs, `Envoy start number ${count}`);
   }
 
   /** Deletes the pod as the kubelet does; resolves once every container has exited. */
@@ -314,11 +315,17 @@ export class SimulatedPod {
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`, ...ports, ...(this.options.envoyConfig ?? []), ...envoyCommandLine(spec)],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
+      { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     const exited = once(child, 'exit');
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     try {
-      const started = JSON.parse(await firstLine(child)) as EnvoyPorts;
+      const line = await firstLine(child).catch(async (error: unknown) => {
+        await exited;
+        throw new Error(`the Envoy emulator did not start: ${stderr.trim() || String(error)}`);
+      });
+      const started = JSON.parse(line) as EnvoyPorts;
       this.envoyPorts = { admin: started.admin, http: started.http, tcp: started.tcp };
       this.envoyStarts.push(this.envoyPorts);
     } catch (error) {
@@ -376,13 +383,6 @@ export class SimulatedPod {
     return Math.round(performance.now() - this.podStartedAt);
   }
 
-  private async waitUntil(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-    const deadline = performance.now() + timeoutMs;
-    while (!condition()) {
-      if (performance.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  }
 }
 
 /**

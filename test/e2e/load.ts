@@ -3,7 +3,8 @@
  * Existing connections stay where they are (a load balancer does not move them); when a client's
  * connection to the first replica answers `Connection: close` (Envoy draining after /healthcheck/fail), it
  * reconnects to the second replica, as a new connection would be balanced once the first replica's
- * readiness fails. Every request that fails is recorded: the rollout promise is zero.
+ * readiness fails. Every request that fails is recorded (the rollout promise is zero), and that client
+ * then goes on with the second replica.
  */
 import { Agent, request } from 'node:http';
 import type { Socket } from 'node:net';
@@ -18,6 +19,13 @@ export interface LoadReport {
   readonly firstReplicaDrainSeenAt: number | undefined;
 }
 
+export interface LoadOptions {
+  /** Path each request asks for; `/delay/<ms>` makes the emulator answer that much later (a slow upstream). */
+  readonly path?: string;
+  /** Upper bound of the whole load, whatever the test does. */
+  readonly maxDurationMs?: number;
+}
+
 export class KeepAliveLoad {
   private running = true;
   private requests = 0;
@@ -30,12 +38,15 @@ export class KeepAliveLoad {
   private readonly workers: Promise<void>[];
   private stopped: Promise<LoadReport> | undefined;
 
+  private readonly path: string;
+
   constructor(
     private readonly ports: { readonly first: number; readonly second: number },
     connections: number,
-    private readonly maxDurationMs = 30_000,
+    options: LoadOptions = {},
   ) {
-    const stopAt = performance.now() + maxDurationMs;
+    this.path = options.path ?? '/';
+    const stopAt = performance.now() + (options.maxDurationMs ?? 30_000);
     this.workers = Array.from({ length: connections }, () => this.work(stopAt));
   }
 
@@ -46,6 +57,11 @@ export class KeepAliveLoad {
       if (performance.now() > deadline) throw new Error(`only ${this.requests} requests in ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
+  }
+
+  /** Requests answered so far. */
+  get served(): number {
+    return this.requests;
   }
 
   get openFirstReplicaConnections(): number {
@@ -84,6 +100,9 @@ export class KeepAliveLoad {
         if (target === 'first' && connection === 'closing') replica = 'second';
       } catch (error) {
         this.failures.push(`${target} replica: ${error instanceof Error ? error.message : String(error)}`);
+        // The request is lost; the client's next connection goes through the load balancer, which no
+        // longer sends it to a pod that cut it (and counting refusals of a gone pod would inflate the loss).
+        replica = 'second';
       }
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
@@ -93,7 +112,7 @@ export class KeepAliveLoad {
   private send(agent: Agent, replica: 'first' | 'second'): Promise<'open' | 'closing'> {
     return new Promise((resolve, reject) => {
       const req = request(
-        { host: '127.0.0.1', port: this.ports[replica], path: '/', agent, signal: AbortSignal.timeout(5_000) },
+        { host: '127.0.0.1', port: this.ports[replica], path: this.path, agent, signal: AbortSignal.timeout(5_000) },
         (res) => {
           const closing = res.headers.connection === 'close';
           if (replica === 'first' && closing) this.firstDrainSeenAt ??= performance.now();

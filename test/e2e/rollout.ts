@@ -11,8 +11,8 @@ import { EnvoyEmulator } from '../support/envoy-emulator.js';
 import { freePorts } from '../support/ports.js';
 import type { LogLine } from '../support/sidecar-process.js';
 import { loadReview, postReview, startTestWebhook } from '../webhook/support.js';
-import { SimulatedPod, type TerminationReport } from './kubelet.js';
-import { KeepAliveLoad, type LoadReport } from './load.js';
+import { SimulatedPod, type SimulatedPodOptions, type TerminationReport } from './kubelet.js';
+import { KeepAliveLoad, type LoadOptions, type LoadReport } from './load.js';
 
 /** Webhook-wide defaults for a rollout that takes seconds, not minutes; pods may override them. */
 export const FAST_DRAIN_DEFAULTS = ['--check-delay=300ms', '--check-interval=100ms', '--termination-grace-period=10'];
@@ -56,21 +56,75 @@ export async function admitEnvoyPod(webhookArgs: readonly string[], annotations:
   }
 }
 
-export async function runRollout(options: RolloutOptions = {}): Promise<RolloutResult> {
-  // The pod's ports come from the webhook's defaults, set to free ports so runs never collide.
+/** An injected pod, running under the simulated kubelet, with a second replica for clients to move to. */
+export interface RunningPod {
+  readonly pod: V1Pod;
+  readonly simulated: SimulatedPod;
+  readonly secondReplica: EnvoyEmulator;
+  /** Keep-alive clients on the pod's Envoy (moving to the second replica on `Connection: close`). */
+  startLoad(connections: number, options?: LoadOptions): KeepAliveLoad;
+  /** Stops every load, process and listener. */
+  close(): Promise<void>;
+}
+
+export interface PodOptions {
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly webhookArgs?: readonly string[];
+  readonly kubelet?: SimulatedPodOptions;
+  /** Changes the injected pod before it runs (negative controls: the protection undone). */
+  readonly edit?: (pod: V1Pod) => V1Pod;
+}
+
+/** Admits an Envoy pod through the real webhook and runs it; ports are chosen afresh if one was taken meanwhile. */
+export async function startPod(options: PodOptions = {}): Promise<RunningPod> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startPodOnce(options);
+    } catch (error) {
+      // The pod spec names its ports, so they are chosen before anything listens: another process may
+      // take one in between (EADDRINUSE); the kubelet would fail the container, a test picks again.
+      if (attempt >= 3 || !/EADDRINUSE|port is taken/.test(String(error instanceof Error ? `${error.message} ${String(error.cause)}` : error))) throw error;
+    }
+  }
+}
+
+async function startPodOnce(options: PodOptions): Promise<RunningPod> {
   const [servePort, adminPort] = (await freePorts(2)) as [number, number];
   const webhookArgs = [...FAST_DRAIN_DEFAULTS, `--serve-port=${servePort}`, `--admin-port=${adminPort}`, ...(options.webhookArgs ?? [])];
-  const pod = await admitEnvoyPod(webhookArgs, options.annotations ?? {});
-
+  const admitted = await admitEnvoyPod(webhookArgs, options.annotations ?? {});
+  const pod = options.edit === undefined ? admitted : options.edit(admitted);
   const secondReplica = await EnvoyEmulator.start();
-  const simulated = await SimulatedPod.start(pod).catch(async (error: unknown) => {
+  let simulated: SimulatedPod;
+  try {
+    simulated = await SimulatedPod.start(pod, options.kubelet);
+  } catch (error) {
     await secondReplica.close();
     throw error;
-  });
-  let load: KeepAliveLoad | undefined;
+  }
+  const loads: KeepAliveLoad[] = [];
+  return {
+    pod,
+    simulated,
+    secondReplica,
+    startLoad(connections, loadOptions) {
+      const load = new KeepAliveLoad({ first: simulated.envoy.http, second: secondReplica.ports.http }, connections, loadOptions);
+      loads.push(load);
+      return load;
+    },
+    async close() {
+      await Promise.all(loads.map((load) => load.stop()));
+      simulated.kill();
+      await secondReplica.close();
+    },
+  };
+}
+
+export async function runRollout(options: RolloutOptions = {}): Promise<RolloutResult> {
+  const running = await startPod({ annotations: options.annotations ?? {}, webhookArgs: options.webhookArgs ?? [] });
+  const { pod, simulated } = running;
   const stubborn: HeldConnection[] = [];
   try {
-    load = new KeepAliveLoad({ first: simulated.envoy.http, second: secondReplica.ports.http }, options.connections ?? 8);
+    const load = running.startLoad(options.connections ?? 8);
     await load.warmedUp(100);
     for (let i = 0; i < (options.stubbornConnections ?? 0); i += 1) stubborn.push(await openTcpConnection(simulated.envoy.tcp));
 
@@ -85,9 +139,7 @@ export async function runRollout(options: RolloutOptions = {}): Promise<RolloutR
     const stubbornClosed = stubborn.map((connection) => connection.socket.destroyed);
     return { pod, termination, load: await load.stop(), sidecarLogs: simulated.sidecarLogs, stubbornClosed };
   } finally {
-    await load?.stop();
-    simulated.kill();
     await closeAll(stubborn);
-    await secondReplica.close();
+    await running.close();
   }
 }
