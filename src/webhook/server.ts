@@ -2,20 +2,27 @@
  * The HTTPS edge of webhook mode. It only decodes the review, calls the pure core and encodes the answer;
  * Fastify supplies body limits, content-type checks (415) and JSON parsing errors (400).
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyRequest,
+} from 'fastify';
 import type { Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import { WEBHOOK_PATHS } from '../config/endpoints.js';
 import type { WebhookConfig } from '../config/webhook.js';
-import {
-  decodeAdmissionReview,
-  encodeAdmissionReview,
-  InvalidAdmissionReviewError,
-  reviewAdmission,
-  type AdmissionDecision,
-} from './admission.js';
+import { answerAdmission, encodeAdmissionReview, type AdmissionDecision, type ReviewSchemaChecks, type SchemaCheck } from './admission.js';
+import { isJsonObject } from '../json.js';
 import { WebhookMetrics } from './metrics.js';
+import { ADMISSION_REVIEW_SCHEMA, POD_SCHEMA, type JsonSchema } from './review-schema.js';
 import { CertificateReloader, readTlsMaterial, TLS_OPTIONS, type TlsMaterial } from './tls.js';
+
+/** A body that is not an AdmissionReview this webhook can answer in kind; the message says which field is wrong. */
+export class InvalidAdmissionReviewError extends Error {
+  override readonly name = 'InvalidAdmissionReviewError';
+}
 
 export interface WebhookServer {
   readonly app: FastifyInstance;
@@ -43,14 +50,17 @@ export async function startWebhookServer(
   const material = options.certificate ?? readTlsMaterial(config.tlsCertFile, config.tlsKeyFile);
   const app = Fastify({
     https: { ...TLS_OPTIONS, ...material },
-    loggerInstance: logger as FastifyBaseLogger,
-    // One line per review is logged by the handler; Fastify's own per-request lines would double it.
-    logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: config.bodyLimitBytes,
     // The API server gives a webhook at most 30 s; a request that takes longer is never awaited.
     requestTimeout: 30_000,
     connectionTimeout: 30_000,
     keepAliveTimeout: 65_000,
+    loggerInstance: logger as FastifyBaseLogger,
+    // One line per review is logged by the handler; Fastify's own per-request lines would double it.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: config.bodyLimitBytes,
+    // The schemas must check the review, never repair it: coercion ("8080" → 8080, x → [x]) and defaults would
+    // change the pod that the patch is computed against, and the API server applies it to the unchanged one.
+    ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false } },
   });
   // Fastify types its server as http.Server whatever the options; with `https` it is an https.Server.
   const useCertificate = (next: TlsMaterial): void =>
@@ -121,22 +131,34 @@ function registerRoutes(
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
 
+  let schemas: ReviewSchemaChecks | undefined;
   app.post(WEBHOOK_PATHS.mutate, async (request, reply) => {
+    schemas ??= compileSchemas(request);
     const done = metrics.startReview();
-    const review = decodeAdmissionReview(request.body);
-    const { response, decision } = reviewAdmission(review, config.injection);
-    done(decision);
-    request.log.info(
-      {
-        uid: review.request.uid,
-        namespace: review.request.namespace,
-        pod: podName(review.request.object),
-        ...describeDecision(decision),
-        warnings: response.warnings,
-      },
-      'admission reviewed',
-    );
-    return reply.send(encodeAdmissionReview(review.apiVersion, response));
+    const answer = answerAdmission(request.body, config.injection, schemas);
+    switch (answer.kind) {
+      case 'unanswerable':
+        throw new InvalidAdmissionReviewError(answer.reason);
+      case 'rejected':
+        metrics.countFailure('invalid');
+        request.log.warn({ uid: answer.response.uid, reason: answer.reason }, 'malformed AdmissionReview denied');
+        return reply.send(encodeAdmissionReview(answer.apiVersion, answer.response));
+      case 'reviewed': {
+        const { review, response, decision } = answer;
+        done(decision);
+        request.log.info(
+          {
+            uid: review.request.uid,
+            namespace: review.request.namespace,
+            pod: podName(review.request.object),
+            ...describeDecision(decision),
+            warnings: response.warnings,
+          },
+          'admission reviewed',
+        );
+        return reply.send(encodeAdmissionReview(review.apiVersion, response));
+      }
+    }
   });
 
   // Every failed /mutate lands here, Fastify's own (415, 413, bad JSON) included, so all are counted.
@@ -163,7 +185,19 @@ function describeDecision(decision: AdmissionDecision): Record<string, unknown> 
   }
 }
 
+/** Compiled by Fastify's own validator (ajv, with the options above); it caches them for the route. */
+function compileSchemas(request: FastifyRequest): ReviewSchemaChecks {
+  const compile = (schema: JsonSchema): SchemaCheck => {
+    const validate = request.compileValidationSchema(schema);
+    return (value) => (validate(value) ? undefined : (validate.errors?.[0] ?? { keyword: 'unknown', instancePath: '', params: {} }));
+  };
+  return { review: compile(ADMISSION_REVIEW_SCHEMA), pod: compile(POD_SCHEMA) };
+}
+
+/** For the log line only; the object of a request that is not a Pod CREATE was never checked, so nothing is assumed. */
 function podName(object: unknown): string | undefined {
-  const metadata = (object as { metadata?: { name?: string; generateName?: string } } | undefined)?.metadata;
-  return metadata?.name ?? (metadata?.generateName ? `${metadata.generateName}*` : undefined);
+  const metadata = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata : {};
+  const { name, generateName } = metadata;
+  if (typeof name === 'string') return name;
+  return typeof generateName === 'string' && generateName !== '' ? `${generateName}*` : undefined;
 }

@@ -4,7 +4,7 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
 import { parseWebhookConfig, type WebhookConfig } from '../../src/config/webhook.js';
 import { startWebhookServer, type WebhookServer } from '../../src/webhook/server.js';
@@ -29,8 +29,17 @@ export async function localCertificates(): Promise<CertificateBundle> {
   return generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: 2 });
 }
 
+export interface TestWebhookOptions {
+  /** Silent unless given. */
+  readonly logger?: Logger;
+}
+
 /** Starts the real server on 127.0.0.1, an ephemeral port and certificates in a temporary directory. */
-export async function startTestWebhook(args: readonly string[] = [], pollIntervalMs = 10_000): Promise<RunningWebhook> {
+export async function startTestWebhook(
+  args: readonly string[] = [],
+  pollIntervalMs = 10_000,
+  options: TestWebhookOptions = {},
+): Promise<RunningWebhook> {
   const directory = await mkdtemp(join(tmpdir(), 'esm-webhook-'));
   const certFile = join(directory, 'tls.crt');
   const keyFile = join(directory, 'tls.key');
@@ -41,7 +50,9 @@ export async function startTestWebhook(args: readonly string[] = [], pollInterva
     ['--port=0', '--address=127.0.0.1', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`, ...args],
     {},
   );
-  const server = await startWebhookServer(config, pino({ level: 'silent' }), { certPollIntervalMs: pollIntervalMs });
+  const server = await startWebhookServer(config, options.logger ?? pino({ level: 'silent' }), {
+    certPollIntervalMs: pollIntervalMs,
+  });
   return {
     server,
     config,
