@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import pino, { type Logger } from 'pino';
 import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
 import { parseWebhookConfig, type WebhookConfig } from '../../src/config/webhook.js';
-import { startWebhookServer, type WebhookServer } from '../../src/webhook/server.js';
+import { startWebhookServer, type ConnectionLimits, type WebhookServer } from '../../src/webhook/server.js';
 
 export const FIXTURES = fileURLToPath(new URL('../fixtures/admission/', import.meta.url));
 
@@ -32,6 +32,7 @@ export async function localCertificates(): Promise<CertificateBundle> {
 export interface TestWebhookOptions {
   /** Silent unless given. */
   readonly logger?: Logger;
+  readonly connectionLimits?: Partial<ConnectionLimits>;
 }
 
 /** Starts the real server on 127.0.0.1, an ephemeral port and certificates in a temporary directory. */
@@ -52,6 +53,7 @@ export async function startTestWebhook(
   );
   const server = await startWebhookServer(config, options.logger ?? pino({ level: 'silent' }), {
     certPollIntervalMs: pollIntervalMs,
+    ...(options.connectionLimits === undefined ? {} : { connectionLimits: options.connectionLimits }),
   });
   return {
     server,
