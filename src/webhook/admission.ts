@@ -1,15 +1,17 @@
 /**
  * AdmissionReview in, AdmissionReview out: decoding, the decision, encoding. Pure, no HTTP; the Fastify
- * layer calls it. Only CREATE of a Pod is ever mutated, whatever the webhook configuration selects.
+ * layer calls it with the schemas compiled by its validator. Only CREATE of a Pod is ever mutated, whatever
+ * the webhook configuration selects.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch } from '../inject/patch.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
-import { isJsonObject, type JsonObject } from '../json.js';
+import { isJsonObject } from '../json.js';
+import { ADMISSION_REVIEW_SCHEMA, ADMISSION_VERSIONS, describeViolation, POD_SCHEMA, type SchemaViolation } from './review-schema.js';
 
-export const ADMISSION_VERSIONS = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'] as const;
+export { ADMISSION_VERSIONS };
 export type AdmissionVersion = (typeof ADMISSION_VERSIONS)[number];
 
 export interface AdmissionRequest {
@@ -37,75 +39,98 @@ export interface AdmissionResponse {
   status?: { code: number; reason: string; message: string };
 }
 
-/** The request body is not an AdmissionReview this webhook can answer; the message says which field is wrong. */
-export class InvalidAdmissionReviewError extends Error {
-  override readonly name = 'InvalidAdmissionReviewError';
-}
-
 /** What happened to one review, for logs and metrics. */
 export type AdmissionDecision =
   | { readonly action: 'ignore'; readonly reason: string }
   | InjectionOutcome;
 
-function fail(field: string, expected: string): never {
-  throw new InvalidAdmissionReviewError(`AdmissionReview ${field} must be ${expected}`);
+/** A compiled schema: the first violation, or undefined when the value conforms. Compiling is the edge's job. */
+export type SchemaCheck = (value: unknown) => SchemaViolation | undefined;
+
+export interface ReviewSchemaChecks {
+  /** Checks ADMISSION_REVIEW_SCHEMA. */
+  readonly review: SchemaCheck;
+  /** Checks POD_SCHEMA. */
+  readonly pod: SchemaCheck;
 }
 
-export function decodeAdmissionReview(body: unknown): AdmissionReview {
-  if (!isJsonObject(body)) fail('body', 'a JSON object');
-  if (!ADMISSION_VERSIONS.includes(body.apiVersion as AdmissionVersion)) {
-    fail('apiVersion', `one of ${ADMISSION_VERSIONS.join(', ')} (got ${JSON.stringify(body.apiVersion)})`);
-  }
-  if (body.kind !== 'AdmissionReview') fail('kind', `"AdmissionReview" (got ${JSON.stringify(body.kind)})`);
-  const request = body.request;
-  if (!isJsonObject(request)) fail('request', 'an object');
-  if (typeof request.uid !== 'string' || request.uid === '') fail('request.uid', 'a non-empty string');
-  if (typeof request.operation !== 'string') fail('request.operation', 'a string such as "CREATE"');
-  if (!isJsonObject(request.kind) || typeof request.kind.kind !== 'string') {
-    fail('request.kind', 'an object with a string "kind", such as {"group":"","version":"v1","kind":"Pod"}');
-  }
-  return body as unknown as AdmissionReview;
-}
-
-/** A pod as far as the injector relies on its shape; anything else is a malformed request, not a pod to admit. */
-function decodePod(object: unknown): V1Pod {
-  if (!isJsonObject(object)) fail('request.object', 'the Pod being created');
-  if (object.metadata !== undefined && !isJsonObject(object.metadata)) fail('request.object.metadata', 'an object');
-  const metadata = (object.metadata ?? {}) as JsonObject;
-  for (const map of ['labels', 'annotations'] as const) {
-    const value = metadata[map];
-    if (value !== undefined && (!isJsonObject(value) || Object.values(value).some((v) => typeof v !== 'string'))) {
-      fail(`request.object.metadata.${map}`, 'a map of strings');
+export type AdmissionAnswer =
+  /** A well-formed review, decided on. */
+  | { readonly kind: 'reviewed'; readonly review: AdmissionReview; readonly response: AdmissionResponse; readonly decision: AdmissionDecision }
+  /**
+   * A malformed review whose uid could still be read: answered in kind, not allowed, status 400 naming the
+   * field. The API server shows that message to whoever created the object, whatever the failurePolicy.
+   */
+  | {
+      readonly kind: 'rejected';
+      readonly apiVersion: AdmissionVersion;
+      readonly response: AdmissionResponse;
+      readonly reason: string;
     }
-  }
-  if (!isJsonObject(object.spec)) fail('request.object.spec', 'an object');
-  for (const list of ['containers', 'initContainers'] as const) {
-    const containers = object.spec[list];
-    if (containers === undefined) continue;
-    if (!Array.isArray(containers) || containers.some((c) => !isJsonObject(c) || typeof c.name !== 'string')) {
-      fail(`request.object.spec.${list}`, 'a list of containers, each with a string name');
-    }
-  }
-  return object as V1Pod;
-}
+  /** Not an AdmissionReview this webhook can answer in kind (no readable apiVersion or uid): an HTTP 400. */
+  | { readonly kind: 'unanswerable'; readonly reason: string };
 
-export function reviewAdmission(
-  review: AdmissionReview,
-  config: InjectionConfig,
-): { response: AdmissionResponse; decision: AdmissionDecision } {
+/**
+ * Body in, answer out. `body` is whatever JSON arrived; every field that the decision or the injector reads is
+ * checked by schema first, so nothing below meets a value of a type it does not expect.
+ */
+export function answerAdmission(body: unknown, config: InjectionConfig, schemas: ReviewSchemaChecks): AdmissionAnswer {
+  const violation = schemas.review(body);
+  if (violation !== undefined) {
+    const reason = describeViolation(ADMISSION_REVIEW_SCHEMA, '', body, violation);
+    const identity = readableIdentity(body);
+    return identity === undefined ? { kind: 'unanswerable', reason } : reject(identity, reason);
+  }
+  // The schema has checked every field this type declares.
+  const review = body as AdmissionReview;
   const { request } = review;
   const allow: AdmissionResponse = { uid: request.uid, allowed: true };
 
   if (request.kind.kind !== 'Pod' || (request.kind.group ?? '') !== '') {
-    return { response: allow, decision: { action: 'ignore', reason: `kind ${request.kind.kind}` } };
+    return reviewed(review, allow, { action: 'ignore', reason: `kind ${request.kind.kind}` });
   }
   if (request.operation !== 'CREATE' || request.subResource) {
-    return { response: allow, decision: { action: 'ignore', reason: `operation ${request.operation}` } };
+    return reviewed(review, allow, { action: 'ignore', reason: `operation ${request.operation}` });
   }
 
-  const pod = decodePod(request.object);
+  const podViolation = schemas.pod(request.object);
+  if (podViolation !== undefined) {
+    return reject(review, describeViolation(POD_SCHEMA, 'request.object', request.object, podViolation));
+  }
+  // Checked by POD_SCHEMA for every field the injector reads.
+  const pod = request.object as V1Pod;
   const decision = injectPod(pod, config, newShutdownToken());
-  return { response: respond(request.uid, pod, decision), decision };
+  return reviewed(review, respond(request.uid, pod, decision), decision);
+}
+
+function reviewed(review: AdmissionReview, response: AdmissionResponse, decision: AdmissionDecision): AdmissionAnswer {
+  return { kind: 'reviewed', review, response, decision };
+}
+
+interface ReviewIdentity {
+  readonly apiVersion: AdmissionVersion;
+  readonly request: { readonly uid: string };
+}
+
+function reject(identity: ReviewIdentity, reason: string): AdmissionAnswer {
+  return {
+    kind: 'rejected',
+    apiVersion: identity.apiVersion,
+    reason,
+    response: {
+      uid: identity.request.uid,
+      allowed: false,
+      status: { code: 400, reason: 'BadRequest', message: `envoy-shutdown-manager: ${reason}` },
+    },
+  };
+}
+
+/** The API server matches an answer to its call by apiVersion and uid; without both there is nothing to answer in kind. */
+function readableIdentity(body: unknown): ReviewIdentity | undefined {
+  if (!isJsonObject(body) || body.kind !== 'AdmissionReview' || !isJsonObject(body.request)) return undefined;
+  const apiVersion = ADMISSION_VERSIONS.find((version) => version === body.apiVersion);
+  const uid = body.request.uid;
+  return apiVersion !== undefined && typeof uid === 'string' && uid !== '' ? { apiVersion, request: { uid } } : undefined;
 }
 
 function respond(uid: string, original: V1Pod, decision: InjectionOutcome): AdmissionResponse {

@@ -2,20 +2,59 @@
  * The HTTPS edge of webhook mode. It only decodes the review, calls the pure core and encodes the answer;
  * Fastify supplies body limits, content-type checks (415) and JSON parsing errors (400).
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyRequest,
+} from 'fastify';
+import type { Socket } from 'node:net';
 import type { Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import { WEBHOOK_PATHS } from '../config/endpoints.js';
 import type { WebhookConfig } from '../config/webhook.js';
-import {
-  decodeAdmissionReview,
-  encodeAdmissionReview,
-  InvalidAdmissionReviewError,
-  reviewAdmission,
-  type AdmissionDecision,
-} from './admission.js';
+import { answerAdmission, encodeAdmissionReview, type AdmissionDecision, type ReviewSchemaChecks, type SchemaCheck } from './admission.js';
+import { isJsonObject } from '../json.js';
 import { WebhookMetrics } from './metrics.js';
+import { ADMISSION_REVIEW_SCHEMA, POD_SCHEMA, type JsonSchema } from './review-schema.js';
 import { CertificateReloader, readTlsMaterial, TLS_OPTIONS, type TlsMaterial } from './tls.js';
+
+/** A body that is not an AdmissionReview this webhook can answer in kind; the message says which field is wrong. */
+export class InvalidAdmissionReviewError extends Error {
+  override readonly name = 'InvalidAdmissionReviewError';
+}
+
+/**
+ * How long a client may take at each stage before its connection is closed. The API server sends each request
+ * whole over a connection it keeps alive, and waits at most 30 s for a webhook: a client slower than these
+ * bounds is not the API server, and must not hold sockets (slowloris).
+ */
+export interface ConnectionLimits {
+  /** The TLS handshake, from the TCP connection on. */
+  readonly handshakeMs: number;
+  /** The request line and headers, from the request's first byte. */
+  readonly headersMs: number;
+  /** The whole request, body included. */
+  readonly requestMs: number;
+  /** Silence on a connection during a request (before its answer). */
+  readonly idleMs: number;
+  /** Silence between requests on a kept-alive connection. */
+  readonly keepAliveMs: number;
+  /** How often Node looks for requests past headersMs or requestMs: those bounds are overrun by at most this. */
+  readonly checkIntervalMs: number;
+}
+
+export const CONNECTION_LIMITS: ConnectionLimits = {
+  handshakeMs: 10_000,
+  headersMs: 10_000,
+  requestMs: 30_000,
+  idleMs: 30_000,
+  // As before: an idle connection of the API server is kept a little over a minute.
+  keepAliveMs: 65_000,
+  // Node's defaults (60 s for headers, checked every 30 s) let trickled headers hold a socket for 40 s and more.
+  checkIntervalMs: 1_000,
+};
 
 export interface WebhookServer {
   readonly app: FastifyInstance;
@@ -25,6 +64,7 @@ export interface WebhookServer {
   markNotReady(): void;
   /** https://host:port once listening. */
   readonly url: string;
+  /** Stops listening and cuts every connection still open: call it once the shutdown delay has passed. */
   close(): Promise<void>;
 }
 
@@ -33,6 +73,8 @@ export interface WebhookServerOptions {
   readonly certPollIntervalMs?: number;
   /** A certificate held in memory instead of the files of the config (self-managed TLS). */
   readonly certificate?: TlsMaterial;
+  /** Tests only: shorter bounds, so that slow clients are seen being cut within a test's time. */
+  readonly connectionLimits?: Partial<ConnectionLimits>;
 }
 
 export async function startWebhookServer(
@@ -41,16 +83,27 @@ export async function startWebhookServer(
   options: WebhookServerOptions = {},
 ): Promise<WebhookServer> {
   const material = options.certificate ?? readTlsMaterial(config.tlsCertFile, config.tlsKeyFile);
+  const limits = { ...CONNECTION_LIMITS, ...options.connectionLimits };
   const app = Fastify({
-    https: { ...TLS_OPTIONS, ...material },
+    https: {
+      ...TLS_OPTIONS,
+      ...material,
+      handshakeTimeout: limits.handshakeMs,
+      headersTimeout: limits.headersMs,
+      connectionsCheckingInterval: limits.checkIntervalMs,
+    },
+    requestTimeout: limits.requestMs,
+    connectionTimeout: limits.idleMs,
+    keepAliveTimeout: limits.keepAliveMs,
     loggerInstance: logger as FastifyBaseLogger,
     // One line per review is logged by the handler; Fastify's own per-request lines would double it.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
-    // The API server gives a webhook at most 30 s; a request that takes longer is never awaited.
-    requestTimeout: 30_000,
-    connectionTimeout: 30_000,
-    keepAliveTimeout: 65_000,
+    // The schemas must check the review, never repair it: coercion ("8080" → 8080, x → [x]) and defaults would
+    // change the pod that the patch is computed against, and the API server applies it to the unchanged one.
+    ajv: { customOptions: { coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false } },
+    // Shutdown is timed by main (--shutdown-delay); requests that reach a closing server are answered, not 503.
+    return503OnClosing: false,
   });
   // Fastify types its server as http.Server whatever the options; with `https` it is an https.Server.
   const useCertificate = (next: TlsMaterial): void =>
@@ -69,6 +122,13 @@ export async function startWebhookServer(
 
   const readiness = { ready: true };
   registerRoutes(app, config, new WebhookMetrics(), readiness);
+  const sockets = trackSockets(app.server);
+  // close() comes once the shutdown delay has given every request its time: whatever is still open then (a
+  // keep-alive connection, a slow upload, a TLS handshake) is cut rather than waited for.
+  app.addHook('preClose', (done) => {
+    for (const socket of sockets) socket.destroy();
+    done();
+  });
   // No host: Node listens on :: with IPv4 mapped in, or on 0.0.0.0 where IPv6 is off.
   await app.listen({ port: config.port, ...(config.address === '' ? {} : { host: config.address }) });
   reloader?.start();
@@ -86,17 +146,19 @@ export async function startWebhookServer(
     url: `https://${host}:${port}`,
     close: async () => {
       reloader?.stop();
-      // Requests answered by now carry Connection: close; any connection still open after a second is cut,
-      // so that close() never waits out the 65 s keep-alive of an idle client.
-      const cutoff = setTimeout(() => app.server.closeAllConnections(), 1_000);
-      cutoff.unref();
-      try {
-        await app.close();
-      } finally {
-        clearTimeout(cutoff);
-      }
+      await app.close();
     },
   };
+}
+
+/** Every TCP connection of the server, TLS handshakes included, which the HTTP layer does not know of yet. */
+function trackSockets(server: FastifyInstance['server']): ReadonlySet<Socket> {
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  return sockets;
 }
 
 function registerRoutes(
@@ -121,22 +183,34 @@ function registerRoutes(
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
 
+  let schemas: ReviewSchemaChecks | undefined;
   app.post(WEBHOOK_PATHS.mutate, async (request, reply) => {
+    schemas ??= compileSchemas(request);
     const done = metrics.startReview();
-    const review = decodeAdmissionReview(request.body);
-    const { response, decision } = reviewAdmission(review, config.injection);
-    done(decision);
-    request.log.info(
-      {
-        uid: review.request.uid,
-        namespace: review.request.namespace,
-        pod: podName(review.request.object),
-        ...describeDecision(decision),
-        warnings: response.warnings,
-      },
-      'admission reviewed',
-    );
-    return reply.send(encodeAdmissionReview(review.apiVersion, response));
+    const answer = answerAdmission(request.body, config.injection, schemas);
+    switch (answer.kind) {
+      case 'unanswerable':
+        throw new InvalidAdmissionReviewError(answer.reason);
+      case 'rejected':
+        metrics.countFailure('invalid');
+        request.log.warn({ uid: answer.response.uid, reason: answer.reason }, 'malformed AdmissionReview denied');
+        return reply.send(encodeAdmissionReview(answer.apiVersion, answer.response));
+      case 'reviewed': {
+        const { review, response, decision } = answer;
+        done(decision);
+        request.log.info(
+          {
+            uid: review.request.uid,
+            namespace: review.request.namespace,
+            pod: podName(review.request.object),
+            ...describeDecision(decision),
+            warnings: response.warnings,
+          },
+          'admission reviewed',
+        );
+        return reply.send(encodeAdmissionReview(review.apiVersion, response));
+      }
+    }
   });
 
   // Every failed /mutate lands here, Fastify's own (415, 413, bad JSON) included, so all are counted.
@@ -163,7 +237,19 @@ function describeDecision(decision: AdmissionDecision): Record<string, unknown> 
   }
 }
 
+/** Compiled by Fastify's own validator (ajv, with the options above); it caches them for the route. */
+function compileSchemas(request: FastifyRequest): ReviewSchemaChecks {
+  const compile = (schema: JsonSchema): SchemaCheck => {
+    const validate = request.compileValidationSchema(schema);
+    return (value) => (validate(value) ? undefined : (validate.errors?.[0] ?? { keyword: 'unknown', instancePath: '', params: {} }));
+  };
+  return { review: compile(ADMISSION_REVIEW_SCHEMA), pod: compile(POD_SCHEMA) };
+}
+
+/** For the log line only; the object of a request that is not a Pod CREATE was never checked, so nothing is assumed. */
 function podName(object: unknown): string | undefined {
-  const metadata = (object as { metadata?: { name?: string; generateName?: string } } | undefined)?.metadata;
-  return metadata?.name ?? (metadata?.generateName ? `${metadata.generateName}*` : undefined);
+  const metadata = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata : {};
+  const { name, generateName } = metadata;
+  if (typeof name === 'string') return name;
+  return typeof generateName === 'string' && generateName !== '' ? `${generateName}*` : undefined;
 }

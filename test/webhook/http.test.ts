@@ -33,6 +33,17 @@ describe('malformed requests', () => {
       '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE","kind":{"kind":"Pod"}}}',
       /AdmissionReview request.uid must be a non-empty string/,
     ],
+  ];
+  for (const [name, body, message] of cases) {
+    test(`${name} gets 400 with a clear message`, async () => {
+      const result = await post(body);
+      assert.equal(result.status, 400, result.text);
+      assert.match(result.json().message, message);
+    });
+  }
+
+  // With a uid to answer to, the API server gets an AdmissionReview it understands and shows the message.
+  const answeredInKind: Array<[string, string, RegExp]> = [
     [
       'a Pod CREATE without the pod',
       '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE","kind":{"group":"","version":"v1","kind":"Pod"}}}',
@@ -49,11 +60,15 @@ describe('malformed requests', () => {
       /request.object.metadata.labels must be a map of strings/,
     ],
   ];
-  for (const [name, body, message] of cases) {
-    test(`${name} gets 400 with a clear message`, async () => {
+  for (const [name, body, message] of answeredInKind) {
+    test(`${name} is denied in kind with status 400 and a clear message`, async () => {
       const result = await post(body);
-      assert.equal(result.status, 400, result.text);
-      assert.match(result.json().message, message);
+      assert.equal(result.status, 200, result.text);
+      const { response } = result.json();
+      assert.equal(response.uid, '1');
+      assert.equal(response.allowed, false);
+      assert.equal(response.status.code, 400);
+      assert.match(response.status.message, message);
     });
   }
 

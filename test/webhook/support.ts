@@ -4,10 +4,10 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
 import { parseWebhookConfig, type WebhookConfig } from '../../src/config/webhook.js';
-import { startWebhookServer, type WebhookServer } from '../../src/webhook/server.js';
+import { startWebhookServer, type ConnectionLimits, type WebhookServer } from '../../src/webhook/server.js';
 
 export const FIXTURES = fileURLToPath(new URL('../fixtures/admission/', import.meta.url));
 
@@ -29,8 +29,18 @@ export async function localCertificates(): Promise<CertificateBundle> {
   return generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: 2 });
 }
 
+export interface TestWebhookOptions {
+  /** Silent unless given. */
+  readonly logger?: Logger;
+  readonly connectionLimits?: Partial<ConnectionLimits>;
+}
+
 /** Starts the real server on 127.0.0.1, an ephemeral port and certificates in a temporary directory. */
-export async function startTestWebhook(args: readonly string[] = [], pollIntervalMs = 10_000): Promise<RunningWebhook> {
+export async function startTestWebhook(
+  args: readonly string[] = [],
+  pollIntervalMs = 10_000,
+  options: TestWebhookOptions = {},
+): Promise<RunningWebhook> {
   const directory = await mkdtemp(join(tmpdir(), 'esm-webhook-'));
   const certFile = join(directory, 'tls.crt');
   const keyFile = join(directory, 'tls.key');
@@ -41,7 +51,10 @@ export async function startTestWebhook(args: readonly string[] = [], pollInterva
     ['--port=0', '--address=127.0.0.1', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`, ...args],
     {},
   );
-  const server = await startWebhookServer(config, pino({ level: 'silent' }), { certPollIntervalMs: pollIntervalMs });
+  const server = await startWebhookServer(config, options.logger ?? pino({ level: 'silent' }), {
+    certPollIntervalMs: pollIntervalMs,
+    ...(options.connectionLimits === undefined ? {} : { connectionLimits: options.connectionLimits }),
+  });
   return {
     server,
     config,
