@@ -78,7 +78,8 @@ export function resolvePodDrainPlan(
   for (const [key, raw] of Object.entries(annotations ?? {})) {
     if (!key.startsWith(ANNOTATION_PREFIX)) continue;
     const suffix = key.slice(ANNOTATION_PREFIX.length);
-    const name = OVERRIDES[suffix];
+    // Own keys only: `constructor` or `__proto__` must read as unknown, not as Object.prototype's members.
+    const name = Object.hasOwn(OVERRIDES, suffix) ? OVERRIDES[suffix] : undefined;
     if (name === undefined) {
       if (!KNOWN_SUFFIXES.has(suffix)) unknownAnnotations.push(key);
       continue;
