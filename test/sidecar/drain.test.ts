@@ -261,6 +261,67 @@ describe('Drain', () => {
     assert.equal(drain.snapshot().healthChecksFailed, true);
   });
 
+  test('drain-delay: Envoy is left untouched for the delay, then check-delay and check-interval follow', async () => {
+    const { clock, envoy, drain, log } = makeTimedDrain([2, 0], { drainDelayMs: 10_000, checkDelayMs: 5_000, checkIntervalMs: 1_000, drainTimeoutMs: 60_000 });
+    const started = clock.now();
+    const outcome = await drain.start();
+    assert.deepEqual(
+      envoy.calls.map((call) => [call.name, call.at - started]),
+      [['fail', 10_000], ['drain', 10_000], ['count', 15_000], ['count', 16_000]],
+    );
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 16_000]);
+    assert.equal(log.events('drain_started')[0]?.['drain_delay_ms'], 10_000);
+  });
+
+  test('the deadline can end a drain during drain-delay: nothing was sent to Envoy', async () => {
+    const { envoy, drain } = makeTimedDrain([0], { drainDelayMs: 10_000, drainTimeoutMs: 5_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.healthChecksFailed], ['timed-out', 'deadline', false]);
+    assert.deepEqual(envoy.calls, []);
+  });
+
+  test('polls stay check-interval apart when the count may end the drain between two of them (no extra poll)', async () => {
+    // /healthcheck/fail succeeds 30 ms in: the count may end the drain from 1_030, off the poll grid.
+    const { clock, envoy, drain, log } = makeTimedDrain([0], { checkDelayMs: 1_000, checkIntervalMs: 100, drainTimeoutMs: 10_000 });
+    envoy.failAnswers = [new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
+    const started = clock.now();
+    let failCalls = 0;
+    const original = envoy.failHealthChecks.bind(envoy);
+    envoy.failHealthChecks = async () => {
+      failCalls += 1;
+      if (failCalls === 2) await clock.sleep(30, new AbortController().signal);
+      return original();
+    };
+    const outcome = await drain.start();
+    const polls = envoy.calls.filter((call) => call.name === 'count').map((call) => call.at - started);
+    assert.deepEqual(polls, [1_000, 1_100, 1_200], 'a poll every check-interval, none at 1_030 or 1_130');
+    assert.equal(outcome.durationMs, 1_200);
+    assert.deepEqual(log.events('poll').map((poll) => poll['check_delay_pending']), [true, true, undefined]);
+  });
+
+  test('a poll still waiting for Envoy at the deadline is logged and shown in /drain, not left as lastError null', async () => {
+    const { envoy, drain, log } = makeTimedDrain([3, 'hang'], { checkIntervalMs: 100, drainTimeoutMs: 1_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.openConnections], ['deadline', 3]);
+    assert.match(outcome.lastError ?? '', /count open connections: no answer from Envoy's admin API before the drain deadline/);
+    assert.equal(drain.snapshot().lastError, outcome.lastError);
+    const warning = log.lines.find((line) => line.fields['error'] === 'DeadlineReached');
+    assert.equal(warning?.level, 'warn');
+    assert.ok(envoy.calls.length > 2);
+  });
+
+  test('an admin port that answers 500 to everything is reported with what it answered, not as unreachable', async () => {
+    const { envoy, drain } = makeTimedDrain([new AdminStatusError('GET /stats', 500, 'oops')], { checkIntervalMs: 100, drainTimeoutMs: 1_000 });
+    envoy.hasAnswered = false;
+    envoy.failAnswers = Array.from({ length: 20 }, () => new AdminStatusError('POST /healthcheck/fail', 500, 'internal error'));
+    envoy.drainAnswers = Array.from({ length: 20 }, () => new AdminStatusError('POST /drain_listeners', 500, 'internal error'));
+    const outcome = await drain.start();
+    assert.equal(outcome.reason, 'admin-unreachable');
+    const text = describeOutcome(outcome, 0);
+    assert.match(text, /answered, but never as Envoy does \(last: .*HTTP 500/);
+    assert.doesNotMatch(text, /never reachable/);
+  });
+
   test('interrupt() ends a running drain as interrupted; it does nothing before a drain', async () => {
     const envoy = new FakeEnvoy([7]);
     const { drain } = makeDrain(envoy);

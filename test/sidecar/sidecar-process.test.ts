@@ -473,6 +473,56 @@ describe('sidecar process: a protected /shutdown', () => {
   });
 });
 
+describe('sidecar process: GET /wait, the hook of the sidecar container itself', () => {
+  test('never starts a drain: with none under way it answers 200 after --wait-window and Envoy is untouched', async (t) => {
+    const { emulator, sidecar } = await setUp(t, ['--wait-window=200ms', '--shutdown-token=s3cr3t-token']);
+    const auth = { authorization: 'Bearer s3cr3t-token' };
+    assert.equal((await httpRequest(sidecar.url('/wait'))).status, 401, 'token-protected like /shutdown');
+    assert.equal((await httpRequest(sidecar.url('/wait'), { method: 'HEAD', headers: auth })).status, 405);
+    const started = Date.now();
+    const waited = await httpRequest(sidecar.url('/wait'), { headers: auth });
+    assert.equal(waited.status, 200);
+    assert.match(waited.body, /no drain started within 200 ms: nothing to wait for, Envoy left serving/);
+    assert.ok(Date.now() - started >= 190, 'it waited the window for a drain to start');
+    assert.deepEqual(emulator.adminRequests.filter((request) => request.method === 'POST'), [], 'Envoy was not touched');
+    assert.equal(JSON.parse((await httpRequest(sidecar.url('/drain'))).body).state, 'idle');
+  });
+
+  test('joins a drain that starts within the window and answers when it ends, with its outcome', async (t) => {
+    const { emulator, sidecar } = await setUp(t, ['--wait-window=5s']);
+    const tcp = await openTcpConnections(emulator.ports.tcp, 1);
+    t.after(() => closeAll(tcp));
+    let waitedAt: number | undefined;
+    const waiting = httpRequest(sidecar.url('/wait'), { timeoutMs: 20_000 });
+    void waiting.then(() => (waitedAt = Date.now()));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const shutdown = callShutdown(sidecar);
+    await sidecar.waitForLog(pollsSeeing(1));
+    assert.equal(waitedAt, undefined, '/wait is held while the drain runs');
+    await tcp[0]!.close();
+    const [waited, drained] = await Promise.all([waiting, shutdown.response]);
+    assert.deepEqual([waited.status, drained.status], [200, 200]);
+    assert.equal(waited.body, drained.body, 'the same drain, the same answer');
+  });
+});
+
+describe('sidecar process: --drain-delay', () => {
+  test('Envoy keeps serving untouched for the delay (no Connection: close), then the drain begins', async (t) => {
+    const { emulator, sidecar } = await setUp(t, ['--drain-delay=600ms']);
+    const http = await openHttpConnection(emulator.ports.http);
+    t.after(() => http.close());
+    const shutdown = callShutdown(sidecar);
+    await sidecar.waitForLog((line) => line['event'] === 'drain_started');
+    assert.notEqual((await requestOn(http.socket)).headers['connection'], 'close', 'served as usual during the delay');
+    assert.equal(emulator.isHealthCheckFailed, false);
+    const failed = await emulator.waitForAdminRequest((request) => request.path === '/healthcheck/fail', 5_000);
+    const started = Date.parse(String((await sidecar.waitForLog((line) => line['event'] === 'drain_started'))['time']));
+    assert.ok(failed.at - started >= 590, `health checks failed ${failed.at - started} ms after the drain started`);
+    assert.equal((await requestOn(http.socket)).headers['connection'], 'close');
+    assert.equal((await shutdown.response).status, 200);
+  });
+});
+
 describe('sidecar process: /metrics', () => {
   /** Summed over listeners, as `sum(shutdown_manager_open_connections)` would. */
   const openConnections = (text: string): number | undefined => {
