@@ -6,12 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
-import type { V1Pod } from '@kubernetes/client-node';
 import { httpRequest, waitUntil } from '../support/connections.js';
 import { sampleOf } from '../support/prometheus.js';
 import type { LogLine } from '../support/sidecar-process.js';
 import type { RestartReport, TerminationReport } from './kubelet.js';
-import { startPod, type PodOptions, type RunningPod } from './rollout.js';
+import { shortWaitWindow, startPod, withDrainingSidecarHook, type PodOptions, type RunningPod } from './rollout.js';
 
 /** The kubelet's back-off before starting an exited container again: short, for test time. */
 const KUBELET = { restartDelayMs: 50 } as const;
@@ -55,28 +54,6 @@ function hook(report: TerminationReport | RestartReport, container: string) {
 
 function logsOf(pod: RunningPod, event: string): LogLine[] {
   return pod.simulated.sidecarLogs.filter((line) => line['event'] === event);
-}
-
-/** The sidecar hook as it was before this design: it started a drain (Contour #4851, Envoy Gateway #5832). */
-function withDrainingSidecarHook(pod: V1Pod): V1Pod {
-  const containers = (pod.spec?.containers ?? []).map((container) =>
-    container.name !== 'shutdown-manager' || container.lifecycle?.preStop?.httpGet === undefined
-      ? container
-      : { ...container, lifecycle: { preStop: { httpGet: { ...container.lifecycle.preStop.httpGet, path: '/shutdown' } } } },
-  );
-  return { ...pod, spec: { ...pod.spec, containers } };
-}
-
-/**
- * The sidecar's own hook waits this long for a drain to start before letting its container stop: short,
- * so that a restart takes little test time. Set by environment, as an operator could: the injected args
- * leave it to its default (5 s).
- */
-function shortWaitWindow(pod: V1Pod): V1Pod {
-  const containers = (pod.spec?.containers ?? []).map((container) =>
-    container.name !== 'shutdown-manager' ? container : { ...container, env: [...(container.env ?? []), { name: 'SHUTDOWN_MANAGER_WAIT_WINDOW', value: '300ms' }] },
-  );
-  return { ...pod, spec: { ...pod.spec, containers } };
 }
 
 describe('the sidecar restarted alone by a failed liveness probe', () => {

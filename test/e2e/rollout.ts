@@ -4,7 +4,8 @@
  * tests and `npm run demo`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 import jsonPatch from 'fast-json-patch';
 import { closeAll, openTcpConnection, type HeldConnection } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
@@ -142,4 +143,27 @@ export async function runRollout(options: RolloutOptions = {}): Promise<RolloutR
     await closeAll(stubborn);
     await running.close();
   }
+}
+
+/** The pod with its shutdown-manager container changed by `edit`. */
+function editSidecar(pod: V1Pod, edit: (container: V1Container) => V1Container): V1Pod {
+  const containers = (pod.spec?.containers ?? []).map((container) => (container.name === SIDECAR_CONTAINER_NAME ? edit(container) : container));
+  return { ...pod, spec: { ...pod.spec, containers } };
+}
+
+/** The sidecar hook as it was before this design: it started a drain (Contour #4851, Envoy Gateway #5832). */
+export function withDrainingSidecarHook(pod: V1Pod): V1Pod {
+  return editSidecar(pod, (container) => {
+    const httpGet = container.lifecycle?.preStop?.httpGet;
+    return httpGet === undefined ? container : { ...container, lifecycle: { preStop: { httpGet: { ...httpGet, path: '/shutdown' } } } };
+  });
+}
+
+/**
+ * The sidecar's own hook waits this long for a drain to start before letting its container stop: short,
+ * so that a restart takes little test time. Set by environment, as an operator could: the injected args
+ * leave it to its default (5 s).
+ */
+export function shortWaitWindow(pod: V1Pod): V1Pod {
+  return editSidecar(pod, (container) => ({ ...container, env: [...(container.env ?? []), { name: 'SHUTDOWN_MANAGER_WAIT_WINDOW', value: '300ms' }] }));
 }
