@@ -430,6 +430,10 @@ describe('sidecar process: lifecycle and flags', () => {
       ['--min-open-connections=-1', 'min-open-connections'],
       ['--admin-port=70000', 'admin-port'],
       ['--drain-timeout=0', 'drain-timeout'],
+      ['--wait-window=0s', 'wait-window'],
+      ['--state-dir=relative/dir', 'state-dir'],
+      ['--drain-delay=forever', 'drain-delay'],
+      ['--recover-envoy=maybe', 'recover-envoy'],
     ] as const) {
       const result = await runSidecarToExit([flag]);
       assert.equal(result.code, 2, flag);
@@ -438,6 +442,9 @@ describe('sidecar process: lifecycle and flags', () => {
     const lateChecks = await runSidecarToExit(['--check-delay=1m', '--drain-timeout=30s']);
     assert.equal(lateChecks.code, 2);
     assert.match(lateChecks.stderr, /flag --check-delay: "1m" is not valid; expected a check delay shorter than the drain deadline of 30s/);
+    const lateDrain = await runSidecarToExit(['--check-delay=20s', '--drain-delay=15s', '--drain-timeout=30s']);
+    assert.equal(lateDrain.code, 2);
+    assert.match(lateDrain.stderr, /flag --drain-delay: "15s" is not valid; expected a drain delay that, added to the check delay of 20s, stays below the drain deadline of 30s/);
     const samePort = await runSidecarToExit(['--serve-port=9001', '--admin-port=9001']);
     assert.equal(samePort.code, 2);
     assert.match(samePort.stderr, /flag --serve-port: "9001" is not valid; expected a port other than Envoy's admin port/);
