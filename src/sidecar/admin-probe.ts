@@ -4,7 +4,7 @@
  * knows whether a refused connection means "Envoy exited" (it answered before) or nothing yet.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { EnvoyServerState } from '../envoy/admin-client.js';
+import type { AdminAnswer, EnvoyServerState } from '../envoy/admin-client.js';
 import { adminPortHint } from './admin-hint.js';
 import type { SidecarLog } from './log.js';
 
@@ -12,6 +12,8 @@ export interface ProbeTarget {
   /** `host:port`, for messages. */
   readonly address: string;
   readonly hasAnswered: boolean;
+  /** The last HTTP answer of the admin port, valid or not: a port that answers is reachable, whatever it says. */
+  readonly lastAnswer?: AdminAnswer | undefined;
   serverState(signal: AbortSignal): Promise<EnvoyServerState>;
 }
 
@@ -92,9 +94,14 @@ function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTimi
       }
       if (lastWarnAt !== undefined && now - lastWarnAt < timing.warnEveryMs) return;
       lastWarnAt = now;
+      const answer = target.lastAnswer;
+      const found =
+        answer === undefined
+          ? `Envoy admin API not reachable at ${target.address}`
+          : `Envoy admin API at ${target.address} answers, but not as Envoy does (last: ${answer.endpoint} answered HTTP ${answer.status} ${JSON.stringify(answer.excerpt)})`;
       log.warn(
-        { event: 'envoy_admin_unreachable', ...fields },
-        `Envoy admin API not reachable at ${target.address}: ${adminPortHint(target.address)}. Until it answers, /shutdown cannot drain Envoy; retrying`,
+        { event: 'envoy_admin_unreachable', ...fields, ...(answer === undefined ? {} : { last_answer_status: answer.status, last_answer: answer.excerpt }) },
+        `${found}: ${adminPortHint(target.address)}. Until it answers, /shutdown cannot drain Envoy; retrying`,
       );
     },
   };

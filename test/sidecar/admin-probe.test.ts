@@ -72,4 +72,22 @@ describe('start-up probe of the Envoy admin API', () => {
       [['info', 'envoy_admin_waiting'], ['info', 'envoy_admin_reachable']],
     );
   });
+
+  test('an admin port that answers 500 to everything is reported with what it answered, not as unreachable', async (t) => {
+    const emulator = await EnvoyEmulator.start({ fault: { kind: 'status', status: 500 } });
+    t.after(() => emulator.close());
+    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 500 });
+    t.after(() => client.close());
+    const log = memoryLog();
+    const probe = startAdminProbe(client, log, { minRetryMs: 10, maxRetryMs: 20, warnAfterMs: 50, warnEveryMs: 5_000 });
+    t.after(async () => {
+      probe.stop();
+      await probe.finished;
+    });
+    await waitUntil(() => log.lines.some((line) => line.level === 'warn'), 5_000, 'a warning');
+    const warning = log.lines.find((line) => line.level === 'warn');
+    assert.equal(warning?.fields['last_answer_status'], 500);
+    assert.match(warning?.message ?? '', /answers, but not as Envoy does \(last: GET \/ready answered HTTP 500 "emulated admin failure \(HTTP 500\)"\)/);
+    assert.doesNotMatch(warning?.message ?? '', /not reachable/);
+  });
 });
