@@ -97,6 +97,8 @@ export class DrainSupervisor {
   async wait(windowMs: number): Promise<DrainOutcome | undefined> {
     if (this.drain.current === 'draining') return this.drain.start();
     if (this.deciding !== undefined) return this.deciding;
+    // The kubelet sends both hooks at once, but this one may come late, after a short drain ended.
+    if (this.endedWithin(windowMs)) return this.drain.start();
     const started = await this.nextStart(windowMs);
     return started ? this.drain.start() : undefined;
   }
@@ -171,6 +173,12 @@ export class DrainSupervisor {
     const did = decision.action === 'pass-health-checks' ? 'sent POST /healthcheck/ok' : 'sent POST /quitquitquit so that the kubelet starts a fresh Envoy';
     this.log.warn(fields, `Envoy was left draining with no pod deletion under way (${decision.why}): ${did}`);
     return { ...base, disabled: false, error: null };
+  }
+
+  private endedWithin(windowMs: number): boolean {
+    const { finishedAt, state } = this.drain.snapshot();
+    if (finishedAt === null || state === 'interrupted') return false;
+    return this.clock.now() - Date.parse(finishedAt) <= windowMs;
   }
 
   private drainEverStarted(): boolean {

@@ -132,6 +132,18 @@ describe('DrainSupervisor: /wait never starts a drain', () => {
     supervisor.stop();
   });
 
+  test('a /wait that comes just after a short drain ended gets its outcome at once; one long after waits for a new drain', async () => {
+    const envoy = new ModelEnvoy();
+    const { supervisor } = supervise(envoy);
+    const drained = await supervisor.shutdown();
+    const started = Date.now();
+    assert.equal(await supervisor.wait(2_000), drained);
+    assert.ok(Date.now() - started < 1_000, 'answered at once');
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    assert.equal(await supervisor.wait(100), undefined, 'a drain that ended before the window is not this deletion');
+    supervisor.stop();
+  });
+
   test('stop() releases a waiting /wait at once', async () => {
     const { supervisor } = supervise(new ModelEnvoy());
     const waiting = supervisor.wait(60_000);
