@@ -29,7 +29,8 @@ const USAGE = `Usage: envoy-shutdown-manager inject -f FILE [flags]
        kubectl get deploy envoy -o yaml | envoy-shutdown-manager inject -f - | kubectl apply -f -
 
 Injects the shutdown-manager into Pods and into the pod templates of Deployments, DaemonSets,
-StatefulSets, ReplicaSets, Jobs and CronJobs labelled app: envoy, exactly as the webhook would.
+StatefulSets, ReplicaSets, Jobs and CronJobs that match --pod-selector (app=envoy unless set),
+exactly as the webhook would.
 Reads YAML (several documents, or a List) or JSON; writes the result to stdout, notes to stderr.
 
 Flags:

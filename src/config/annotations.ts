@@ -9,6 +9,7 @@ import {
 } from './drain.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting } from './settings.js';
+import { expectedForm } from './values.js';
 
 export const ANNOTATION_PREFIX = 'shutdown-manager.io/';
 
@@ -19,6 +20,12 @@ export const ANNOTATIONS = {
   nativeSidecar: `${ANNOTATION_PREFIX}native-sidecar`,
   envoyAdminPort: `${ANNOTATION_PREFIX}envoy-admin-port`,
   envoyDrainFlags: `${ANNOTATION_PREFIX}envoy-drain-flags`,
+  /** App containers whose preStop waits for Envoy's drain to end (comma-separated names). */
+  waitContainers: `${ANNOTATION_PREFIX}wait-containers`,
+  sidecarCpuRequest: `${ANNOTATION_PREFIX}sidecar-cpu-request`,
+  sidecarCpuLimit: `${ANNOTATION_PREFIX}sidecar-cpu-limit`,
+  sidecarMemoryRequest: `${ANNOTATION_PREFIX}sidecar-memory-request`,
+  sidecarMemoryLimit: `${ANNOTATION_PREFIX}sidecar-memory-limit`,
 } as const;
 
 /** Annotation suffix → the drain setting it overrides. */
@@ -87,7 +94,7 @@ export function resolvePodDrainPlan(
     annotationOf.set(name, key);
     const { kind } = OVERRIDE_SETTINGS[name];
     const value = kind.parse(String(raw));
-    if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), kind.form, suffix));
+    if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), expectedForm(kind, String(raw)), suffix));
     else (values as Record<keyof DrainDefaults, unknown>)[name] = value;
   }
   if (errors.length > 0) throw new ConfigErrors(errors);

@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, ConfigErrors } from './errors.js';
 import * as kinds from './values.js';
-import type { ValueKind } from './values.js';
+import { expectedForm, type ValueKind } from './values.js';
 
 export interface Setting<T> {
   readonly kind: ValueKind<T>;
@@ -65,7 +65,7 @@ export function readSettings<Table extends SettingTable>(
       continue;
     }
     const value = setting.kind.parse(raw);
-    if (value === undefined) errors.push(new ConfigError(source, raw, setting.kind.form, name));
+    if (value === undefined) errors.push(new ConfigError(source, raw, expectedForm(setting.kind, raw), name));
     else values[name] = value;
   }
   if (errors.length > 0) throw new ConfigErrors(errors);

@@ -1,5 +1,7 @@
 /** The kinds of value a setting can hold, each with the form a user is told to write when a value is wrong. */
 import { DURATION_FORM, formatDuration, parseDuration } from './duration.js';
+import { formatLabelSelector, LABEL_SELECTOR_FORM, labelSelectorProblem, parseLabelSelector, type LabelSelector } from './label-selector.js';
+import { isMultipleOf, isZero, parseQuantity, QuantityError, type Quantity } from './quantity.js';
 
 export interface ValueKind<T> {
   /** How a valid value looks, for error messages: "a port number from 1 to 65535". */
@@ -8,6 +10,17 @@ export interface ValueKind<T> {
   parse(raw: string): T | undefined;
   /** The canonical spelling, used in --help and when passing a value on as a flag. */
   format(value: T): string;
+  /**
+   * For kinds whose form alone does not tell what went wrong (a selector, a quantity): why `raw` is not of
+   * this kind, added to the error message after the form.
+   */
+  problem?(raw: string): string | undefined;
+}
+
+/** "expected <form>", with the kind's own account of what is wrong when it has one. */
+export function expectedForm(kind: Pick<ValueKind<unknown>, 'form' | 'problem'>, raw: string): string {
+  const problem = kind.problem?.(raw);
+  return problem === undefined ? kind.form : `${kind.form}, but ${problem}`;
 }
 
 const INTEGER = /^\d+$/;
@@ -115,5 +128,60 @@ export function oneOf<T extends string>(...choices: T[]): ValueKind<T> {
     form: `one of ${choices.join(', ')}`,
     parse: (raw) => choices.find((choice) => choice === raw.trim()),
     format: (value) => value,
+  };
+}
+
+/** A Kubernetes label selector (see label-selector.ts), as a webhook objectSelector could hold it. */
+export const labelSelector: ValueKind<LabelSelector> = {
+  form: LABEL_SELECTOR_FORM,
+  parse: (raw) => (labelSelectorProblem(raw) === undefined ? parseLabelSelector(raw) : undefined),
+  format: formatLabelSelector,
+  problem: labelSelectorProblem,
+};
+
+/**
+ * A Kubernetes quantity of a resource. `per` is the resolution the value must be a whole multiple of
+ * (1000 for CPU: whole millicores; 1 for memory: whole bytes), `what` names it in messages.
+ */
+function quantityOf(what: string, examples: string, per: bigint, unit: string): ValueKind<Quantity> {
+  const check = (raw: string): { quantity?: Quantity; problem?: string } => {
+    let quantity: Quantity;
+    try {
+      quantity = parseQuantity(raw);
+    } catch (error) {
+      if (error instanceof QuantityError) return { problem: error.message };
+      throw error;
+    }
+    if (!isMultipleOf(quantity, per)) return { problem: `it is not a whole number of ${unit}` };
+    return { quantity };
+  };
+  return {
+    form: `a Kubernetes ${what} quantity such as ${examples}`,
+    parse: (raw) => check(raw).quantity,
+    format: (quantity) => quantity.text,
+    problem: (raw) => check(raw).problem,
+  };
+}
+
+export const cpuQuantity = quantityOf('CPU', '10m, 250m, 0.5 or 2', 1000n, 'millicores (1m)');
+export const memoryQuantity = quantityOf('memory', '64Mi, 128Mi, 1Gi or 500M', 1n, 'bytes');
+
+/**
+ * A limit: a quantity above zero, or empty for no limit at all (null). Zero is refused: Kubernetes would
+ * read a limit of 0 as no limit, which is better written as empty.
+ */
+export function optionalLimit(kind: ValueKind<Quantity>): ValueKind<Quantity | null> {
+  const problem = (raw: string): string | undefined => {
+    if (raw.trim() === '') return undefined;
+    const own = kind.problem?.(raw);
+    if (own !== undefined) return own;
+    const quantity = kind.parse(raw);
+    return quantity !== undefined && isZero(quantity) ? 'it is zero (leave it empty for no limit)' : undefined;
+  };
+  return {
+    form: `${kind.form}, greater than zero, or empty for no limit`,
+    parse: (raw) => (raw.trim() === '' ? null : problem(raw) === undefined ? kind.parse(raw) : undefined),
+    format: (quantity) => quantity?.text ?? '',
+    problem,
   };
 }

@@ -1,6 +1,9 @@
 /** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE, SELF_SIGNED_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
 import { DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type PodDrainPlan } from './drain.js';
+import { ConfigError, ConfigErrors } from './errors.js';
+import { parseLabelSelector, type LabelSelector } from './label-selector.js';
+import { makeSidecarResources, RESOURCE_SETTINGS, type SidecarResources } from './resources.js';
 import { envName, readSettings, type Setting, type ValuesOf } from './settings.js';
 import { LOG_LEVEL_SETTING } from './sidecar.js';
 import * as kinds from './values.js';
@@ -8,8 +11,16 @@ import * as kinds from './values.js';
 export const PROJECT_VERSION = '0.1.0';
 export const DEFAULT_SIDECAR_IMAGE = `ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager:${PROJECT_VERSION}`;
 
+/** Contour's label, and the default of --pod-selector: the manifests' objectSelector says the same. */
+export const DEFAULT_POD_SELECTOR = 'app=envoy';
+
 /** What shapes an injection: shared by the webhook and the offline `inject` command. */
 export const INJECTION_SETTINGS = {
+  'pod-selector': {
+    kind: kinds.labelSelector,
+    default: parseLabelSelector(DEFAULT_POD_SELECTOR),
+    help: "Which pods get the sidecar, in Kubernetes label-selector syntax (app=envoy; app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy; tier in (edge,gateway); !legacy). Every review is checked against it; keep the MutatingWebhookConfiguration's objectSelector the same.",
+  } satisfies Setting<LabelSelector>,
   ...DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
   'protect-shutdown': {
@@ -37,6 +48,7 @@ export const INJECTION_SETTINGS = {
     default: true,
     help: "Append --drain-strategy immediate and --drain-time-s <drain deadline> to Envoy's args when its command or args run envoy and neither flag is set (with Envoy's defaults, gradual over 600 s, part of the clients are cut at the deadline); warn when the flags set disagree. false leaves Envoy's args alone; pods may override with an annotation.",
   } satisfies Setting<boolean>,
+  ...RESOURCE_SETTINGS,
 };
 
 export const WEBHOOK_SETTINGS = {
@@ -124,6 +136,8 @@ export interface WebhookConfig {
 
 /** What the pure injector needs: the sidecar to add and the drain defaults that annotations may override. */
 export interface InjectionConfig {
+  /** Pods that do not match are admitted unchanged (skip reason not-selected). */
+  readonly podSelector: LabelSelector;
   readonly sidecarImage: string;
   readonly sidecarImagePullPolicy: string;
   /** Default for pods without the native-sidecar annotation. */
@@ -133,17 +147,36 @@ export interface InjectionConfig {
   /** Default for pods without the envoy-drain-flags annotation: add Envoy's drain flags, or leave its args alone. */
   readonly envoyDrainFlags: boolean;
   readonly defaults: PodDrainPlan;
+  /** The sidecar's requests and limits for pods without the resource annotations. */
+  readonly sidecarResources: SidecarResources;
 }
 
 /** The injection settings as the injector takes them (the offline command reads only these, never the server's). */
 export function injectionConfigOf(values: ValuesOf<typeof INJECTION_SETTINGS>): InjectionConfig {
+  const sourceOf = (name: string): string => `flag --${name} (or ${envName(name)})`;
+  // Both checks run, so that one start names every default that cannot work.
+  const errors: ConfigError[] = [];
+  const checked = <T>(make: () => T): T | undefined => {
+    try {
+      return make();
+    } catch (error) {
+      if (!(error instanceof ConfigErrors)) throw error;
+      errors.push(...error.errors);
+      return undefined;
+    }
+  };
+  const defaults = checked(() => makeDrainPlan(values, sourceOf));
+  const sidecarResources = checked(() => makeSidecarResources(values, sourceOf));
+  if (defaults === undefined || sidecarResources === undefined) throw new ConfigErrors(errors);
   return {
+    podSelector: values['pod-selector'],
     sidecarImage: values['sidecar-image'],
     sidecarImagePullPolicy: values['sidecar-image-pull-policy'],
     nativeSidecar: values['native-sidecar'],
     protectShutdown: values['protect-shutdown'],
     envoyDrainFlags: values['envoy-drain-flags'],
-    defaults: makeDrainPlan(values, (name) => `flag --${name} (or ${envName(name)})`),
+    defaults,
+    sidecarResources,
   };
 }
 

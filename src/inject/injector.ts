@@ -8,16 +8,17 @@ import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan, type ResolvedPlan 
 import type { PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
+import { matchesLabels } from '../config/label-selector.js';
+import { resolveSidecarResources, type SidecarResources } from '../config/resources.js';
 import { boolean } from '../config/values.js';
 import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
-import { findEnvoyContainer } from './envoy-container.js';
+import { findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
 import { decideEnvoyDrainFlags, type EnvoyDrainFlagsDecision } from './envoy-drain-flags.js';
-import { buildSidecarContainer, shutdownHook, STATE_VOLUME_NAME, stateVolume } from './sidecar.js';
-
-export const ENVOY_APP_LABEL = { key: 'app', value: 'envoy' } as const;
+import { buildSidecarContainer, shutdownHook, STATE_VOLUME_NAME, stateVolume, waitHook } from './sidecar.js';
 
 export type SkipReason =
-  | 'not-envoy'
+  /** The pod's labels do not match --pod-selector (what the webhook's objectSelector should have filtered). */
+  | 'not-selected'
   | 'opted-out'
   | 'already-injected'
   | 'hand-configured'
@@ -38,6 +39,8 @@ export interface InjectionStatus {
   readonly servePort: number;
   /** True when the sidecar was injected as a native sidecar (an init container). */
   readonly native: boolean;
+  /** App containers given a preStop hook that waits for the drain; absent when none. */
+  readonly waitContainers?: readonly string[];
 }
 
 /**
@@ -72,7 +75,9 @@ function collect<T>(errors: ConfigError[], check: () => T): T | undefined {
 
 function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOutcome {
   const annotations = pod.metadata?.annotations;
-  if (pod.metadata?.labels?.[ENVOY_APP_LABEL.key] !== ENVOY_APP_LABEL.value) return skip('not-envoy');
+  // Checked on every review, as the objectSelector should already have: a configuration that drifted from
+  // the flag, or a call made by hand, must not inject pods the operator did not select.
+  if (!matchesLabels(config.podSelector, pod.metadata?.labels)) return skip('not-selected');
   if (!wantsInjection(annotations)) return skip('opted-out');
 
   const containers = pod.spec?.containers ?? [];
@@ -84,8 +89,13 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
         ]);
   }
 
-  const { plan, unknownAnnotations, native, manageEnvoyFlags } = readPodSettings(pod, config);
-  const envoy = findEnvoyContainer(containers, annotations);
+  // Every bad annotation is named in one denial: the settings, the Envoy container, the wait containers.
+  const errors: ConfigError[] = [];
+  const settings = collect(errors, () => readPodSettings(pod, config));
+  const envoy = collect(errors, () => findEnvoyContainer(containers, annotations));
+  const waitContainers = collect(errors, () => readWaitContainers(annotations, containers, envoy));
+  if (settings === undefined || envoy === undefined || waitContainers === undefined) throw new ConfigErrors(errors);
+  const { plan, unknownAnnotations, native, manageEnvoyFlags, resources } = settings;
   if (!envoy.found) return skip('no-envoy-container', [`not injected: ${envoy.reason}`]);
   assertRoomForSidecar(plan, pod.spec);
   if (!native && runsToCompletion(pod.spec)) {
@@ -97,6 +107,10 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
   const envoyContainer = containers[envoy.index] as V1Container;
   const hookWarning = preStopReplacementWarning(envoyContainer);
   if (hookWarning !== undefined) warnings.push(hookWarning);
+  for (const name of waitContainers) {
+    const app = containers.find((container) => container.name === name);
+    if (app?.lifecycle?.preStop !== undefined) warnings.push(`replaced the preStop hook of "${name}" with a wait for Envoy's drain`);
+  }
   const drainFlags: EnvoyDrainFlagsDecision = manageEnvoyFlags
     ? decideEnvoyDrainFlags(envoyContainer, plan)
     : { action: 'keep', warnings: [] };
@@ -108,12 +122,15 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     envoyContainer: envoyContainer.name,
     servePort: plan.servePort,
     native,
+    ...(waitContainers.length > 0 ? { waitContainers } : {}),
   };
   const changes: PodChanges = {
     envoyIndex: envoy.index,
     envoyArgs: drainFlags.action === 'add' ? drainFlags.args : undefined,
+    waitContainers: new Set(waitContainers),
     plan,
     config,
+    resources,
     status,
     token: config.protectShutdown ? token : undefined,
   };
@@ -124,6 +141,7 @@ interface PodSettings extends ResolvedPlan {
   readonly native: boolean;
   /** Add Envoy's drain flags (and warn about disagreeing ones), or leave its args alone. */
   readonly manageEnvoyFlags: boolean;
+  readonly resources: SidecarResources;
 }
 
 /** The pod's annotations over the webhook's defaults; throws ConfigErrors naming every bad annotation at once. */
@@ -133,12 +151,45 @@ function readPodSettings(pod: V1Pod, config: InjectionConfig): PodSettings {
   const resolved = collect(errors, () => resolvePodDrainPlan(annotations, config.defaults, pod.spec?.terminationGracePeriodSeconds));
   const native = collect(errors, () => booleanAnnotation(annotations, ANNOTATIONS.nativeSidecar));
   const manageEnvoyFlags = collect(errors, () => booleanAnnotation(annotations, ANNOTATIONS.envoyDrainFlags));
-  if (resolved === undefined || errors.length > 0) throw new ConfigErrors(errors);
+  const resources = collect(errors, () => resolveSidecarResources(annotations, config.sidecarResources));
+  if (resolved === undefined || resources === undefined || errors.length > 0) throw new ConfigErrors(errors);
   return {
     ...resolved,
     native: native ?? config.nativeSidecar,
     manageEnvoyFlags: manageEnvoyFlags ?? config.envoyDrainFlags,
+    resources,
   };
+}
+
+/**
+ * The containers named by annotation wait-containers: each gets a preStop hook that waits for Envoy's drain
+ * (GET /wait), so that an app behind a sidecar Envoy is not stopped while Envoy still forwards requests to
+ * it. Only regular containers other than Envoy qualify: Envoy's own hook starts the drain. Throws a
+ * ConfigError naming every name that does not qualify. `envoy` is undefined when it could not be looked up
+ * (its annotation is wrong too): then only existence is checked.
+ */
+function readWaitContainers(
+  annotations: Readonly<Record<string, string>> | undefined,
+  containers: readonly V1Container[],
+  envoy: EnvoyContainerLookup | undefined,
+): readonly string[] {
+  const raw = annotations?.[ANNOTATIONS.waitContainers];
+  if (raw === undefined) return [];
+  const names = [...new Set(String(raw).split(',').map((name) => name.trim()).filter((name) => name !== ''))];
+  const envoyName = envoy?.found === true ? containers[envoy.index]?.name : undefined;
+  const existing = new Set(containers.map((container) => container.name));
+  const problems = [
+    ...names.filter((name) => !existing.has(name)).map((name) => `there is no container ${JSON.stringify(name)}`),
+    ...names.filter((name) => name === envoyName).map((name) => `${JSON.stringify(name)} is the Envoy container, whose own hook starts the drain`),
+  ];
+  if (problems.length === 0) return names;
+  const candidates = containers.filter((container) => container.name !== envoyName).map((container) => JSON.stringify(container.name));
+  throw new ConfigError(
+    `annotation ${ANNOTATIONS.waitContainers}`,
+    String(raw),
+    `comma-separated names of the pod's containers other than Envoy (${candidates.join(', ') || 'it has none'}), but ${problems.join('; ')}`,
+    'wait-containers',
+  );
 }
 
 /** What the sidecar adds must not collide with the pod's own ports and volumes; throws naming each collision. */
@@ -216,25 +267,30 @@ interface PodChanges {
   readonly envoyIndex: number;
   /** Envoy's new args (its own plus the drain flags), or undefined to leave them as they are. */
   readonly envoyArgs: readonly string[] | undefined;
+  /** Names of the app containers whose preStop waits for the drain. */
+  readonly waitContainers: ReadonlySet<string>;
   readonly plan: PodDrainPlan;
   readonly config: InjectionConfig;
+  readonly resources: SidecarResources;
   readonly status: InjectionStatus;
   readonly token: string | undefined;
 }
 
 function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
-  const { envoyIndex, envoyArgs, plan, config, status, token } = changes;
+  const { envoyIndex, envoyArgs, waitContainers, plan, config, resources, status, token } = changes;
   const spec = pod.spec as V1PodSpec;
-  const containers = spec.containers.map((container, index) =>
-    index === envoyIndex
-      ? {
-          ...container,
-          ...(envoyArgs === undefined ? {} : { args: [...envoyArgs] }),
-          lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan, token) },
-        }
-      : container,
-  );
-  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token });
+  const containers = spec.containers.map((container, index) => {
+    if (index === envoyIndex) {
+      return {
+        ...container,
+        ...(envoyArgs === undefined ? {} : { args: [...envoyArgs] }),
+        lifecycle: { ...container.lifecycle, preStop: shutdownHook(plan, token) },
+      };
+    }
+    if (waitContainers.has(container.name)) return { ...container, lifecycle: { ...container.lifecycle, preStop: waitHook(plan, token) } };
+    return container;
+  });
+  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token, resources });
   // A native sidecar goes last among the init containers: bootstrap init containers (Contour's) run first.
   const placement = status.native
     ? { containers, initContainers: [...(spec.initContainers ?? []), sidecar] }

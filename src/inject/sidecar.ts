@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { V1Container, V1LifecycleHandler, V1Volume } from '@kubernetes/client-node';
 import { drainSettingsOf, type PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
+import { resourceRequirements, type SidecarResources } from '../config/resources.js';
 import { toFlags } from '../config/settings.js';
 import { SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS } from '../config/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
@@ -41,9 +42,10 @@ export function shutdownHook(plan: PodDrainPlan, token: string | undefined): V1L
 }
 
 /**
- * The sidecar's own preStop hook. The kubelet also runs it when it restarts the sidecar alone (a failed
- * liveness probe): there it must not drain a healthy Envoy, so it only joins a drain that Envoy's hook has
- * started (or starts within --wait-window), which keeps the sidecar alive while Envoy drains on pod deletion.
+ * The sidecar's own preStop hook, and that of the app containers named by annotation wait-containers. The
+ * kubelet also runs a container's hook when it restarts that container alone (a failed liveness probe):
+ * there it must not drain a healthy Envoy, so it only joins a drain that Envoy's hook has started (or that
+ * starts within --wait-window), which keeps the container alive while Envoy drains on pod deletion.
  */
 export function waitHook(plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
   return sidecarHook(SIDECAR_PATHS.wait, plan, token);
@@ -84,7 +86,7 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
 export function buildSidecarContainer(
   plan: PodDrainPlan,
   config: InjectionConfig,
-  options: { readonly native: boolean; readonly token: string | undefined },
+  options: { readonly native: boolean; readonly token: string | undefined; readonly resources: SidecarResources },
 ): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
@@ -102,12 +104,9 @@ export function buildSidecarContainer(
       failureThreshold: 6,
     },
     lifecycle: { preStop: waitHook(plan, options.token) },
-    resources: {
-      // Requests near what it uses (about 57 MiB resident, idle or draining 1,000 connections: npm run bench),
-      // so the scheduler counts it; the limit leaves room for a burst of connections to count.
-      requests: { cpu: '10m', memory: '64Mi' },
-      limits: { cpu: '200m', memory: '128Mi' },
-    },
+    // Defaults near what it uses (about 57 MiB resident, idle or draining 1,000 connections: npm run bench),
+    // so the scheduler counts it; the limits leave room for a burst of connections to count.
+    resources: resourceRequirements(options.resources),
     securityContext: {
       runAsNonRoot: true,
       runAsUser: SIDECAR_USER_ID,

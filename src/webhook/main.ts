@@ -3,6 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { createLogger } from '../logging.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
+import { formatLabelSelector, toObjectSelector } from '../config/label-selector.js';
 import { describeSettings, parseOrShowHelp } from '../config/settings.js';
 import { parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../config/webhook.js';
 import { ensureDevCertificates } from '../certs/files.js';
@@ -51,7 +52,12 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
 
   const server = await startWebhookServer(config, logger, certificate === undefined ? {} : { certificate });
   selfManaged?.start((material) => server.useCertificate(material));
-  logger.info({ url: server.url, drainDefaults: config.injection.defaults }, 'webhook listening');
+  // The selector in both spellings: the objectSelector of the MutatingWebhookConfiguration must select the same pods.
+  const { podSelector } = config.injection;
+  logger.info(
+    { url: server.url, podSelector: formatLabelSelector(podSelector), objectSelector: toObjectSelector(podSelector), drainDefaults: config.injection.defaults },
+    'webhook listening',
+  );
 
   const stop = (signal: NodeJS.Signals): void => {
     // Endpoints are removed while the pod terminates, not before: the API server may still call this replica

@@ -2,7 +2,9 @@
  * A kubelet simulator. It runs a pod as the webhook produced it: the Envoy container is the Envoy emulator
  * (a child process started with the admin port and the Envoy flags of the pod spec), the shutdown-manager
  * is the built sidecar started with exactly the `args` and `env` in the spec, each emptyDir volume is a
- * fresh directory mounted where the spec says (the args' mount path is rewritten to it).
+ * fresh directory mounted where the spec says (the args' mount path is rewritten to it). Any other regular
+ * container is an application (test/e2e/app-server.ts) listening on its first declared port, to which
+ * Envoy may route its requests (`envoyUpstream`), as a sidecar Envoy does.
  *
  * What the kubelet does, and this simulator with it (pkg/kubelet/kuberuntime/kuberuntime_container.go
  * killContainer and executePreStopHook; pkg/kubelet/kuberuntime/kuberuntime_manager.go computePodActions;
@@ -33,6 +35,7 @@ import { spawnSidecarWith, type LogLine, type SidecarProcess } from '../support/
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 
 const EMULATOR_CLI = fileURLToPath(new URL('../support/envoy-emulator-cli.ts', import.meta.url));
+const APP_SERVER = fileURLToPath(new URL('./app-server.ts', import.meta.url));
 
 export interface EnvoyPorts {
   readonly admin: number;
@@ -83,6 +86,11 @@ export interface SimulatedPodOptions {
   readonly envoyConfig?: readonly string[];
   /** Delay before a container that exited on its own is started again (the kubelet's back-off). */
   readonly restartDelayMs?: number;
+  /**
+   * The application container Envoy's HTTP listener routes every request to (its first declared port),
+   * as the inbound route of a sidecar Envoy does; by default Envoy answers requests itself.
+   */
+  readonly envoyUpstream?: string;
 }
 
 interface Running {
@@ -90,7 +98,7 @@ interface Running {
   readonly exited: Promise<unknown>;
 }
 
-type Role = 'envoy' | 'sidecar';
+type Role = 'envoy' | 'sidecar' | 'app';
 
 class Container {
   current: Running | undefined;
@@ -121,6 +129,7 @@ export class SimulatedPod {
   private readonly envoyStarts: EnvoyPorts[] = [];
   private readonly restartTimers = new Set<NodeJS.Timeout>();
   private envoyPorts: EnvoyPorts | undefined;
+  private readonly appOutput = new Map<string, string[]>();
 
   private constructor(
     readonly pod: V1Pod,
@@ -155,6 +164,11 @@ export class SimulatedPod {
     return this.events;
   }
 
+  /** What the application processes of this container wrote on stderr (each says how many requests its SIGTERM cut). */
+  appStderr(name: string): readonly string[] {
+    return this.appOutput.get(name) ?? [];
+  }
+
   /** Starts every container of `pod` and resolves once the Envoy emulator and the sidecar are listening. */
   static async start(pod: V1Pod, options: SimulatedPodOptions = {}): Promise<SimulatedPod> {
     const native = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always');
@@ -169,7 +183,12 @@ export class SimulatedPod {
     for (const volume of pod.spec?.volumes ?? []) {
       if (volume.emptyDir !== undefined) volumeDirs.set(volume.name, mkdtempSync(join(tmpdir(), `pod-${volume.name}-`)));
     }
-    const containers = [new Container(envoySpec, 'envoy', native.includes(envoySpec)), new Container(sidecarSpec, 'sidecar', native.includes(sidecarSpec))];
+    const apps = (pod.spec?.containers ?? []).filter((c) => c !== envoySpec && c !== sidecarSpec);
+    const containers = [
+      new Container(envoySpec, 'envoy', native.includes(envoySpec)),
+      new Container(sidecarSpec, 'sidecar', native.includes(sidecarSpec)),
+      ...apps.map((spec) => new Container(spec, 'app', false)),
+    ];
     const simulated = new SimulatedPod(pod, containers, volumeDirs, options);
     try {
       // Envoy first: its ports become fixed, so that a restarted Envoy comes back on them.
@@ -288,7 +307,12 @@ export class SimulatedPod {
   }
 
   private async run(container: Container): Promise<void> {
-    const running = container.role === 'envoy' ? await this.startEnvoy(container.spec) : await this.startSidecar(container.spec);
+    const running =
+      container.role === 'envoy'
+        ? await this.startEnvoy(container.spec)
+        : container.role === 'sidecar'
+          ? await this.startSidecar(container.spec)
+          : await this.startApp(container.spec);
     container.current = running;
     this.events.push({ atMs: this.sincePodStart(), container: container.name, event: 'started' });
     void running.exited.then(() => this.onExit(container, running));
@@ -312,9 +336,10 @@ export class SimulatedPod {
   private async startEnvoy(spec: V1Container): Promise<Running> {
     const adminPort = this.envoyPorts?.admin ?? Number(flagValue(this.byRole('sidecar').spec.args ?? [], '--admin-port'));
     const ports = this.envoyPorts === undefined ? [] : [`--http-port=${this.envoyPorts.http}`, `--tcp-port=${this.envoyPorts.tcp}`];
+    const upstream = this.options.envoyUpstream === undefined ? [] : [`--upstream-port=${appPort(this.container(this.options.envoyUpstream).spec)}`];
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`, ...ports, ...(this.options.envoyConfig ?? []), ...envoyCommandLine(spec)],
+      ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`, ...ports, ...upstream, ...(this.options.envoyConfig ?? []), ...envoyCommandLine(spec)],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     const exited = once(child, 'exit');
@@ -343,6 +368,29 @@ export class SimulatedPod {
     const sidecar = await spawnSidecarWith(args, { ...containerEnv(spec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' });
     this.sidecars.push(sidecar);
     return { process: sidecar.child, exited: sidecar.exited };
+  }
+
+  /** An application container: an HTTP server on its first declared port (restarted on the same one). */
+  private async startApp(spec: V1Container): Promise<Running> {
+    const child = spawn(process.execPath, ['--import', 'tsx', APP_SERVER, `--port=${appPort(spec)}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = once(child, 'exit');
+    const output = this.appOutput.get(spec.name) ?? [];
+    this.appOutput.set(spec.name, output);
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+      output.push(...chunk.split('\n').filter((line) => line !== ''));
+    });
+    try {
+      await firstLine(child).catch(async (error: unknown) => {
+        await exited;
+        throw new Error(`the app container ${spec.name} did not start: ${stderr.trim() || String(error)}`);
+      });
+    } catch (error) {
+      child.kill('SIGKILL');
+      throw error;
+    }
+    return { process: child, exited };
   }
 
   /** An emptyDir mounted at a path: the process sees the pod's directory there (here, in its args). */
@@ -394,6 +442,13 @@ export function envoyCommandLine(spec: V1Container): string[] {
   const envoyAt = words.findIndex((word) => basename(word) === 'envoy');
   if (envoyAt !== -1) return words.slice(envoyAt + 1);
   return spec.command === undefined && spec.args?.[0]?.startsWith('-') === true ? [...spec.args] : [];
+}
+
+/** The port an application container serves on: its first declared containerPort. */
+function appPort(spec: V1Container): number {
+  const port = spec.ports?.[0]?.containerPort;
+  if (port === undefined) throw new Error(`container ${spec.name} declares no port: the simulator runs it as an HTTP server on its first containerPort`);
+  return port;
 }
 
 function containerEnv(container: V1Container): Record<string, string> {

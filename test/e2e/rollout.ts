@@ -39,12 +39,20 @@ export interface RolloutResult {
   readonly stubbornClosed: readonly boolean[];
 }
 
-/** Sends the fixture Deployment pod to the real webhook over HTTPS and applies the patch it answers. */
-export async function admitEnvoyPod(webhookArgs: readonly string[], annotations: Readonly<Record<string, string>>): Promise<V1Pod> {
+/**
+ * Sends the fixture Deployment pod (changed by `prepare`, if given, as a user would write it) to the real
+ * webhook over HTTPS and applies the patch it answers.
+ */
+export async function admitEnvoyPod(
+  webhookArgs: readonly string[],
+  annotations: Readonly<Record<string, string>>,
+  prepare?: (pod: V1Pod) => V1Pod | Promise<V1Pod>,
+): Promise<V1Pod> {
   const webhook = await startTestWebhook(webhookArgs);
   try {
     const review = await loadReview('deployment-envoy-pod.json');
     review.request.object.metadata.annotations = { ...annotations };
+    if (prepare !== undefined) review.request.object = await prepare(review.request.object as V1Pod);
     const answer = await postReview(webhook, review);
     const response = answer.json().response;
     if (response.allowed !== true || response.patch === undefined) {
@@ -72,6 +80,8 @@ export interface PodOptions {
   readonly annotations?: Readonly<Record<string, string>>;
   readonly webhookArgs?: readonly string[];
   readonly kubelet?: SimulatedPodOptions;
+  /** Changes the pod before the webhook sees it (an app container next to Envoy); called again on a retry. */
+  readonly prepare?: (pod: V1Pod) => V1Pod | Promise<V1Pod>;
   /** Changes the injected pod before it runs (negative controls: the protection undone). */
   readonly edit?: (pod: V1Pod) => V1Pod;
 }
@@ -92,7 +102,7 @@ export async function startPod(options: PodOptions = {}): Promise<RunningPod> {
 async function startPodOnce(options: PodOptions): Promise<RunningPod> {
   const [servePort, adminPort] = (await freePorts(2)) as [number, number];
   const webhookArgs = [...FAST_DRAIN_DEFAULTS, `--serve-port=${servePort}`, `--admin-port=${adminPort}`, ...(options.webhookArgs ?? [])];
-  const admitted = await admitEnvoyPod(webhookArgs, options.annotations ?? {});
+  const admitted = await admitEnvoyPod(webhookArgs, options.annotations ?? {}, options.prepare);
   const pod = options.edit === undefined ? admitted : options.edit(admitted);
   const secondReplica = await EnvoyEmulator.start();
   let simulated: SimulatedPod;

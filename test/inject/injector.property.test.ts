@@ -79,12 +79,16 @@ const pod: fc.Arbitrary<V1Pod> = fc
       volumes: fc.uniqueArray(volume, { maxLength: 2, selector: (v) => v.name }),
       grace: fc.option(fc.integer({ min: 0, max: 3600 }), { nil: undefined }),
       hasAnnotations: fc.boolean(),
+      /** Name the app containers (never Envoy: not called envoy, no envoy image) in wait-containers. */
+      waitForApps: fc.boolean(),
     },
     { requiredKeys: ['generateName', 'labels', 'annotations', 'containers', 'hasAnnotations'] },
   )
   .map((shape) => {
     const metadata: V1Pod['metadata'] = { generateName: shape.generateName, labels: { ...shape.labels, app: 'envoy' } };
     if (shape.hasAnnotations) metadata.annotations = { ...shape.annotations[0], ...shape.annotations[1] };
+    const apps = shape.containers.filter((c) => c.name !== 'envoy' && !(c.image ?? '').includes('envoy')).map((c) => c.name);
+    if (shape.waitForApps && apps.length > 0) metadata.annotations = { ...metadata.annotations, 'shutdown-manager.io/wait-containers': apps.join(',') };
     const spec: V1Pod['spec'] = { containers: shape.containers };
     if (shape.initContainers !== undefined) spec.initContainers = shape.initContainers;
     if (shape.volumes !== undefined) spec.volumes = shape.volumes;
@@ -138,6 +142,15 @@ function assertInjectedShape(original: V1Pod, injected: V1Pod): boolean {
 
   const sidecar = [...(injected.spec?.containers ?? []), ...(injected.spec?.initContainers ?? [])].find((c) => c.name === 'shutdown-manager');
   assert.equal(sidecar?.lifecycle?.preStop?.httpGet?.path, status.native ? undefined : '/wait');
+
+  // Exactly the named app containers wait for the drain (with the pod's token); the others keep their hooks.
+  const waiting = new Set((original.metadata?.annotations?.['shutdown-manager.io/wait-containers'] ?? '').split(',').filter((n) => n !== ''));
+  assert.deepEqual([...((status as { waitContainers?: string[] }).waitContainers ?? [])].sort(), [...waiting].sort());
+  for (const [i, container] of (injected.spec?.containers ?? []).entries()) {
+    if (container.name === 'shutdown-manager' || i === index) continue;
+    if (waiting.has(container.name)) assert.deepEqual(container.lifecycle?.preStop, { ...after.lifecycle?.preStop, httpGet: { ...after.lifecycle?.preStop?.httpGet, path: '/wait' } });
+    else assert.deepEqual(container.lifecycle, original.spec?.containers[i]?.lifecycle);
+  }
   assert.equal(injected.spec?.volumes?.filter((v) => v.name === 'shutdown-manager-state').length, 1);
   return added;
 }
@@ -146,6 +159,7 @@ describe('the pure injector on generated pods', () => {
   test('patch applies, sidecar once, input untouched, re-injection is a no-op', () => {
     let injected = 0;
     let flagsAdded = 0;
+    let waited = 0;
     fc.assert(
       fc.property(pod, (original) => {
         const frozen = deepFreeze(structuredClone(original));
@@ -165,6 +179,7 @@ describe('the pure injector on generated pods', () => {
         assert.deepEqual(patched, outcome.pod);
         assert.equal(sidecars(patched), 1);
         if (assertInjectedShape(original, patched)) flagsAdded += 1;
+        if (original.metadata?.annotations?.['shutdown-manager.io/wait-containers'] !== undefined) waited += 1;
         const asked = original.metadata?.annotations?.['shutdown-manager.io/termination-grace-period'];
         if (asked === undefined) {
           assert.ok((patched.spec?.terminationGracePeriodSeconds ?? 0) >= (original.spec?.terminationGracePeriodSeconds ?? 30));
@@ -179,6 +194,7 @@ describe('the pure injector on generated pods', () => {
     );
     assert.ok(injected > 160, `only ${injected} of 400 generated pods were injected: the generator is too narrow`);
     assert.ok(flagsAdded > 20, `Envoy's drain flags were added to only ${flagsAdded} pods: the generator is too narrow`);
+    assert.ok(waited > 20, `only ${waited} injected pods had wait-containers: the generator is too narrow`);
   });
 });
 

@@ -157,6 +157,21 @@ function applyPatches(docs: ManifestDoc[], patches: readonly KustomizePatch[], w
   return docs;
 }
 
+/**
+ * A kustomization that is not a file of ours (an overlay shown in the README) applied to an install: its
+ * `resources` are where the install comes from and are not read; its inline patches are applied as kustomize
+ * would, each to the one object it targets.
+ */
+export function applyOverlay(text: string, name: string, docs: readonly ManifestDoc[]): ManifestDoc[] {
+  const [doc, ...rest] = parseYamlText(text, name);
+  assert.equal(rest.length, 0, `${name}: one document expected`);
+  assert.ok(isObject(doc), `${name}: not a mapping`);
+  assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1beta1', `${name}: apiVersion`);
+  assert.equal(doc.kind, 'Kustomization', `${name}: kind`);
+  const patches = getArray(doc, ['patches'], `${name}: `).map((patch, index) => loadPatch(patch, `${name} patches.${index}: `));
+  return applyPatches([...docs], patches, name);
+}
+
 /** Directories under manifests/ (itself included). */
 export async function manifestDirs(dir = MANIFESTS_DIR): Promise<string[]> {
   const dirs = [dir];

@@ -24,6 +24,7 @@
  *   --random-seed=N                      (deterministic gradual drain decisions)
  *   --started-at=<ms since epoch>        (the instant /server_info uptimes count from; default now)
  *   --fault=none|slow:<ms>|status:<code>|garbage|empty|down   --fault-paths=/stats,/healthcheck
+ *   --upstream-port=N                    (route the HTTP listener's requests to this local port: a sidecar Envoy)
  *
  * Prints one JSON line on stdout once listening: {"pid":…,"host":"127.0.0.1","admin":…,"http":…,"tcp":…,
  * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"},"startedAt":…,"drainStrategy":"gradual","drainTimeMs":…}.
@@ -132,6 +133,7 @@ const VALUE_FLAGS: Readonly<Record<string, ValueFlag>> = {
     draft.options.fault = fault;
   },
   'fault-paths': (draft, value) => (draft.options.faultPaths = value.split(',').filter((path) => path !== '')),
+  'upstream-port': (draft, value, name) => (draft.options.upstreamPort = integer(name, value)),
 };
 
 const SWITCHES: Readonly<Record<string, (draft: Draft) => void>> = {

@@ -351,3 +351,38 @@ describe("Envoy emulator: output formats match Envoy's documented samples (test/
     assert.match(prometheus, new RegExp(`envoy_listener_downstream_cx_active\\{envoy_listener_address="${emulator.listenerNames.tcp}"\\} 2`));
   });
 });
+
+describe('Envoy emulator: an upstream behind the HTTP listener (a sidecar Envoy in front of its application)', () => {
+  test("relays the upstream's answer, drain-closes as it would its own, and answers 503 once the upstream is gone", async (t) => {
+    const { createServer } = await import('node:http');
+    const app = createServer((request, response) => {
+      response.writeHead(request.url === '/missing' ? 404 : 200, { 'content-type': 'text/plain' });
+      response.end(`app saw ${request.url ?? ''}\n`);
+    });
+    await new Promise<void>((resolve) => app.listen(0, '127.0.0.1', resolve));
+    const appClosed = new Promise((resolve) => app.once('close', resolve));
+    t.after(() => {
+      app.closeAllConnections();
+      app.close();
+    });
+    const port = (app.address() as { port: number }).port;
+    const emulator = await startEmulator(t, { upstreamPort: port });
+    const url = (path: string) => `http://127.0.0.1:${emulator.ports.http}${path}`;
+
+    const first = await httpRequest(url('/orders?id=1'));
+    assert.deepEqual([first.status, first.body], [200, 'app saw /orders?id=1\n']);
+    assert.equal((await httpRequest(url('/missing'))).status, 404);
+
+    await httpRequest(adminUrl(emulator, '/healthcheck/fail'), { method: 'POST' });
+    const draining = await httpRequest(url('/'));
+    assert.equal(draining.status, 200);
+    assert.equal(draining.headers['connection'], 'close', 'the drain-close decision is the listener\'s, upstream or not');
+
+    app.closeAllConnections();
+    app.close();
+    await appClosed;
+    const gone = await httpRequest(url('/'));
+    assert.equal(gone.status, 503);
+    assert.match(gone.body, /^upstream connect error or disconnect\/reset before headers\. reset reason: remote connection failure$/);
+  });
+});

@@ -3,6 +3,8 @@
  *
  * - an HTTP/1.1 listener (stat prefix `ingress_http`) answering a tiny fixed response on keep-alive
  *   connections, like a `direct_response` route; `GET /delay/<ms>` answers that much later (a slow upstream);
+ *   or, with `upstreamPort`, routing every request to an upstream on loopback (a sidecar Envoy in front of its
+ *   application), answering 503 when the upstream refuses or drops it, as Envoy's router does;
  * - a TCP proxy listener (stat prefix `ingress_tcp`) that holds raw connections and echoes their bytes,
  *   counted in `listener.*` stats only, as Envoy's tcp_proxy has no `downstream_cx_active`;
  * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
@@ -166,6 +168,11 @@ export interface EnvoyEmulatorOptions {
   readonly mutationOnGetStatus?: 400 | 405;
   /** More gauges to report as they are (e.g. an internal listener's); counted as used. */
   readonly extraGauges?: Readonly<Record<string, number>>;
+  /**
+   * Route the HTTP listener's requests to this port on the listener's host (a cluster of one local
+   * endpoint, as a sidecar Envoy's inbound route to its application) instead of answering them itself.
+   */
+  readonly upstreamPort?: number;
 }
 
 export interface AdminRequestRecord {
@@ -294,10 +301,11 @@ function cryptoRandom(): number {
 }
 
 type ResolvedOptions = Required<
-  Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener' | 'random' | 'clock' | 'startedAt' | 'commandLine'>
+  Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener' | 'random' | 'clock' | 'startedAt' | 'commandLine' | 'upstreamPort'>
 > & {
   faultPaths: readonly string[];
   extraGauges: Readonly<Record<string, number>>;
+  upstreamPort: number | undefined;
 };
 
 export class EnvoyEmulator {
@@ -326,6 +334,8 @@ export class EnvoyEmulator {
 
   private readonly httpServer: http.Server;
   private readonly tcpServer: net.Server;
+  /** Connections to the upstream, pooled as Envoy's cluster connection pool keeps them. */
+  private readonly upstreamAgent = new http.Agent({ keepAlive: true });
   private adminServer: http.Server | undefined;
   private readonly sockets = new Set<net.Socket>();
   private adminSockets = new Set<net.Socket>();
@@ -353,6 +363,7 @@ export class EnvoyEmulator {
       drainTimeMs: Math.max(0, options.drainTimeMs ?? DEFAULT_DRAIN_TIME_MS),
       mutationOnGetStatus: options.mutationOnGetStatus ?? 400,
       extraGauges: options.extraGauges ?? {},
+      upstreamPort: options.upstreamPort,
     };
     this.random = options.random ?? cryptoRandom;
     this.clock = options.clock ?? Date.now;
@@ -510,6 +521,7 @@ export class EnvoyEmulator {
     for (const timer of this.drainTimers) clearTimeout(timer);
     this.drainTimers.clear();
     for (const socket of this.sockets) socket.destroy();
+    this.upstreamAgent.destroy();
     this.httpServer.closeAllConnections();
     await Promise.all([closeServer(this.httpServer), closeServer(this.tcpServer), this.closeAdmin()]);
     this.exitReason = reason;
@@ -523,26 +535,53 @@ export class EnvoyEmulator {
     const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, async (request, response) => {
       this.httpRequests += 1;
       request.resume();
-      // `/delay/<ms>` stands for a slow upstream: the response, and so the drain-close decision, comes
-      // that much later, and a request still waiting when Envoy exits is lost, as it is with real Envoy.
-      const delayMs = Number(/^\/delay\/(\d{1,6})$/.exec(request.url ?? '')?.[1] ?? 0);
-      if (delayMs > 0) {
-        await sleep(delayMs, undefined, { signal: this.closing.signal }).catch(() => undefined);
+      let answer = { status: 200, body: DATA_RESPONSE_BODY };
+      if (this.options.upstreamPort !== undefined) {
+        answer = await this.forward(request.url ?? '/', this.options.upstreamPort);
         if (this.closed || response.destroyed) return;
+      } else {
+        // `/delay/<ms>` stands for a slow upstream: the response, and so the drain-close decision, comes
+        // that much later, and a request still waiting when Envoy exits is lost, as it is with real Envoy.
+        const delayMs = Number(/^\/delay\/(\d{1,6})$/.exec(request.url ?? '')?.[1] ?? 0);
+        if (delayMs > 0) {
+          await sleep(delayMs, undefined, { signal: this.closing.signal }).catch(() => undefined);
+          if (this.closed || response.destroyed) return;
+        }
       }
-      const headers: Record<string, string> = { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(DATA_RESPONSE_BODY.length) };
+      const headers: Record<string, string> = { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(Buffer.byteLength(answer.body)) };
       // ConnectionManagerImpl asks drainClose() while encoding each response's headers; for HTTP/1.1 a
       // "yes" means `Connection: close` and a close once the response is out (conn_manager_impl.cc).
       if (this.drainClose(this.httpConfig)) {
         headers['connection'] = 'close';
         this.drainCloses += 1;
       }
-      response.writeHead(200, headers);
-      response.end(DATA_RESPONSE_BODY);
+      response.writeHead(answer.status, headers);
+      response.end(answer.body);
     });
     server.keepAliveTimeout = 0;
     server.on('connection', (socket: net.Socket) => this.track(socket, this.httpListener));
     return server;
+  }
+
+  /**
+   * The router's answer for a request sent upstream: the upstream's status and body, or 503 with Envoy's
+   * local reply when the upstream refused the connection or closed it before answering (router.cc
+   * onUpstreamReset: "upstream connect error or disconnect/reset before headers. reset reason: …").
+   */
+  private forward(path: string, port: number): Promise<{ status: number; body: string }> {
+    return new Promise((resolve) => {
+      const reset = (reason: string): void =>
+        resolve({ status: 503, body: `upstream connect error or disconnect/reset before headers. reset reason: ${reason}` });
+      const upstream = http.request({ host: this.options.host, port, path, agent: this.upstreamAgent, signal: this.closing.signal }, (answer) => {
+        let body = '';
+        answer.setEncoding('utf8');
+        answer.on('data', (chunk: string) => (body += chunk));
+        answer.on('end', () => resolve({ status: answer.statusCode ?? 502, body }));
+        answer.on('error', () => reset('connection termination'));
+      });
+      upstream.on('error', (error: NodeJS.ErrnoException) => reset(error.code === 'ECONNREFUSED' ? 'remote connection failure' : 'connection termination'));
+      upstream.end();
+    });
   }
 
   private createTcpListener(): net.Server {

@@ -257,12 +257,17 @@ const ANNOTATION_KEYS = [
   'shutdown-manager.io/status',
   'shutdown-manager.io/listeners',
   'shutdown-manager.io/min-open-connections',
+  'shutdown-manager.io/wait-containers',
+  'shutdown-manager.io/sidecar-cpu-request',
+  'shutdown-manager.io/sidecar-cpu-limit',
+  'shutdown-manager.io/sidecar-memory-request',
+  'shutdown-manager.io/sidecar-memory-limit',
 ];
 
 /** Right types, senseless values: these must be judged by the injector (allowed, skipped or denied), never rejected. */
 const rightTypeNonsense: fc.Arbitrary<Mutation> = fc.oneof(
   fc
-    .tuple(fc.constantFrom(...ANNOTATION_KEYS, 'shutdown-manager.io/x', 'example.com/y'), fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('', '0', '-1s', '1e9', '99999999999999999999', 'true', '8090', '24h1ns', '1.5', ' 5s ')))
+    .tuple(fc.constantFrom(...ANNOTATION_KEYS, 'shutdown-manager.io/x', 'example.com/y'), fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('', '0', '-1s', '1e9', '99999999999999999999', 'true', '8090', '24h1ns', '1.5', ' 5s ', '64Mi', '9Ei', '1e-40', '.', 'envoy', 'envoy,,envoy', 'constructor')))
     .map(([key, value]) => (draft: Draft) => {
       setAt(draft.review, ['request', 'object', 'metadata', 'annotations', key], value);
       draft.steps.push(`annotation ${key} = ${JSON.stringify(value)}`);

@@ -28,7 +28,7 @@ test('injections, skips by reason, denials by setting, invalid requests and a la
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="denied"}'), 1);
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="ignored"}'), 1);
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_reviews_total{result="invalid"}'), 2);
-  assert.equal(sampleOf(text, 'shutdown_manager_webhook_skips_total{reason="not-envoy"}'), 1);
+  assert.equal(sampleOf(text, 'shutdown_manager_webhook_skips_total{reason="not-selected"}'), 1);
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_skips_total{reason="no-envoy-container"}'), 1);
   for (const setting of ['check-interval', 'check-delay', 'min-open-connections', 'termination-grace-period', 'envoy-admin-port', 'serve-port']) {
     assert.equal(sampleOf(text, `shutdown_manager_webhook_denials_total{reason="${setting}"}`), 1, setting);

@@ -1,0 +1,120 @@
+/**
+ * The API server sends the webhook the pods its objectSelector matches; the webhook injects the pods its
+ * --pod-selector matches. Every install, and the overlay the README shows for changing them, keeps the two in
+ * agreement: a pod that one selects and the other does not would be skipped silently (or, with a manual
+ * call, injected against the configuration).
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { describe, it } from 'node:test';
+import { canonicalLabelSelector, formatLabelSelector, fromObjectSelector, matchesLabels, parseLabelSelector, type LabelSelector } from '../../src/config/label-selector.js';
+import { envName } from '../../src/config/settings.js';
+import { DEFAULT_POD_SELECTOR, parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../../src/config/webhook.js';
+import {
+  applyOverlay,
+  findOne,
+  getArray,
+  getObject,
+  MANIFESTS_DIR,
+  REPO_ROOT,
+  resolveKustomization,
+  selects,
+  type JsonObject,
+  type ManifestDoc,
+} from './support.js';
+
+/** What the webhook of an install runs with (its args and env), and the objectSelector it is called for. */
+function installedSelectors(docs: readonly ManifestDoc[]): { flag: LabelSelector; objectSelector: unknown; config: WebhookConfig } {
+  const deployment = findOne(docs, 'Deployment', 'envoy-shutdown-manager');
+  const container = (getArray(deployment, ['spec', 'template', 'spec', 'containers']) as JsonObject[])[0] as JsonObject;
+  const args = (getArray(container, ['args']) as string[]).filter((arg) => !arg.startsWith('mode='));
+  const env = Object.fromEntries(
+    (getArray(container, ['env']) as JsonObject[]).filter((v) => typeof v.value === 'string').map((v) => [v.name, v.value]),
+  ) as Record<string, string>;
+  const config = parseWebhookConfig(args, env);
+  const configuration = findOne(docs, 'MutatingWebhookConfiguration');
+  const webhook = (getArray(configuration, ['webhooks']) as JsonObject[])[0] as JsonObject;
+  return { flag: config.injection.podSelector, objectSelector: getObject(webhook, ['objectSelector']), config };
+}
+
+function assertAgree(docs: readonly ManifestDoc[], where: string): { flag: LabelSelector; config: WebhookConfig } {
+  const { flag, objectSelector, config } = installedSelectors(docs);
+  assert.equal(
+    canonicalLabelSelector(fromObjectSelector(objectSelector)),
+    canonicalLabelSelector(flag),
+    `${where}: objectSelector ${JSON.stringify(objectSelector)} and --pod-selector ${formatLabelSelector(flag)} select different pods`,
+  );
+  return { flag, config };
+}
+
+describe('objectSelector and --pod-selector', () => {
+  for (const dir of [MANIFESTS_DIR, join(MANIFESTS_DIR, 'base'), join(MANIFESTS_DIR, 'self-signed')]) {
+    const name = relative(REPO_ROOT, dir);
+    it(`${name}: select the same pods`, async () => {
+      assertAgree(await resolveKustomization(dir), name);
+    });
+  }
+
+  it('the manifests set the flag to its default, so that a webhook started without it still agrees', async () => {
+    const { flag } = installedSelectors(await resolveKustomization(MANIFESTS_DIR));
+    assert.equal(canonicalLabelSelector(flag), canonicalLabelSelector(parseLabelSelector(DEFAULT_POD_SELECTOR)));
+    assert.equal(formatLabelSelector(WEBHOOK_SETTINGS['pod-selector'].default), DEFAULT_POD_SELECTOR);
+  });
+
+  it("the test can tell them apart: an objectSelector changed alone is caught", async () => {
+    const docs = await resolveKustomization(MANIFESTS_DIR);
+    const drifted = applyOverlay(
+      [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        'patches:',
+        '  - target: {kind: MutatingWebhookConfiguration, name: shutdown-manager.io}',
+        '    patch: |-',
+        '      - {op: replace, path: /webhooks/0/objectSelector, value: {matchLabels: {app.kubernetes.io/name: envoy}}}',
+      ].join('\n'),
+      'drifted overlay',
+      docs,
+    );
+    assert.throws(() => assertAgree(drifted, 'drifted'), /select different pods/);
+  });
+});
+
+/** The YAML block that follows `<!-- overlay: name -->` in the README. */
+async function readmeOverlay(name: string): Promise<string> {
+  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
+  const marker = `<!-- overlay: ${name} -->`;
+  const at = readme.indexOf(marker);
+  assert.notEqual(at, -1, `README.md has no ${marker}`);
+  const block = /```yaml\n([\s\S]*?)```/.exec(readme.slice(at));
+  assert.ok(block, `a yaml block after ${marker}`);
+  return block[1] as string;
+}
+
+describe("the README's overlay for Envoy Gateway", () => {
+  it('changes the objectSelector and the flag together, and points the sidecar at admin port 19000', async () => {
+    for (const dir of [MANIFESTS_DIR, join(MANIFESTS_DIR, 'self-signed')]) {
+      const docs = applyOverlay(await readmeOverlay('envoy-gateway'), 'README overlay envoy-gateway', await resolveKustomization(dir));
+      const { flag, config } = assertAgree(docs, `README overlay on ${relative(REPO_ROOT, dir)}`);
+      assert.equal(config.injection.defaults.adminPort, 19000, `${envName('admin-port')} set by the overlay`);
+
+      // What Envoy Gateway puts on its proxy pods (labels of its rendered Deployment).
+      const proxy = {
+        'app.kubernetes.io/component': 'proxy',
+        'app.kubernetes.io/managed-by': 'envoy-gateway',
+        'app.kubernetes.io/name': 'envoy',
+        'gateway.envoyproxy.io/owning-gateway-name': 'eg',
+        'gateway.envoyproxy.io/owning-gateway-namespace': 'default',
+        'pod-template-hash': '5d8c7f9b6',
+      };
+      const configuration = findOne(docs, 'MutatingWebhookConfiguration');
+      const objectSelector = getObject(configuration, ['webhooks', 0, 'objectSelector']);
+      assert.equal(matchesLabels(flag, proxy), true);
+      assert.equal(selects(objectSelector, proxy), true);
+      // Envoy Gateway's own controller pod is named envoy-gateway, not envoy: neither selects it.
+      const controller = { 'app.kubernetes.io/instance': 'eg', 'app.kubernetes.io/name': 'gateway-helm', 'control-plane': 'envoy-gateway' };
+      assert.equal(matchesLabels(flag, controller), false);
+      assert.equal(selects(objectSelector, controller), false);
+    }
+  });
+});
