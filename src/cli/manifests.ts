@@ -157,6 +157,7 @@ function operationsFor(outcome: InjectionOutcome, template: JsonObject, object: 
 function applyToDocument(document: Document, base: Path, operation: Operation): void {
   const path = [...base, ...parsePointer(operation.path)];
   try {
+    if (operation.op === 'add') unflowEmpty(document.getIn(path.slice(0, -1), true));
     if (operation.op === 'remove') document.deleteIn(path);
     else if (operation.op === 'add' || operation.op === 'replace') document.setIn(path, styledLike(document, path, document.createNode(operation.value)));
     else throw new Error(`unexpected patch operation ${operation.op}`);
@@ -167,6 +168,11 @@ function applyToDocument(document: Document, base: Path, operation: Operation): 
       `cannot edit ${path.join('.')}: ${reason}; if the pod template uses YAML anchors or aliases, expand them first (e.g. with yq 'explode(.)')`,
     );
   }
+}
+
+/** `volumes: []` and `annotations: {}` say "none", not "write this on one line": what is added goes in block style. */
+function unflowEmpty(collection: unknown): void {
+  if ((isSeq(collection) || isMap(collection)) && collection.flow === true && collection.items.length === 0) collection.flow = false;
 }
 
 /**
