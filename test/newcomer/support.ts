@@ -36,12 +36,12 @@ export function readmeSection(heading: string): string {
   return lines.slice(start + 1, end === -1 ? undefined : end).join('\n');
 }
 
-/** The commands of the `sh` code blocks of a README section: lines that are neither blank nor comments. */
+/** The commands of the `sh` code blocks of a README section (continued lines joined), neither blank nor comments. */
 export function readmeCommands(heading: string): string[] {
   const blocks = [...readmeSection(heading).matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? '');
   assert.ok(blocks.length > 0, `README section "${heading}" has no sh block`);
   return blocks
-    .flatMap((block) => block.split('\n'))
+    .flatMap((block) => block.replaceAll('\\\n', ' ').split('\n'))
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('#'));
 }
