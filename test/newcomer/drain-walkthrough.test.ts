@@ -1,19 +1,23 @@
 /**
  * README "Watch a drain on your machine", run as written: `npm run envoy-emulator`, `npm start -- mode=sidecar
- * …`, a held connection (the `nc` line), `curl localhost:8090/shutdown`. Only the ports are moved, by flags
+ * …`, the client that holds a connection, `curl localhost:8090/shutdown` (made with node's http client). Only the ports are moved, by flags
  * appended to the README's own (the programs take the last), so that a machine running Envoy on 9001 does
  * not matter. Then SIGTERM to each npm, as a process supervisor sends it, must stop the servers themselves.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import net from 'node:net';
+import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { DRAIN_SETTINGS } from '../../src/config/drain.js';
+import { cleanEnvironment } from '../support/env.js';
 import { sampleOf } from '../support/prometheus.js';
 import { freePorts } from '../support/ports.js';
 import { eventually, flagValue, packageScripts, portIsFree, readmeCommands, readmeSection, spawnNpm, within, words } from './support.js';
 
 const HEADING = 'Watch a drain on your machine';
+
+/** The README's terminal 3, for a port: a connection held open until the process is stopped. */
+const clientCommand = (port: number): string => `node -e "require('net').connect(${port}, '127.0.0.1')"`;
 
 interface Answer {
   readonly status: number;
@@ -39,7 +43,7 @@ test('the README block is four commands whose ports agree with each other and wi
   assert.match(sidecar ?? '', /^npm start -- mode=sidecar /);
   const script = words(packageScripts()['envoy-emulator'] ?? '');
   assert.equal(flagValue(words(sidecar ?? ''), 'admin-port'), flagValue(script, 'admin-port'), "the sidecar's --admin-port is the emulator's");
-  assert.equal(client, `nc 127.0.0.1 ${flagValue(script, 'tcp-port')}`, "the client connects to the emulator's TCP proxy listener");
+  assert.equal(client, clientCommand(Number(flagValue(script, 'tcp-port'))), "the client connects to the emulator's TCP proxy listener");
   assert.equal(shutdown, `curl localhost:${DRAIN_SETTINGS['serve-port'].default}/shutdown`, "curl calls the sidecar's default serve port");
   // The prose names the ports too.
   for (const name of ['admin-port', 'http-port', 'tcp-port']) {
@@ -60,10 +64,19 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
   t.after(() => sidecar.kill());
   await sidecar.json((line) => line.event === 'envoy_admin_reachable');
 
-  // The `nc` terminal.
-  const client = net.connect(tcpPort, '127.0.0.1');
-  t.after(() => client.destroy());
-  await new Promise((resolvePromise) => client.once('connect', resolvePromise));
+  // Terminal 3: the README's client line itself, on the test's port, in a process group as in a terminal.
+  const client = spawn('sh', ['-c', clientCommand(tcpPort)], { stdio: 'ignore', env: cleanEnvironment(), detached: true });
+  const signalClient = (signal: NodeJS.Signals): void => {
+    try {
+      process.kill(-(client.pid as number), signal);
+    } catch {
+      // Already gone.
+    }
+  };
+  t.after(() => signalClient('SIGKILL'));
+  // Connected once Envoy's (the emulator's) own count says so, as the sidecar will read it.
+  const stat = `listener.${String((ports.listeners as { tcp: string }).tcp)}.downstream_cx_active`;
+  await eventually(async () => (await get(`http://127.0.0.1:${adminPort}/stats?filter=${encodeURIComponent(`^${stat}$`)}`)).body.includes(`${stat}: 1`), 10_000, 'the client connecting');
 
   let answeredAt: number | undefined;
   const answer = get(`http://localhost:${servePort}/shutdown`).finally(() => (answeredAt = Date.now()));
@@ -76,8 +89,8 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
   assert.equal(answeredAt, undefined, '/shutdown returned while a connection was open');
 
   const closedAt = Date.now();
-  client.end();
-  const { status, body } = await answer;
+  signalClient('SIGINT'); // Ctrl-C: to the terminal's foreground group
+  const { status, body } = await within(answer, 10_000, '/shutdown answering once the client stopped');
   assert.equal(status, 200, body);
   assert.match(body, /^drained: 0 open connections \(at most 0 allowed\) after /, 'what the README says curl prints');
   assert.ok((answeredAt ?? Infinity) - closedAt < 3_000, `answered ${(answeredAt ?? Infinity) - closedAt} ms after the close`);
