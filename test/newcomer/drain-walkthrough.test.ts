@@ -62,6 +62,8 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
 
   const sidecar = spawnNpm([...words(sidecarLine ?? '').slice(1), `--admin-port=${adminPort}`, `--serve-port=${servePort}`]);
   t.after(() => sidecar.kill());
+  const listening = await sidecar.json((line) => line.event === 'listening');
+  assert.equal(listening.address, '127.0.0.1', "dev.env keeps the sidecar's unprotected /shutdown on loopback");
   await sidecar.json((line) => line.event === 'envoy_admin_reachable');
 
   // Terminal 3: the README's client line itself, on the test's port, in a process group as in a terminal.
@@ -104,6 +106,6 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
   for (const npm of [sidecar, emulator]) npm.child.kill('SIGTERM');
   // npm waits for its script's output to close: a server left running by its shell would keep npm up too.
   const exits = await within(Promise.all([sidecar.exited, emulator.exited]), 5_000, 'npm exiting after SIGTERM');
-  await eventually(async () => (await portIsFree(servePort, '0.0.0.0')) && (await portIsFree(adminPort)), 3_000, 'the servers stopping');
+  await eventually(async () => (await portIsFree(servePort)) && (await portIsFree(adminPort)), 3_000, 'the servers stopping');
   assert.deepEqual(exits.map((exit) => exit.code), [0, 0], `npm exits 0 with its server\n${sidecar.stderr()}\n${emulator.stderr()}`);
 });
