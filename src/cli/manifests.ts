@@ -2,11 +2,11 @@
  * Offline injection into a stream of Kubernetes manifests (like `istioctl kube-inject`): the same pure
  * injector as the webhook, applied to Pods and to the pod templates of workload controllers. Documents
  * that are not changed are written back byte for byte; a changed document is edited through the YAML
- * document model, so its comments survive.
+ * document model, so its comments survive, and written with the indentation and spacing its source uses.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
-import { Document, LineCounter, parseAllDocuments } from 'yaml';
+import { Document, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, Scalar, visit, type ToStringOptions } from 'yaml';
 import type { InjectionConfig } from '../config/webhook.js';
 import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch, type Operation } from '../inject/patch.js';
@@ -84,7 +84,7 @@ function injectYaml(text: string, config: InjectionConfig, tokenFor: TokenFor): 
       injectDocument(document, config, tokenFor, (note) => notes.push(`${label} (${describe(document)}): ${note}`)),
     );
     injected += changed;
-    output += changed > 0 ? document.toString() : text.slice(start, end);
+    output += changed > 0 ? document.toString(sourceStyle(document, text)) : text.slice(start, end);
   });
   return { output, notes, injected };
 }
@@ -157,8 +157,9 @@ function operationsFor(outcome: InjectionOutcome, template: JsonObject, object: 
 function applyToDocument(document: Document, base: Path, operation: Operation): void {
   const path = [...base, ...parsePointer(operation.path)];
   try {
+    if (operation.op === 'add') unflowEmpty(document.getIn(path.slice(0, -1), true));
     if (operation.op === 'remove') document.deleteIn(path);
-    else if (operation.op === 'add' || operation.op === 'replace') document.setIn(path, document.createNode(operation.value));
+    else if (operation.op === 'add' || operation.op === 'replace') document.setIn(path, styledLike(document, path, document.createNode(operation.value)));
     else throw new Error(`unexpected patch operation ${operation.op}`);
   } catch (error) {
     // An edit through an alias (`template: *shared`) would change every place the anchor is used.
@@ -167,6 +168,70 @@ function applyToDocument(document: Document, base: Path, operation: Operation): 
       `cannot edit ${path.join('.')}: ${reason}; if the pod template uses YAML anchors or aliases, expand them first (e.g. with yq 'explode(.)')`,
     );
   }
+}
+
+/** `volumes: []` and `annotations: {}` say "none", not "write this on one line": what is added goes in block style. */
+function unflowEmpty(collection: unknown): void {
+  if ((isSeq(collection) || isMap(collection)) && collection.flow === true && collection.items.length === 0) collection.flow = false;
+}
+
+/**
+ * A string added to a list whose strings are all quoted alike (`args: ["-c", "/etc/envoy/envoy.yaml"]`) is
+ * quoted the same way, so that Envoy's appended drain flags read as if written with the rest.
+ */
+function styledLike(document: Document, path: Path, node: unknown): unknown {
+  const list = document.getIn(path.slice(0, -1), true);
+  if (!isSeq(list) || !isScalar(node) || typeof node.value !== 'string') return node;
+  const styles = new Set(list.items.filter((item) => isScalar(item) && typeof item.value === 'string').map((item) => (item as Scalar).type));
+  const [style] = styles;
+  if (styles.size === 1 && (style === Scalar.QUOTE_DOUBLE || style === Scalar.QUOTE_SINGLE)) node.type = style;
+  return node;
+}
+
+/**
+ * How the source lays out its YAML, read from the document's own nodes, so that an edited document keeps
+ * its look: yaml's defaults (sequences indented under their key, `[ a ]`, lines folded at 80 columns) would
+ * re-space lines the injection never touched, and `kubectl get -o yaml` indents none of its sequences.
+ * Each style is the majority of what the source shows; without evidence, yaml's own default stands.
+ */
+function sourceStyle(document: Document, text: string): ToStringOptions {
+  const column = (offset: number): number => offset - (text.lastIndexOf('\n', offset - 1) + 1);
+  const indents = new Map<number, number>();
+  const votes = { indentedSeq: 0, flushSeq: 0, padded: 0, unpadded: 0 };
+  visit(document, {
+    Pair(_, pair, path) {
+      const parent = path[path.length - 1];
+      const { key, value } = pair;
+      if (!isMap(parent) || parent.flow || !isScalar(key) || key.range == null) return;
+      const keyColumn = column(key.range[0]);
+      let childColumn: number | undefined;
+      if (isMap(value) && !value.flow) {
+        const first = value.items[0]?.key;
+        if (isScalar(first) && first.range != null) childColumn = column(first.range[0]);
+      } else if (isSeq(value) && !value.flow && value.range != null && value.items.length > 0) {
+        childColumn = column(value.range[0]);
+        if (childColumn > keyColumn) votes.indentedSeq += 1;
+        else votes.flushSeq += 1;
+      }
+      if (childColumn !== undefined && childColumn > keyColumn) {
+        indents.set(childColumn - keyColumn, (indents.get(childColumn - keyColumn) ?? 0) + 1);
+      }
+    },
+    Node(_, node) {
+      if ((isMap(node) || isSeq(node)) && node.flow && node.items.length > 0 && node.range != null) {
+        if (text[node.range[0] + 1] === ' ') votes.padded += 1;
+        else votes.unpadded += 1;
+      }
+    },
+  });
+  const [indent] = [...indents].sort(([, a], [, b]) => b - a)[0] ?? [2];
+  return {
+    indent,
+    indentSeq: votes.indentedSeq >= votes.flushSeq,
+    flowCollectionPadding: votes.padded > votes.unpadded,
+    // Never fold: a long command line or annotation stays on its one line, as written.
+    lineWidth: 0,
+  };
 }
 
 /** RFC 6901: "/metadata/annotations/shutdown-manager.io~1status" → ["metadata", "annotations", "shutdown-manager.io/status"]. */

@@ -42,6 +42,17 @@ export function sidecarMetrics(drain: Pick<DrainSupervisor, 'snapshot'>): Regist
       this.set((drain.snapshot().elapsedMs ?? 0) / 1000);
     },
   });
+  // A finished drain is visible only for the moment before the kubelet stops this container, too short for a
+  // scrape: alerts on drains cut at the deadline must look at a running drain's time left instead.
+  new Gauge({
+    name: 'shutdown_manager_drain_remaining_seconds',
+    help: "Time left until the drain's deadline: +Inf before it starts; once it ended, what was left then (0: cut at the deadline).",
+    registers: [registry],
+    collect() {
+      const { remainingMs } = drain.snapshot();
+      this.set(remainingMs === null ? Infinity : remainingMs / 1000);
+    },
+  });
   new Counter({
     name: 'shutdown_manager_drain_polls_total',
     help: 'Polls of Envoy for open connections during the drain.',

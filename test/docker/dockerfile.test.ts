@@ -97,7 +97,7 @@ describe('Dockerfile', () => {
       compilerOptions: { outDir: string; rootDir: string };
     };
     await access(join(REPO_ROOT, tsconfig.compilerOptions.rootDir, 'main.ts'));
-    assert.match(packageJson.scripts.build ?? '', /\btsc -p tsconfig\.build\.json\b/);
+    assert.match(packageJson.scripts.build ?? '', /\btsc -[pb] tsconfig\.build\.json\b/);
     const build = stageNamed('build');
     assert.ok(all(build, 'RUN').some((run) => /\bnpm run build\b/.test(run.args)), 'the build stage runs npm run build');
     const emittedDir = posix.join(workdir(build), tsconfig.compilerOptions.outDir);

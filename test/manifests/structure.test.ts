@@ -20,10 +20,10 @@ const CLUSTER_SCOPED = new Set(['Namespace', 'MutatingWebhookConfiguration', 'Cl
 const dirs = await manifestDirs();
 
 describe('manifests/ layout', () => {
-  it('has the default install, the install without cert-manager, the self-signed install, and the example', () => {
+  it('has the default install, the install without cert-manager, the self-signed install, the example, and monitoring', () => {
     assert.deepEqual(
       dirs.map((dir) => relative(REPO_ROOT, dir)).sort(),
-      ['manifests', 'manifests/base', 'manifests/example', 'manifests/self-signed'],
+      ['manifests', 'manifests/base', 'manifests/example', 'manifests/monitoring', 'manifests/self-signed'],
     );
   });
 

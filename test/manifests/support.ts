@@ -1,11 +1,12 @@
 /**
- * Reading manifests/ for the tests: YAML parsing that fails loudly, a minimal kustomize (resources, plus
- * inline JSON 6902 patches with a target, which is all our kustomizations use, and the tests insist on
- * that), path access that names the missing field, and Kubernetes label-selector semantics.
+ * Reading manifests/ for the tests: YAML parsing that fails loudly, a minimal kustomize (resources, inline
+ * JSON 6902 patches with a target, and ConfigMaps generated from files with a fixed name, which is all our
+ * kustomizations use, and the tests insist on that), path access that names the missing field, and
+ * Kubernetes label-selector semantics.
  */
 import assert from 'node:assert/strict';
 import { readFile, readdir, stat } from 'node:fs/promises';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import jsonPatch, { type Operation } from 'fast-json-patch';
 import { parseAllDocuments } from 'yaml';
@@ -89,10 +90,20 @@ export interface KustomizePatch {
   readonly operations: readonly Operation[];
 }
 
+/** A configMapGenerator entry: data from whole files, a fixed name (no hash suffix), optional labels. */
+export interface ConfigMapGenerator {
+  readonly name: string;
+  readonly namespace: string;
+  /** Paths relative to the kustomization; each file's base name is its data key. */
+  readonly files: readonly string[];
+  readonly labels: Readonly<Record<string, string>>;
+}
+
 export interface Kustomization {
   readonly dir: string;
   readonly resources: readonly string[];
   readonly patches: readonly KustomizePatch[];
+  readonly configMapGenerator: readonly ConfigMapGenerator[];
 }
 
 export async function loadKustomization(dir: string): Promise<Kustomization> {
@@ -104,12 +115,34 @@ export async function loadKustomization(dir: string): Promise<Kustomization> {
   assert.equal(doc.kind, 'Kustomization', `${name}: kind`);
   // The tests resolve resources and patches themselves; any other transformer (namespace:, images...)
   // would make what they check differ from what kubectl applies.
-  const keys = Object.keys(doc).filter((key) => key !== 'patches').sort();
-  assert.deepEqual(keys, ['apiVersion', 'kind', 'resources'], `${name}: only resources and patches are supported`);
+  const keys = Object.keys(doc).filter((key) => key !== 'patches' && key !== 'configMapGenerator').sort();
+  assert.deepEqual(keys, ['apiVersion', 'kind', 'resources'], `${name}: only resources, patches and configMapGenerator are supported`);
   const resources = getArray(doc, ['resources'], `${name}: `);
   for (const entry of resources) assert.equal(typeof entry, 'string', `${name}: resources entries are paths`);
   const patches = ((doc.patches ?? []) as unknown[]).map((patch, index) => loadPatch(patch, `${name} patches.${index}: `));
-  return { dir, resources: resources as string[], patches };
+  const configMapGenerator = ((doc.configMapGenerator ?? []) as unknown[]).map((entry, index) =>
+    loadConfigMapGenerator(entry, `${name} configMapGenerator.${index}: `),
+  );
+  return { dir, resources: resources as string[], patches, configMapGenerator };
+}
+
+/** Files only, and a fixed name: a hashed name would differ from what the tests compare with by name. */
+function loadConfigMapGenerator(entry: unknown, where: string): ConfigMapGenerator {
+  assert.ok(isObject(entry), `${where}not a mapping`);
+  assert.deepEqual(Object.keys(entry).sort(), ['files', 'name', 'namespace', 'options'], `${where}name, namespace, files and options only`);
+  const options = getObject(entry, ['options'], where);
+  assert.deepEqual(Object.keys(options).filter((key) => key !== 'labels'), ['disableNameSuffixHash'], `${where}options: disableNameSuffixHash and labels only`);
+  assert.equal(options.disableNameSuffixHash, true, `${where}options.disableNameSuffixHash must be true`);
+  const files = getArray(entry, ['files'], where);
+  for (const file of files) assert.ok(typeof file === 'string' && !file.includes('='), `${where}files are plain paths (no key=path)`);
+  const labels = (options.labels ?? {}) as Record<string, unknown>;
+  for (const value of Object.values(labels)) assert.equal(typeof value, 'string', `${where}label values are strings`);
+  return {
+    name: getString(entry, ['name'], where),
+    namespace: getString(entry, ['namespace'], where),
+    files: files as string[],
+    labels: labels as Record<string, string>,
+  };
 }
 
 /** An inline JSON 6902 patch: `target` (kind, name, optionally group and version) and `patch` (a YAML list of operations). */
@@ -190,7 +223,7 @@ export async function isDirectory(path: string): Promise<boolean> {
 
 /** What `kubectl apply -k dir` sends, given that our kustomizations only list resources and inline patches. */
 export async function resolveKustomization(dir: string): Promise<ManifestDoc[]> {
-  const { resources, patches } = await loadKustomization(dir);
+  const { resources, patches, configMapGenerator } = await loadKustomization(dir);
   const docs: ManifestDoc[] = [];
   for (const entry of resources) {
     const path = join(dir, entry);
@@ -203,7 +236,15 @@ export async function resolveKustomization(dir: string): Promise<ManifestDoc[]> 
       docs.push({ file: relative(REPO_ROOT, path), value });
     }
   }
-  return applyPatches(docs, patches, relative(REPO_ROOT, join(dir, 'kustomization.yaml')));
+  const where = relative(REPO_ROOT, join(dir, 'kustomization.yaml'));
+  for (const generator of configMapGenerator) {
+    const data: Record<string, string> = {};
+    for (const file of generator.files) data[basename(file)] = await readFile(join(dir, file), 'utf8');
+    const metadata: JsonObject = { name: generator.name, namespace: generator.namespace };
+    if (Object.keys(generator.labels).length > 0) metadata.labels = { ...generator.labels };
+    docs.push({ file: where, value: { apiVersion: 'v1', kind: 'ConfigMap', metadata, data } });
+  }
+  return applyPatches(docs, patches, where);
 }
 
 /** The one object of that kind (and name, if given); fails when there are none or several. */

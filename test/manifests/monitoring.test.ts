@@ -1,0 +1,362 @@
+/**
+ * manifests/monitoring: the PodMonitors scrape what the webhook and the injected sidecar serve, and every
+ * query of the dashboard and the alerts names only metrics, labels and label values that a running webhook
+ * and sidecar export (scraped here after real reviews and real drains), so that no panel or alert is silently
+ * empty. The README documents every metric exported and every alert.
+ */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { before, describe, test } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
+import { cleanEnvironment } from '../support/env.js';
+import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { sampleOf } from '../support/prometheus.js';
+import { BUILT_MAIN, spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+import { FIXTURES, httpsRequest } from '../webhook/support.js';
+import {
+  MANIFESTS_DIR,
+  REPO_ROOT,
+  findOne,
+  getArray,
+  getObject,
+  getString,
+  loadKustomization,
+  resolveKustomization,
+  selects,
+  type JsonObject,
+} from './support.js';
+
+const DIR = join(MANIFESTS_DIR, 'monitoring');
+const install = await resolveKustomization(DIR);
+const dashboard = JSON.parse(await readFile(join(DIR, 'dashboard.json'), 'utf8')) as JsonObject;
+const rule = findOne(install, 'PrometheusRule');
+const rules = (getArray(rule, ['spec', 'groups']) as JsonObject[]).flatMap((group) => getArray(group, ['rules']) as JsonObject[]);
+const panels = (getArray(dashboard, ['panels']) as JsonObject[]).filter((panel) => panel.type !== 'row');
+
+/** Every PromQL expression, named for messages. */
+const queries: { where: string; expr: string }[] = [
+  ...panels.flatMap((panel) =>
+    (getArray(panel, ['targets']) as JsonObject[]).map((target) => ({ where: `panel "${String(panel.title)}"`, expr: getString(target, ['expr']) })),
+  ),
+  ...rules.map((entry) => ({ where: `alert ${String(entry.alert)}`, expr: getString(entry, ['expr']) })),
+];
+
+/** Labels Prometheus puts on every series of a target (PodMonitor or plain pod discovery), not the program. */
+const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'instance', 'job', 'endpoint', 'le']);
+const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'Inf', 'NaN', 'inf', 'nan']);
+
+interface Matcher {
+  readonly metric: string;
+  readonly label: string;
+  readonly op: string;
+  readonly value: string;
+}
+
+/**
+ * The metric names and label matchers of a PromQL expression. Enough of PromQL for what dashboards and
+ * alerts are written with: selectors with matchers, ranges, functions, aggregations with by/without,
+ * vector matching with on/ignoring, Grafana's $variables; anything else fails the balance check.
+ */
+function readPromql(expr: string): { metrics: string[]; matchers: Matcher[] } {
+  let depth = 0;
+  for (const char of expr.replace(/"[^"]*"/g, '""')) {
+    depth += char === '(' ? 1 : char === ')' ? -1 : 0;
+    assert.ok(depth >= 0, `unbalanced parentheses in ${expr}`);
+  }
+  assert.equal(depth, 0, `unbalanced parentheses in ${expr}`);
+  const matchers: Matcher[] = [];
+  const metrics: string[] = [];
+  let rest = expr.replace(/([A-Za-z_:][\w:]*)?\s*\{([^}]*)\}/g, (_, metric: string | undefined, body: string) => {
+    assert.ok(metric !== undefined, `a selector without a metric name in ${expr}`);
+    for (const part of body.split(',').filter((text) => text.trim() !== '')) {
+      const match = /^\s*([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"([^"]*)"\s*$/.exec(part);
+      assert.ok(match, `cannot read matcher "${part}" in ${expr}`);
+      matchers.push({ metric, label: match[1] as string, op: match[2] as string, value: match[3] as string });
+    }
+    return ` ${metric} `;
+  });
+  rest = rest
+    .replace(/\[[^\]]*\]/g, ' ')
+    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ')
+    .replace(/\$\w+/g, ' ')
+    .replace(/\b\d+(\.\d+)?(e[+-]?\d+)?\b/gi, ' ');
+  for (const match of rest.matchAll(/([A-Za-z_:][\w:]*)(\s*\()?/g)) {
+    const [, name, call] = match;
+    if (call === undefined && !KEYWORDS.has(name as string)) metrics.push(name as string);
+  }
+  return { metrics: [...new Set([...metrics, ...matchers.map((matcher) => matcher.metric)])], matchers };
+}
+
+/** Metric names a /metrics text declares (histograms as their series), and the label values its samples show. */
+function exposition(text: string): { names: Set<string>; labels: Map<string, Map<string, Set<string>>> } {
+  const names = new Set<string>();
+  const labels = new Map<string, Map<string, Set<string>>>();
+  for (const line of text.split('\n')) {
+    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
+    if (type) {
+      const [, name, kind] = type as unknown as [string, string, string];
+      for (const suffix of kind === 'histogram' ? ['_bucket', '_sum', '_count'] : kind === 'summary' ? ['', '_sum', '_count'] : ['']) names.add(name + suffix);
+      continue;
+    }
+    const sample = /^([A-Za-z_:][\w:]*)(?:\{(.*)\})? /.exec(line);
+    if (!sample) continue;
+    const [, name, body = ''] = sample as unknown as [string, string, string | undefined];
+    names.add(name);
+    const byLabel = labels.get(name) ?? new Map<string, Set<string>>();
+    labels.set(name, byLabel);
+    for (const pair of body.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
+      const values = byLabel.get(pair[1] as string) ?? new Set<string>();
+      values.add(pair[2] as string);
+      byLabel.set(pair[1] as string, values);
+    }
+  }
+  return { names, labels };
+}
+
+/** The values a README Metrics table row lists in backticks for `metric`, e.g. the states of drain_state. */
+function documentedValues(readme: string, metric: string): Set<string> {
+  const row = readme.split('\n').find((line) => line.startsWith(`| \`${metric}`));
+  return new Set([...(row ?? '').split('|').slice(3).join('|').matchAll(/`([^`]+)`/g)].map((match) => match[1] as string));
+}
+
+describe('manifests/monitoring', () => {
+  test('is the PodMonitors, the PrometheusRule and the dashboard ConfigMap, as kubectl kustomize renders it', (t) => {
+    assert.deepEqual(install.map(({ value }) => `${String(value.kind)}/${String(getObject(value, ['metadata']).name)}`).sort(), [
+      'ConfigMap/envoy-shutdown-manager-dashboard',
+      'PodMonitor/envoy-shutdown-manager-sidecars',
+      'PodMonitor/envoy-shutdown-manager-webhook',
+      'PrometheusRule/envoy-shutdown-manager',
+    ]);
+    const configMap = findOne(install, 'ConfigMap');
+    assert.deepEqual(getObject(configMap, ['metadata', 'labels']), { grafana_dashboard: '1' });
+    assert.deepEqual(JSON.parse(getString(configMap, ['data', 'dashboard.json'])), dashboard);
+
+    const result = spawnSync('kubectl', ['kustomize', DIR], { encoding: 'utf8', timeout: 20_000 });
+    if (result.error !== undefined) return t.skip(`kubectl not available: ${result.error.message}`);
+    assert.equal(result.status, 0, result.stderr);
+    const rendered = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as JsonObject);
+    const key = (value: JsonObject): string => `${String(value.kind)}/${String(getObject(value, ['metadata']).name)}`;
+    assert.deepEqual(rendered.map(key).sort(), install.map(({ value }) => key(value)).sort());
+    for (const { value } of install) assert.deepEqual(rendered.find((other) => key(other) === key(value)), value, key(value));
+  });
+
+  test('every file there is used', async () => {
+    const { resources, configMapGenerator } = await loadKustomization(DIR);
+    const used = new Set(['kustomization.yaml', ...resources, ...configMapGenerator.flatMap((generator) => generator.files)]);
+    assert.deepEqual((await readdir(DIR)).filter((file) => !used.has(file)), []);
+  });
+
+  test("the sidecars' PodMonitor scrapes the port the injector gives the sidecar, in every namespace", () => {
+    const monitor = findOne(install, 'PodMonitor', 'envoy-shutdown-manager-sidecars');
+    assert.deepEqual(getObject(monitor, ['spec', 'namespaceSelector']), { any: true });
+    assert.deepEqual(getObject(monitor, ['spec', 'selector']), {}, 'every pod: the port name picks the injected ones');
+    const [endpoint, ...others] = getArray(monitor, ['spec', 'podMetricsEndpoints']) as JsonObject[];
+    assert.equal(others.length, 0);
+    // The example Envoy Deployment, injected by the built CLI as a user would.
+    const result = spawnSync(process.execPath, [BUILT_MAIN, 'inject', '-f', join(MANIFESTS_DIR, 'example', 'deployment.yaml')], {
+      encoding: 'utf8',
+      timeout: 15_000,
+      env: cleanEnvironment(),
+    });
+    assert.equal(result.status, 0, result.stderr);
+    const deployment = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as JsonObject).find((doc) => doc.kind === 'Deployment');
+    const containers = getArray(deployment, ['spec', 'template', 'spec', 'containers']) as JsonObject[];
+    const sidecar = containers.find((container) => container.name === 'shutdown-manager');
+    assert.ok(sidecar, 'the example is injected');
+    const port = (getArray(sidecar, ['ports']) as JsonObject[]).find((candidate) => candidate.name === endpoint?.port);
+    assert.ok(port, `the sidecar has a port named ${String(endpoint?.port)}`);
+    assert.equal(endpoint?.path, '/metrics');
+    assert.equal(endpoint?.scheme, 'http');
+  });
+
+  test("the webhook's PodMonitor selects the webhook's pods and scrapes its HTTPS port", async () => {
+    const monitor = findOne(install, 'PodMonitor', 'envoy-shutdown-manager-webhook');
+    const deployment = findOne(await resolveKustomization(join(MANIFESTS_DIR, 'base')), 'Deployment');
+    assert.equal(getString(monitor, ['metadata', 'namespace']), getString(deployment, ['metadata', 'namespace']));
+    const labels = getObject(deployment, ['spec', 'template', 'metadata', 'labels']) as Record<string, string>;
+    assert.ok(selects(getObject(monitor, ['spec', 'selector']), labels), 'selects the webhook pods');
+    const [endpoint] = getArray(monitor, ['spec', 'podMetricsEndpoints']) as JsonObject[];
+    const container = (getArray(deployment, ['spec', 'template', 'spec', 'containers']) as JsonObject[])[0];
+    assert.ok((getArray(container, ['ports']) as JsonObject[]).some((port) => port.name === endpoint?.port), `port ${String(endpoint?.port)}`);
+    assert.equal(endpoint?.scheme, 'https');
+    assert.equal(endpoint?.path, '/metrics');
+  });
+
+  test('the alerts: webhook down, webhook errors, denials, drains at their deadline; each with severity, summary and description', () => {
+    assert.deepEqual(rules.map((entry) => entry.alert).sort(), [
+      'ShutdownManagerDrainAtDeadline',
+      'ShutdownManagerPodsDenied',
+      'ShutdownManagerWebhookDown',
+      'ShutdownManagerWebhookErrors',
+    ]);
+    for (const entry of rules) {
+      assert.ok(['warning', 'critical', 'info'].includes(getString(entry, ['labels', 'severity'])), String(entry.alert));
+      getString(entry, ['annotations', 'summary']);
+      getString(entry, ['annotations', 'description']);
+    }
+  });
+
+  test('the dashboard: the panels asked for, a Prometheus data source variable, unique ids, no overlapping panels', () => {
+    const titles = panels.map((panel) => String(panel.title));
+    for (const title of ['Reviews by result', 'Review latency', 'Injections, skips and denials', 'Drains by outcome', 'Drain duration', 'Open connections at release']) {
+      assert.ok(titles.includes(title), `a panel "${title}"`);
+    }
+    const variables = getArray(dashboard, ['templating', 'list']) as JsonObject[];
+    assert.ok(variables.some((variable) => variable.name === 'datasource' && variable.type === 'datasource' && variable.query === 'prometheus'));
+    for (const panel of panels) {
+      assert.deepEqual(panel.datasource, { type: 'prometheus', uid: '${datasource}' }, String(panel.title));
+      const refIds = (getArray(panel, ['targets']) as JsonObject[]).map((target) => target.refId);
+      assert.equal(new Set(refIds).size, refIds.length, `${String(panel.title)}: refIds`);
+    }
+    const all = getArray(dashboard, ['panels']) as JsonObject[];
+    assert.equal(new Set(all.map((panel) => panel.id)).size, all.length, 'panel ids');
+    const boxes = all.map((panel) => ({ title: String(panel.title), ...(getObject(panel, ['gridPos']) as { x: number; y: number; w: number; h: number }) }));
+    for (const [index, a] of boxes.entries()) {
+      assert.ok(a.x >= 0 && a.x + a.w <= 24, `${a.title} fits the 24 columns`);
+      for (const b of boxes.slice(index + 1)) {
+        const overlap = a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+        assert.ok(!overlap, `${a.title} overlaps ${b.title}`);
+      }
+    }
+  });
+});
+
+describe('every query of the dashboard and the alerts, against what a running webhook and sidecar export', () => {
+  let exported = '';
+  let sidecarScrapes = new Map<SidecarMoment, string>();
+
+  before(async () => {
+    sidecarScrapes = await scrapeSidecars();
+    exported = (await scrapeWebhook()) + [...sidecarScrapes.values()].join('');
+  });
+
+  test('names only exported metrics', () => {
+    const { names } = exposition(exported);
+    for (const { where, expr } of queries) {
+      const { metrics } = readPromql(expr);
+      assert.ok(metrics.length > 0, `${where}: no metric in ${expr}`);
+      for (const metric of metrics) assert.ok(names.has(metric), `${where}: ${metric} is not exported`);
+    }
+  });
+
+  test("matches only labels the metric has, on values it exports or the README's Metrics table lists", async () => {
+    const { labels } = exposition(exported);
+    const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
+    for (const { where, expr } of queries) {
+      for (const { metric, label, op, value } of readPromql(expr).matchers) {
+        if (TARGET_LABELS.has(label)) continue;
+        const values = labels.get(metric)?.get(label);
+        assert.ok(values !== undefined, `${where}: ${metric} has no label ${label}`);
+        const known = new Set([...values, ...documentedValues(readme, metric)]);
+        const wanted = op === '=' || op === '!=' ? [value] : value.split('|');
+        for (const one of wanted) assert.ok(known.has(one), `${where}: ${metric}{${label}} has no value ${JSON.stringify(one)}`);
+      }
+    }
+  });
+
+  test("the README's Metrics table lists every shutdown_manager metric exported, and the Monitoring section every alert", async () => {
+    const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
+    const ours = [...exposition(exported).names].filter((name) => name.startsWith('shutdown_manager_')).map((name) => name.replace(/_(bucket|sum|count)$/, ''));
+    for (const name of new Set(ours)) assert.ok(readme.includes(`| \`${name}`), `README Metrics table: ${name}`);
+    for (const entry of rules) assert.ok(readme.includes(`| \`${String(entry.alert)}\` |`), `README Monitoring table: ${String(entry.alert)}`);
+  });
+
+  test("the drain metrics behave as the deadline alert reads them: a drained sidecar has time left, a cut one none, with connections open", () => {
+    const [drained = '', timedOut = ''] = [sidecarScrapes.get('drained'), sidecarScrapes.get('timed-out')];
+    const remaining = (text: string): number => sampleOf(text, 'shutdown_manager_drain_remaining_seconds') ?? NaN;
+    const elapsed = (text: string): number => sampleOf(text, 'shutdown_manager_drain_duration_seconds') ?? NaN;
+    assert.equal(sampleOf(drained, 'shutdown_manager_drain_state{state="drained"}'), 1);
+    assert.ok(remaining(drained) >= 0.2 * (remaining(drained) + elapsed(drained)), 'a drain that ended early is not near its deadline');
+    assert.equal(sampleOf(timedOut, 'shutdown_manager_drain_state{state="timed-out"}'), 1);
+    assert.equal(remaining(timedOut), 0);
+    assert.ok(remaining(timedOut) < 0.2 * (remaining(timedOut) + elapsed(timedOut)), 'a drain cut at its deadline is');
+    assert.ok(/^shutdown_manager_open_connections\{[^}]*\} [1-9]/m.test(timedOut), 'with connections open');
+  });
+});
+
+/** A webhook from the built entry point, after an injection, a skip, a denial and an invalid request. */
+async function scrapeWebhook(): Promise<string> {
+  const directory = await mkdtemp(join(tmpdir(), 'esm-monitoring-'));
+  const child = spawn(
+    process.execPath,
+    [BUILT_MAIN, '--dev-certs', '--address=127.0.0.1', '--port=0', '--shutdown-delay=0s', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnvironment() },
+  );
+  try {
+    let url: string | undefined;
+    for await (const line of createInterface({ input: child.stdout })) {
+      const entry = JSON.parse(line) as { msg: string; url?: string };
+      if (entry.msg === 'webhook listening') {
+        url = entry.url;
+        break;
+      }
+    }
+    assert.ok(url !== undefined);
+    const ca = await readFile(join(directory, 'ca.crt'), 'utf8');
+    for (const [fixture, result] of [
+      ['deployment-envoy-pod.json', 'injected'],
+      ['non-envoy-pod.json', 'skipped'],
+      ['bad-annotations.json', 'denied'],
+    ] as const) {
+      const answer = await httpsRequest(`${url}/mutate`, { ca, body: await readFile(join(FIXTURES, fixture)), contentType: 'application/json' });
+      assert.equal(answer.status, 200, `${fixture} (${result}): ${answer.text}`);
+    }
+    assert.equal((await httpsRequest(`${url}/mutate`, { ca, body: 'x', contentType: 'text/plain' })).status, 415);
+    const metrics = await httpsRequest(`${url}/metrics`, { ca, method: 'GET' });
+    assert.equal(metrics.status, 200);
+    for (const result of ['injected', 'skipped', 'denied', 'invalid']) {
+      assert.equal(sampleOf(metrics.text, `shutdown_manager_webhook_reviews_total{result="${result}"}`), 1, result);
+    }
+    return metrics.text;
+  } finally {
+    child.kill('SIGKILL');
+    await rm(directory, { recursive: true, force: true });
+  }
+}
+
+type SidecarMoment = 'idle' | 'draining' | 'drained' | 'timed-out';
+
+/**
+ * Two built sidecars against the Envoy emulator, each with a held connection: one drained once it closes
+ * (scraped before, while draining and after), one cut at a one-second deadline.
+ */
+async function scrapeSidecars(): Promise<Map<SidecarMoment, string>> {
+  const emulator = await EnvoyEmulator.start({});
+  const sidecars: SidecarProcess[] = [];
+  const start = async (deadline: string): Promise<SidecarProcess> => {
+    const sidecar = await spawnSidecar([`--admin-port=${emulator.ports.admin}`, '--check-interval=50ms', '--check-delay=0s', `--drain-timeout=${deadline}`]);
+    sidecars.push(sidecar);
+    return sidecar;
+  };
+  const scrape = async (sidecar: SidecarProcess): Promise<string> => (await httpRequest(sidecar.url('/metrics'))).body;
+  try {
+    const texts = new Map<SidecarMoment, string>();
+    const drained = await start('20s');
+    texts.set('idle', await scrape(drained));
+    const held = await openTcpConnections(emulator.ports.tcp, 1);
+    const shutdown = httpRequest(drained.url('/shutdown'), { timeoutMs: 30_000 });
+    await drained.waitForLog((line) => line.event === 'poll' && line.open_connections === 1);
+    texts.set('draining', await scrape(drained));
+    await closeAll(held);
+    assert.equal((await shutdown).status, 200);
+    texts.set('drained', await scrape(drained));
+
+    const cut = await start('1s');
+    const stuck = await openTcpConnections(emulator.ports.tcp, 1);
+    try {
+      assert.equal((await httpRequest(cut.url('/shutdown'), { timeoutMs: 30_000 })).status, 503);
+      texts.set('timed-out', await scrape(cut));
+    } finally {
+      await closeAll(stuck);
+    }
+    return texts;
+  } finally {
+    await Promise.all(sidecars.map((sidecar) => sidecar.kill()));
+    await emulator.close();
+  }
+}

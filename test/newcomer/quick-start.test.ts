@@ -1,0 +1,84 @@
+/**
+ * README "Quick start" as a newcomer runs it: `npm start` says it is compiling, serves the webhook on
+ * 127.0.0.1 with development certificates, answers the README's curl, and stops on Ctrl-C (SIGINT to the
+ * terminal's process group) or on SIGTERM to npm alone. Certificates go to a temporary directory here
+ * (flags after `--`, as the README allows); test/newcomer/certs.test.ts runs the default paths.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, posix } from 'node:path';
+import { parseEnv } from 'node:util';
+import { test, type TestContext } from 'node:test';
+import { WEBHOOK_SETTINGS } from '../../src/config/webhook.js';
+import { freePorts } from '../support/ports.js';
+import { httpsRequest } from '../webhook/support.js';
+import { eventually, portIsFree, readme, readmeCommands, readmeSection, REPO_ROOT, spawnNpm, within, words, type Npm } from './support.js';
+
+const devEnv = parseEnv(readFileSync(join(REPO_ROOT, 'dev.env'), 'utf8'));
+
+/** `npm start` with its certificates in a temporary directory, listening; its URL and CA. */
+async function startWebhook(t: TestContext, extra: readonly string[] = []): Promise<{ npm: Npm; url: string; ca: string; port: number }> {
+  const directory = await mkdtemp(join(tmpdir(), 'esm-quick-start-'));
+  t.after(() => rm(directory, { recursive: true, force: true }));
+  const [port] = (await freePorts(1)) as [number];
+  const npm = spawnNpm(['start', '--', `--port=${port}`, `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`, ...extra]);
+  t.after(() => npm.kill());
+  const listening = await npm.json((line) => line.msg === 'webhook listening');
+  return { npm, url: String(listening.url), ca: await readFile(join(directory, 'ca.crt'), 'utf8'), port };
+}
+
+test('Quick start is npm install, then npm start', () => {
+  assert.deepEqual(readmeCommands('Quick start').slice(0, 2), ['npm install', 'npm start']);
+});
+
+test("the README's curl matches what npm start serves: dev.env's address and certificate directory, the default port", () => {
+  const curl = readmeCommands('Quick start')[2] ?? '';
+  const certDir = posix.dirname(devEnv.SHUTDOWN_MANAGER_TLS_CERT_FILE ?? '');
+  assert.equal(certDir, 'certs/dev');
+  assert.ok(curl.includes(`--cacert ${certDir}/ca.crt`), curl);
+  assert.ok(curl.includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}/mutate`), curl);
+  assert.ok(readmeSection('Quick start').includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}`));
+});
+
+test('npm start says it compiles, serves the webhook on 127.0.0.1, answers the README curl, and stops on Ctrl-C', { timeout: 90_000 }, async (t) => {
+  const { npm, url, ca, port } = await startWebhook(t);
+  assert.match(npm.stderr(), /^Compiling src\/ into dist\/ \(tsc -b: up to a minute the first time/m, 'it says what the wait is');
+  assert.equal(url, `https://127.0.0.1:${port}`);
+
+  // The README's curl: the fixture review, the patch in the answer.
+  const curl = readmeCommands('Quick start')[2] ?? '';
+  const fixture = /--data @(\S+)/.exec(curl)?.[1];
+  assert.ok(fixture !== undefined, curl);
+  const answer = await httpsRequest(`${url}/mutate`, { ca, body: await readFile(join(REPO_ROOT, fixture)), contentType: 'application/json' });
+  assert.equal(answer.status, 200, answer.text);
+  const patch = JSON.parse(Buffer.from(answer.json().response.patch, 'base64').toString('utf8')) as { path: string; value: unknown }[];
+  assert.ok(patch.some((operation) => JSON.stringify(operation.value).includes('"name":"shutdown-manager"')), 'the sidecar is added');
+
+  // Ctrl-C in a terminal: SIGINT to every process of the foreground group.
+  process.kill(-(npm.child.pid as number), 'SIGINT');
+  await within(npm.exited, 5_000, 'npm exiting after Ctrl-C');
+  await eventually(() => portIsFree(port), 2_000, 'the webhook releasing its port');
+});
+
+test('SIGTERM to npm alone stops the webhook at once (dev.env: no shutdown delay)', { timeout: 90_000 }, async (t) => {
+  const { npm, port } = await startWebhook(t);
+  npm.child.kill('SIGTERM');
+  const { code } = await within(npm.exited, 5_000, 'npm exiting after SIGTERM');
+  assert.equal(code, 0, npm.stderr());
+  await eventually(() => portIsFree(port), 1_000, 'the webhook releasing its port');
+});
+
+test('npm start -- --help and npm start -- mode=sidecar --help, as the README says, list the flags', { timeout: 60_000 }, async () => {
+  for (const [command, flag] of [
+    ['npm start -- --help', '--tls-cert-file'],
+    ['npm start -- mode=sidecar --help', '--check-interval'],
+  ] as const) {
+    assert.ok(readme().includes(`\`${command}\``), `the README shows ${command}`);
+    const npm = spawnNpm(words(command).slice(1));
+    const { code } = await within(npm.exited, 30_000, command);
+    assert.equal(code, 0, npm.stderr());
+    assert.ok(npm.stdout().includes(`  ${flag}\n`), `${command} lists ${flag}`);
+  }
+});
