@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import pino from 'pino';
 import { sampleOf } from '../test/support/prometheus.js';
 import { classify, hostileCases, hostileClient, loadBases, problemsWith, type HostileCase } from '../test/webhook/hostile-reviews.js';
-import { httpsRequest, startTestWebhook } from '../test/webhook/support.js';
+import { httpsRequest, startTestWebhook } from '../test/support/webhook.js';
 
 const COUNT = Number(process.env.FUZZ_COUNT ?? 10_000);
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);

@@ -12,7 +12,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
 import { EnvoyEmulator } from '../test/support/envoy-emulator.js';
-import { BUILT_MAIN, spawnSidecar, type SidecarProcess } from '../test/support/sidecar-process.js';
+import { BUILT_MAIN } from '../test/support/process.js';
+import { spawnSidecar, type SidecarProcess } from '../test/support/sidecar-process.js';
 import { freePort } from '../test/support/ports.js';
 
 const STARTS = 7;

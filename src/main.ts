@@ -4,7 +4,8 @@
  * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector. Each mode is imported lazily so that the sidecar
  * never pays for the webhook's dependencies in memory or start-up time.
  */
-import { ConfigErrors } from './config/errors.js';
+import { processIo } from './cli/io.js';
+import { describeFailure, UsageError } from './errors.js';
 
 type Mode = 'webhook' | 'sidecar';
 
@@ -20,15 +21,10 @@ function splitMode(argv: readonly string[]): { mode: Mode; args: string[] } {
   return { mode, args };
 }
 
-class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
-
 async function main(): Promise<void> {
   if (process.argv[2] === 'inject') {
     const { runInjectCommand } = await import('./cli/inject.js');
-    const io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env };
-    process.exitCode = await runInjectCommand(process.argv.slice(3), io);
+    process.exitCode = await runInjectCommand(process.argv.slice(3), processIo());
     return;
   }
   const { mode, args } = splitMode(process.argv.slice(2));
@@ -41,17 +37,9 @@ async function main(): Promise<void> {
   }
 }
 
-/** Errors whose message already tells the user what to do: a stack trace would only bury it. */
-const EXPLAINED_ERRORS = new Set(['TlsFileError', 'DevCertificatesError', 'ServeError', 'CertificateRequestError']);
-
+// A user-facing error (a bad flag, an unreadable certificate, a port in use) is printed as its message alone.
 main().catch((error: unknown) => {
-  if (error instanceof ConfigErrors || error instanceof UsageError) {
-    process.stderr.write(`envoy-shutdown-manager: ${error.message}\n`);
-    process.exitCode = 2;
-    return;
-  }
-  const explained = error instanceof Error && EXPLAINED_ERRORS.has(error.name);
-  const text = error instanceof Error ? (explained ? error.message : (error.stack ?? error.message)) : String(error);
+  const { text, exitCode } = describeFailure(error);
   process.stderr.write(`envoy-shutdown-manager: ${text}\n`);
-  process.exitCode = 1;
+  process.exitCode = exitCode;
 });

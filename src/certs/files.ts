@@ -1,10 +1,12 @@
 /**
  * Development certificates on disk, for `--dev-certs`: a webhook started on a laptop or in a test can
- * serve TLS without anyone running `npm run certs` first.
+ * serve TLS without anyone running `npm run certs` first. The file operations below serve `npm run certs`
+ * (src/cli/certs.ts) too.
  */
 import { randomBytes } from 'node:crypto';
 import { access, chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { UserFacingError } from '../errors.js';
 import { generateCertificates } from './generate.js';
 
 export const DEV_DNS_NAMES: readonly string[] = ['localhost'];
@@ -13,11 +15,11 @@ export const DEV_IP_ADDRESSES: readonly string[] = ['127.0.0.1', '::1'];
 export const DEV_CA_FILE_NAME = 'ca.crt';
 
 /** The files cannot be created as asked; the message says which file and what to do. */
-export class DevCertificatesError extends Error {
+export class DevCertificatesError extends UserFacingError {
   override readonly name = 'DevCertificatesError';
 }
 
-async function exists(path: string): Promise<boolean> {
+export async function exists(path: string): Promise<boolean> {
   try {
     await access(path);
     return true;

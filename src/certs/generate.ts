@@ -12,6 +12,7 @@
 import { KeyObject, X509Certificate as NodeX509Certificate, randomBytes, webcrypto } from 'node:crypto';
 import { isIP } from 'node:net';
 import * as x509 from '@peculiar/x509';
+import { UserFacingError } from '../errors.js';
 
 export interface CertificateBundle {
   readonly caCertPem: string;
@@ -38,7 +39,7 @@ export const DEFAULT_VALIDITY_DAYS = 365;
 export const MAX_VALIDITY_DAYS = 36_500;
 
 /** A request that cannot produce a usable certificate; `field` names the offending input. */
-export class CertificateRequestError extends Error {
+export class CertificateRequestError extends UserFacingError {
   override readonly name = 'CertificateRequestError';
 
   constructor(

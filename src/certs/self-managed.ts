@@ -3,14 +3,12 @@
  * shared by all replicas and gives the CA to the API server through the caBundle, so cert-manager is not
  * needed.
  *
- * Every replica runs the same idempotent pass (at startup, then every checkIntervalMs):
- *   1. Secret: GET. Missing → issue and CREATE; AlreadyExists → another replica won, GET and use its.
- *      Unusable or due for renewal → issue and UPDATE with the resourceVersion read; Conflict → another
- *      replica renewed first, GET and use its if it is valid.
- *   2. caBundle: every webhook of the configuration must hold the Secret's ca.crt; patch those that do not.
- *   3. Serve the Secret's certificate, if it is not already the one served: only after step 2, and after
- *      trustPropagationMs so that every API server instance has seen the new caBundle. The certificate
- *      being replaced stays trusted meanwhile, because ca.crt still holds its CA (see stored.ts).
+ * Every replica runs the same idempotent pass (reconcile.ts: the Secret, then the caBundle) at startup,
+ * then every checkIntervalMs, and serves the Secret's certificate if it is not already the one served:
+ * only once the caBundle holds its CA, and after trustPropagationMs so that every API server instance has
+ * seen the new caBundle. The certificate being replaced stays trusted meanwhile, because ca.crt still holds
+ * its CA (see stored.ts).
+ *
  * Between those passes, every caBundleCheckIntervalMs, one GET of the configuration checks that its caBundle
  * is still the one last written: `kubectl replace` or a GitOps sync of the bare manifest wipes it, and with
  * failurePolicy Ignore new Envoy pods are admitted without the sidecar until it is back. When it differs,
@@ -19,28 +17,14 @@
  *
  * Start-up (obtain) is bounded by startupBudgetMs in all, request timeouts included, so that the pod says
  * why it gave up before the startupProbe of manifests/self-signed runs out.
- *
- * No leader election is needed: the API server's optimistic concurrency picks one writer per change.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { KubeApiError, KubeConflictError } from '../kube/errors.js';
-import type { CallOptions, CertificateStore, SecretSnapshot } from '../kube/store.js';
-import type { TlsMaterial } from '../webhook/tls.js';
-import { inspectStoredCertificate, issueStoredCertificate, type Inspection, type ServingCertificate } from './stored.js';
-
-/** Self-managed TLS could not get a certificate; `retryable` says whether waiting might help. */
-export class SelfManagedTlsError extends Error {
-  override readonly name = 'SelfManagedTlsError';
-
-  constructor(
-    message: string,
-    readonly retryable: boolean,
-    options?: ErrorOptions,
-  ) {
-    super(message, options);
-  }
-}
+import { KubeApiError } from '../kube/errors.js';
+import type { CallOptions } from '../kube/store.js';
+import type { TlsMaterial } from './material.js';
+import { SecretReconciler, SelfManagedTlsError, type ManagedCertificateSettings } from './reconcile.js';
+import { describeCertificate, type ServingCertificate } from './stored.js';
 
 export interface RetryPolicy {
   readonly attempts: number;
@@ -70,12 +54,7 @@ export const REAL_TIMERS: LoopTimers = {
   },
 };
 
-export interface SelfManagedOptions {
-  readonly store: CertificateStore;
-  /** Names the serving certificate must cover: serviceDnsNames(service, namespace). */
-  readonly dnsNames: readonly string[];
-  readonly commonName: string;
-  readonly logger: Logger;
+export interface SelfManagedOptions extends ManagedCertificateSettings {
   /** Tests move time forward with it; certificates are issued as of this clock too. */
   readonly clock?: () => Date;
   readonly validityDays?: number;
@@ -116,9 +95,6 @@ export const SELF_MANAGED_DEFAULTS = {
   failureRetryMs: 30_000,
 } as const;
 
-/** How many times a caBundle patch is retried when the webhook list changes between read and patch. */
-const PATCH_ATTEMPTS = 3;
-
 export function isRetryable(error: unknown): boolean {
   return (error instanceof KubeApiError || error instanceof SelfManagedTlsError) && error.retryable;
 }
@@ -141,23 +117,22 @@ export class SelfManagedCertificates {
   private timer: TimerHandle | undefined;
   private running: Promise<void> | undefined;
   private failures = 0;
-  /** The trust bundle the caBundle was last made equal to; what the light check compares against. */
-  private reconciledBundle: string | undefined;
   /** LoopTimers time at which the next full check is due. */
   private fullCheckDue = 0;
+  private readonly reconciler: SecretReconciler;
 
-  constructor(private readonly options: SelfManagedOptions) {}
-
-  private get store(): CertificateStore {
-    return this.options.store;
+  constructor(private readonly options: SelfManagedOptions) {
+    this.reconciler = new SecretReconciler({
+      ...options,
+      validityDays: options.validityDays ?? SELF_MANAGED_DEFAULTS.validityDays,
+      clock: () => options.clock?.() ?? new Date(),
+      request: () => this.request(),
+      servedIssuerPem: () => this.served?.issuerPem,
+    });
   }
 
   private get logger(): Logger {
     return this.options.logger;
-  }
-
-  private now(): Date {
-    return this.options.clock?.() ?? new Date();
   }
 
   private get timers(): LoopTimers {
@@ -194,9 +169,9 @@ export class SelfManagedCertificates {
     let previous: unknown;
     for (let attempt = 1; ; attempt++) {
       try {
-        const certificate = await this.reconcile();
+        const certificate = await this.reconciler.reconcile();
         this.served = certificate;
-        this.logger.info(this.describe(certificate), 'self-signed certificate ready');
+        this.logger.info(describeCertificate(certificate), 'self-signed certificate ready');
         return certificate.material;
       } catch (caught) {
         const error = caught instanceof StartupBudgetSpent && previous !== undefined ? previous : caught;
@@ -243,7 +218,7 @@ export class SelfManagedCertificates {
    * it is not the one served. Resolves with whether the served certificate changed.
    */
   async check(): Promise<'unchanged' | 'switched'> {
-    const certificate = await this.reconcile();
+    const certificate = await this.reconciler.reconcile();
     if (certificate.fingerprint === this.served?.fingerprint) return 'unchanged';
     // The caBundle holds the new CA now, but each API server instance applies that change asynchronously.
     // The certificate served until then stays valid and trusted, so waiting costs nothing.
@@ -252,7 +227,7 @@ export class SelfManagedCertificates {
     }
     this.apply?.(certificate.material);
     this.served = certificate;
-    this.logger.info(this.describe(certificate), 'serving the renewed self-signed certificate');
+    this.logger.info(describeCertificate(certificate), 'serving the renewed self-signed certificate');
     return 'switched';
   }
 
@@ -287,7 +262,7 @@ export class SelfManagedCertificates {
   /** The full check when it is due or the caBundle drifted; otherwise only the caBundle's GET. */
   private async tick(): Promise<void> {
     try {
-      if (this.timers.now() >= this.fullCheckDue || (await this.caBundleDrifted())) {
+      if (this.timers.now() >= this.fullCheckDue || (await this.reconciler.caBundleDrifted())) {
         await this.check();
         this.fullCheckDue = this.timers.now() + this.intervalMs();
       }
@@ -305,120 +280,5 @@ export class SelfManagedCertificates {
       );
       this.schedule(delayMs);
     }
-  }
-
-  private async reconcile(): Promise<ServingCertificate> {
-    const certificate = await this.ensureSecret();
-    await this.ensureCaBundle(certificate.trustBundlePem);
-    this.reconciledBundle = certificate.trustBundlePem;
-    return certificate;
-  }
-
-  /** Whether some webhook's caBundle is not the bundle last reconciled (reset by an apply, a sync...). */
-  private async caBundleDrifted(): Promise<boolean> {
-    const webhooks = await this.store.readCaBundles(this.request());
-    const stale = webhooks.filter((webhook) => webhook.caBundle !== this.reconciledBundle).map((webhook) => webhook.name);
-    if (webhooks.length > 0 && stale.length === 0) return false;
-    this.logger.warn(
-      { webhookConfiguration: this.store.webhookConfigurationName, webhooks: stale },
-      'caBundle differs from the one last written (configuration replaced by kubectl or a GitOps sync, or renewed by ' +
-        'another replica); checking the Secret and restoring it',
-    );
-    return true;
-  }
-
-  private inspect(snapshot: SecretSnapshot): Inspection {
-    return inspectStoredCertificate(snapshot.data, this.options.dnsNames, this.now());
-  }
-
-  private async ensureSecret(): Promise<ServingCertificate> {
-    const existing = await this.store.readSecret(this.request());
-    return existing === undefined ? this.createOrAdopt() : this.adopt(existing);
-  }
-
-  /** Uses a valid Secret as it is; replaces one that is unusable or due for renewal. */
-  private async adopt(snapshot: SecretSnapshot): Promise<ServingCertificate> {
-    const inspection = this.inspect(snapshot);
-    if (inspection.status === 'valid') return inspection.certificate;
-    const message = inspection.status === 'due' ? 'renewing the self-signed certificate' : 'replacing an unusable self-signed certificate';
-    this.logger.info({ secret: this.store.secretRef, reason: inspection.reason }, message);
-    return this.replace(snapshot, inspection);
-  }
-
-  private async createOrAdopt(): Promise<ServingCertificate> {
-    const issued = await this.issue([]);
-    try {
-      await this.store.createSecret(issued.data, this.request());
-      this.logger.info({ secret: this.store.secretRef, ...this.describe(issued.certificate) }, 'created the self-signed certificate Secret');
-      return issued.certificate;
-    } catch (error) {
-      if (!(error instanceof KubeConflictError)) throw error;
-    }
-    const winner = await this.store.readSecret(this.request());
-    if (winner === undefined) {
-      throw new SelfManagedTlsError(`Secret ${this.store.secretRef} was created by someone else, then deleted`, true);
-    }
-    this.logger.info({ secret: this.store.secretRef }, 'another replica created the Secret first; using its certificate');
-    return this.adopt(winner);
-  }
-
-  private async replace(snapshot: SecretSnapshot, inspection: Exclude<Inspection, { status: 'valid' }>): Promise<ServingCertificate> {
-    // A certificate due for renewal is still served (here and by the other replicas): keep trusting its CA.
-    const issued = await this.issue(inspection.status === 'due' ? [inspection.certificate.issuerPem] : []);
-    try {
-      await this.store.updateSecret(issued.data, snapshot, this.request());
-      this.logger.info({ secret: this.store.secretRef, ...this.describe(issued.certificate) }, 'stored a new self-signed certificate');
-      return issued.certificate;
-    } catch (error) {
-      if (!(error instanceof KubeConflictError)) throw error;
-    }
-    const current = await this.store.readSecret(this.request());
-    const now = current === undefined ? undefined : this.inspect(current);
-    if (now?.status === 'valid') {
-      this.logger.info({ secret: this.store.secretRef }, 'another replica replaced the certificate first; using its');
-      return now.certificate;
-    }
-    const what = now === undefined ? 'it was deleted' : `what is there now is not usable (${'reason' in now ? now.reason : ''})`;
-    throw new SelfManagedTlsError(`Secret ${this.store.secretRef} changed while this replica replaced it, and ${what}`, true);
-  }
-
-  private issue(keepTrusting: readonly string[]): ReturnType<typeof issueStoredCertificate> {
-    return issueStoredCertificate({
-      dnsNames: this.options.dnsNames,
-      commonName: this.options.commonName,
-      validityDays: this.options.validityDays ?? SELF_MANAGED_DEFAULTS.validityDays,
-      now: this.now(),
-      // What this replica serves right now must stay trusted until it switches.
-      keepTrusting: [...keepTrusting, ...(this.served === undefined ? [] : [this.served.issuerPem])],
-    });
-  }
-
-  /** Makes every webhook's caBundle the trust bundle, patching only those that differ. */
-  private async ensureCaBundle(bundle: string): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      const webhooks = await this.store.readCaBundles(this.request());
-      if (webhooks.length === 0) {
-        throw new SelfManagedTlsError(`MutatingWebhookConfiguration ${this.store.webhookConfigurationName} has no webhooks to give the CA to`, false);
-      }
-      const stale = webhooks.filter((webhook) => webhook.caBundle !== bundle);
-      if (stale.length === 0) return;
-      try {
-        await this.store.patchCaBundles(stale, bundle, this.request());
-        const names = stale.map((webhook) => webhook.name);
-        this.logger.info({ webhookConfiguration: this.store.webhookConfigurationName, webhooks: names }, 'caBundle updated');
-        return;
-      } catch (error) {
-        // The webhook list changed between read and patch: read it again, a few times at most.
-        if (!(error instanceof KubeConflictError) || attempt >= PATCH_ATTEMPTS) throw error;
-      }
-    }
-  }
-
-  private describe(certificate: ServingCertificate): Record<string, string> {
-    return {
-      fingerprint: certificate.fingerprint,
-      notAfter: certificate.notAfter.toISOString(),
-      renewAt: certificate.renewAt.toISOString(),
-    };
   }
 }

@@ -12,8 +12,8 @@
  * a decade when a long-lived CA expires.
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import type { TlsMaterial } from '../webhook/tls.js';
 import { generateCertificates } from './generate.js';
+import type { TlsMaterial } from './material.js';
 import { CA_CERT_FILE, TLS_CERT_FILE, TLS_KEY_FILE } from './names.js';
 
 export type StoredData = Readonly<Record<string, string>>;
@@ -35,6 +35,15 @@ export interface ServingCertificate {
   readonly renewAt: Date;
   /** SHA-256 fingerprint of the serving certificate, as X509Certificate prints it. */
   readonly fingerprint: string;
+}
+
+/** The fields that identify a certificate in log lines. */
+export function describeCertificate(certificate: ServingCertificate): Record<string, string> {
+  return {
+    fingerprint: certificate.fingerprint,
+    notAfter: certificate.notAfter.toISOString(),
+    renewAt: certificate.renewAt.toISOString(),
+  };
 }
 
 export type Inspection =

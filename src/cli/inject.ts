@@ -2,19 +2,13 @@
 import { createHmac } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { text as readStream } from 'node:stream/consumers';
-import { ConfigErrors } from '../config/errors.js';
 import { describeSettings, envName, HelpRequested, readSettings, type Setting } from '../config/settings.js';
 import * as kinds from '../config/values.js';
 import { INJECTION_SETTINGS, injectionConfigOf } from '../config/webhook.js';
+import { EXIT_OK, EXIT_USAGE, UserFacingError } from '../errors.js';
 import { newShutdownToken } from '../inject/sidecar.js';
-import { injectManifests, ManifestError, type TokenFor } from './manifests.js';
-
-export interface CommandIo {
-  readonly stdin: NodeJS.ReadableStream;
-  readonly stdout: NodeJS.WritableStream;
-  readonly stderr: NodeJS.WritableStream;
-  readonly env: NodeJS.ProcessEnv;
-}
+import type { CommandIo } from './io.js';
+import { injectManifests, type TokenFor } from './manifests.js';
 
 const INJECT_SETTINGS = {
   ...INJECTION_SETTINGS,
@@ -43,7 +37,7 @@ export async function runInjectCommand(args: readonly string[], io: CommandIo): 
   try {
     const { filename, rest } = takeFilename(args);
     const values = readSettings(INJECT_SETTINGS, rest, io.env);
-    if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', 2);
+    if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', EXIT_USAGE);
     const input = filename === '-' ? await readStream(io.stdin) : await readInput(filename);
     const seed = values['token-seed'];
     if (seed === '' && values['protect-shutdown']) {
@@ -52,14 +46,14 @@ export async function runInjectCommand(args: readonly string[], io: CommandIo): 
     const result = injectManifests(input, injectionConfigOf(values), seed === '' ? newShutdownToken : derivedToken(seed));
     for (const note of result.notes) io.stderr.write(`note: ${note}\n`);
     io.stdout.write(result.output);
-    return 0;
+    return EXIT_OK;
   } catch (error) {
     if (error instanceof HelpRequested) {
       io.stdout.write(USAGE);
-      return 0;
+      return EXIT_OK;
     }
-    if (error instanceof ConfigErrors) return fail(io, error.message, 2);
-    if (error instanceof ManifestError || error instanceof InputError) return fail(io, error.message, 1);
+    // Bad settings (ConfigErrors), manifests it cannot inject (ManifestError), an unreadable file (InputError).
+    if (error instanceof UserFacingError) return fail(io, error.message, error.exitCode);
     throw error;
   }
 }
@@ -69,7 +63,7 @@ function derivedToken(seed: string): TokenFor {
   return (workload) => createHmac('sha256', seed).update(workload).digest('base64url').slice(0, 32);
 }
 
-class InputError extends Error {
+class InputError extends UserFacingError {
   override readonly name = 'InputError';
 }
 

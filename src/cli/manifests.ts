@@ -8,6 +8,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Document, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, Scalar, visit, type ToStringOptions } from 'yaml';
 import type { InjectionConfig } from '../config/webhook.js';
+import { UserFacingError } from '../errors.js';
 import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch, type Operation } from '../inject/patch.js';
 import { isJsonObject, type JsonObject } from '../json.js';
@@ -27,7 +28,7 @@ const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
 /** The /shutdown token for one workload, named "Kind namespace/name". */
 export type TokenFor = (workload: string) => string;
 
-export class ManifestError extends Error {
+export class ManifestError extends UserFacingError {
   override readonly name = 'ManifestError';
 }
 

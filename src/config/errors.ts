@@ -1,3 +1,5 @@
+import { EXIT_USAGE, UserFacingError } from '../errors.js';
+
 /** A setting that could not be used, named the way the user wrote it (flag, env variable or annotation). */
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
@@ -16,8 +18,9 @@ export class ConfigError extends Error {
 }
 
 /** Several settings were wrong at once: the user should see all of them, not fix them one run at a time. */
-export class ConfigErrors extends Error {
+export class ConfigErrors extends UserFacingError {
   override readonly name = 'ConfigErrors';
+  override readonly exitCode = EXIT_USAGE;
 
   constructor(readonly errors: readonly ConfigError[]) {
     super(errors.map((error) => error.message).join('; '));

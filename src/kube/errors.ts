@@ -3,6 +3,7 @@
  * whose messages say what to fix. `retryable` separates "wait and try again" (the API server is busy or
  * another replica got there first) from "nothing will change until someone acts" (RBAC, missing objects).
  */
+import { UserFacingError } from '../errors.js';
 
 /** One API request, described the way RBAC rules are written: verb, resource, name, namespace. */
 export interface KubeOperation {
@@ -111,6 +112,6 @@ export class KubeRejectedError extends KubeApiError {
 }
 
 /** The process cannot talk to the API server at all: not in a cluster, or no token mounted. */
-export class KubeConfigError extends Error {
+export class KubeConfigError extends UserFacingError {
   override readonly name = 'KubeConfigError';
 }

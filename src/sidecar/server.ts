@@ -8,11 +8,12 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
+import { UserFacingError } from '../errors.js';
 import { describeOutcome, type DrainOutcome } from './drain.js';
 import type { SidecarLog } from './log.js';
 
 /** The server could not listen: says where, and what to check. */
-export class ServeError extends Error {
+export class ServeError extends UserFacingError {
   override readonly name = 'ServeError';
 
   constructor(host: string, port: number, cause: NodeJS.ErrnoException) {

@@ -1,15 +1,12 @@
 /** Webhook mode: read the settings, make sure certificates exist, serve until SIGTERM. */
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Logger } from 'pino';
 import { createLogger } from '../logging.js';
-import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { formatLabelSelector, toObjectSelector } from '../config/label-selector.js';
 import { describeSettings, parseOrShowHelp } from '../config/settings.js';
-import { parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../config/webhook.js';
-import { ensureDevCertificates } from '../certs/files.js';
-import type { SelfManagedCertificates } from '../certs/self-managed.js';
+import { parseWebhookConfig, WEBHOOK_SETTINGS } from '../config/webhook.js';
+import { openTlsSource } from '../certs/source.js';
+import { EXIT_FAILURE } from '../errors.js';
 import { startWebhookServer } from './server.js';
-import type { TlsMaterial } from './tls.js';
 
 const USAGE = `Usage: envoy-shutdown-manager [mode=webhook] [flags]
 
@@ -24,34 +21,15 @@ ${describeSettings(WEBHOOK_SETTINGS)}
 export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseOrShowHelp(() => parseWebhookConfig(args, env), USAGE);
   if (config === undefined) return;
-  if (config.devCerts && config.selfSignedCerts.enabled) {
-    throw new ConfigErrors([
-      new ConfigError('flag --dev-certs', 'true', 'false with --self-signed-certs, which manages the certificate itself'),
-    ]);
-  }
   const logger = createLogger(config.logLevel, 'webhook');
 
-  if (config.devCerts) {
-    const { generated, caFile } = await ensureDevCertificates(config.tlsCertFile, config.tlsKeyFile);
-    if (generated) logger.info({ certFile: config.tlsCertFile, caFile }, 'generated development certificates');
+  const tls = await openTlsSource(config, logger);
+  if (tls === undefined) {
+    process.exitCode = EXIT_FAILURE; // self-managed TLS gave up, and said why in the log
+    return;
   }
-
-  let selfManaged: SelfManagedCertificates | undefined;
-  let certificate: TlsMaterial | undefined;
-  if (config.selfSignedCerts.enabled) {
-    try {
-      selfManaged = await createSelfManaged(config, logger);
-      certificate = await selfManaged.obtain();
-    } catch (error) {
-      // Retries with backoff already happened inside obtain(); exiting lets the kubelet's own backoff take over.
-      logger.fatal({ err: error }, error instanceof Error ? error.message : String(error));
-      process.exitCode = 1;
-      return;
-    }
-  }
-
-  const server = await startWebhookServer(config, logger, certificate === undefined ? {} : { certificate });
-  selfManaged?.start((material) => server.useCertificate(material));
+  const server = await startWebhookServer(config, logger, { certificate: tls.certificate });
+  tls.start((material) => server.useCertificate(material));
   // The selector in both spellings: the objectSelector of the MutatingWebhookConfiguration must select the same pods.
   const { podSelector } = config.injection;
   logger.info(
@@ -65,7 +43,7 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
     server.markNotReady();
     logger.info({ signal, delay_ms: config.shutdownDelayMs }, 'shutting down: still serving while endpoints are removed');
     delay(config.shutdownDelayMs)
-      .then(() => Promise.all([selfManaged?.stop(), server.close()]))
+      .then(() => Promise.all([tls.stop(), server.close()]))
       .then(
         () => process.exit(0),
         (error: unknown) => {
@@ -76,21 +54,4 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
-}
-
-/** Imported on demand: only this mode needs the Kubernetes client. */
-async function createSelfManaged(config: WebhookConfig, logger: Logger): Promise<SelfManagedCertificates> {
-  const [{ SelfManagedCertificates }, { KubeCertificateStore, loadInClusterConfig }, { serviceDnsNames }] = await Promise.all([
-    import('../certs/self-managed.js'),
-    import('../kube/client.js'),
-    import('../certs/generate.js'),
-  ]);
-  const { namespace, serviceName, secretName, webhookConfigurationName } = config.selfSignedCerts;
-  const store = new KubeCertificateStore(loadInClusterConfig(), { namespace, secretName, webhookConfigurationName });
-  return new SelfManagedCertificates({
-    store,
-    dnsNames: serviceDnsNames(serviceName, namespace),
-    commonName: `${serviceName}.${namespace}.svc`,
-    logger,
-  });
 }

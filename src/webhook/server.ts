@@ -18,7 +18,7 @@ import { answerAdmission, encodeAdmissionReview, type AdmissionDecision, type Re
 import { isJsonObject } from '../json.js';
 import { WebhookMetrics } from './metrics.js';
 import { ADMISSION_REVIEW_SCHEMA, POD_SCHEMA, type JsonSchema } from './review-schema.js';
-import { CertificateReloader, readTlsMaterial, TLS_OPTIONS, type TlsMaterial } from './tls.js';
+import { TLS_OPTIONS, type TlsMaterial } from '../certs/material.js';
 
 /** A body that is not an AdmissionReview this webhook can answer in kind; the message says which field is wrong. */
 export class InvalidAdmissionReviewError extends Error {
@@ -69,10 +69,8 @@ export interface WebhookServer {
 }
 
 export interface WebhookServerOptions {
-  /** How often the certificate files are polled for changes, besides fs.watch. */
-  readonly certPollIntervalMs?: number;
-  /** A certificate held in memory instead of the files of the config (self-managed TLS). */
-  readonly certificate?: TlsMaterial;
+  /** The certificate to listen with, from the TLS source (certs/source.ts); later ones come through useCertificate. */
+  readonly certificate: TlsMaterial;
   /** Tests only: shorter bounds, so that slow clients are seen being cut within a test's time. */
   readonly connectionLimits?: Partial<ConnectionLimits>;
 }
@@ -80,14 +78,13 @@ export interface WebhookServerOptions {
 export async function startWebhookServer(
   config: WebhookConfig,
   logger: Logger,
-  options: WebhookServerOptions = {},
+  options: WebhookServerOptions,
 ): Promise<WebhookServer> {
-  const material = options.certificate ?? readTlsMaterial(config.tlsCertFile, config.tlsKeyFile);
   const limits = { ...CONNECTION_LIMITS, ...options.connectionLimits };
   const app = Fastify({
     https: {
       ...TLS_OPTIONS,
-      ...material,
+      ...options.certificate,
       handshakeTimeout: limits.handshakeMs,
       headersTimeout: limits.headersMs,
       connectionsCheckingInterval: limits.checkIntervalMs,
@@ -108,17 +105,6 @@ export async function startWebhookServer(
   // Fastify types its server as http.Server whatever the options; with `https` it is an https.Server.
   const useCertificate = (next: TlsMaterial): void =>
     (app.server as unknown as HttpsServer).setSecureContext({ ...TLS_OPTIONS, ...next });
-  const reloader =
-    options.certificate !== undefined
-      ? undefined
-      : new CertificateReloader({
-          certFile: config.tlsCertFile,
-          keyFile: config.tlsKeyFile,
-          current: material,
-          apply: useCertificate,
-          logger,
-          ...(options.certPollIntervalMs === undefined ? {} : { pollIntervalMs: options.certPollIntervalMs }),
-        });
 
   const readiness = { ready: true };
   registerRoutes(app, config, new WebhookMetrics(), readiness);
@@ -131,7 +117,6 @@ export async function startWebhookServer(
   });
   // No host: Node listens on :: with IPv4 mapped in, or on 0.0.0.0 where IPv6 is off.
   await app.listen({ port: config.port, ...(config.address === '' ? {} : { host: config.address }) });
-  reloader?.start();
 
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
@@ -145,7 +130,6 @@ export async function startWebhookServer(
     },
     url: `https://${host}:${port}`,
     close: async () => {
-      reloader?.stop();
       await app.close();
     },
   };

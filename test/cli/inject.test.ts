@@ -1,25 +1,17 @@
 /** `envoy-shutdown-manager inject` as users run it: the built entry point, files and pipes. */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse, parseAllDocuments } from 'yaml';
-import { BUILT_MAIN } from '../support/sidecar-process.js';
-import { cleanEnvironment } from '../support/env.js';
+import { runBuiltMain, type Finished } from '../support/process.js';
 
 type Json = any; // parsed manifests, navigated freely by the assertions
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
 
-function inject(args: string[], input?: string, env: Record<string, string> = {}) {
-  const result = spawnSync(process.execPath, [BUILT_MAIN, 'inject', ...args], {
-    input,
-    encoding: 'utf8',
-    timeout: 15_000,
-    env: cleanEnvironment(env),
-  });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+function inject(args: string[], input?: string, env: Record<string, string> = {}): Promise<Finished> {
+  return runBuiltMain(['inject', ...args], { ...(input === undefined ? {} : { input }), env, timeoutMs: 15_000 });
 }
 
 /** Splits a YAML stream into its documents' source text, on the `---` lines. */
@@ -29,7 +21,10 @@ function sourceDocuments(text: string): string[] {
 
 describe('a multi-document YAML stream', () => {
   const input = readFileSync(`${FIXTURES}mixed.yaml`, 'utf8');
-  const result = inject(['-f', `${FIXTURES}mixed.yaml`]);
+  let result: Finished;
+  before(async () => {
+    result = await inject(['-f', `${FIXTURES}mixed.yaml`]);
+  });
 
   test('exits 0', () => assert.equal(result.code, 0, result.stderr));
 
@@ -60,8 +55,8 @@ describe('a multi-document YAML stream', () => {
     assert.match(result.stderr, /note: document 5 \(CronJob edge\/envoy-canary\): not injected: a Job's pod needs annotation shutdown-manager.io\/native-sidecar: "true"/);
   });
 
-  test('with native sidecars, the CronJob pod template is injected too', () => {
-    const native = inject(['-f', `${FIXTURES}mixed.yaml`, '--native-sidecar']);
+  test('with native sidecars, the CronJob pod template is injected too', async () => {
+    const native = await inject(['-f', `${FIXTURES}mixed.yaml`, '--native-sidecar']);
     assert.equal(native.code, 0, native.stderr);
     const cronJob: Json = parseAllDocuments(native.stdout)[4]?.toJS();
     const spec = cronJob.spec.jobTemplate.spec.template.spec;
@@ -75,36 +70,36 @@ describe('a multi-document YAML stream', () => {
     assert.doesNotMatch(result.stderr, /document 2/, 'no note for the Deployment');
   });
 
-  test('with --envoy-drain-flags=false, or the annotation set to "false", Envoy\'s args are left alone', () => {
+  test('with --envoy-drain-flags=false, or the annotation set to "false", Envoy\'s args are left alone', async () => {
     const untouched = (output: string): void => {
       const spec = (parseAllDocuments(output)[1]?.toJS() as Json).spec.template.spec;
       assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager'], 'still injected');
       assert.deepEqual(spec.containers[0].args, ['-c', '/etc/envoy/envoy.yaml']);
     };
-    const byFlag = inject(['-f', `${FIXTURES}mixed.yaml`, '--envoy-drain-flags=false']);
+    const byFlag = await inject(['-f', `${FIXTURES}mixed.yaml`, '--envoy-drain-flags=false']);
     assert.equal(byFlag.code, 0, byFlag.stderr);
     untouched(byFlag.stdout);
     const annotated = input.replace('shutdown-manager.io/check-delay: 15s', 'shutdown-manager.io/check-delay: 15s\n        shutdown-manager.io/envoy-drain-flags: "false"');
-    const byAnnotation = inject(['-f', '-'], annotated);
+    const byAnnotation = await inject(['-f', '-'], annotated);
     assert.equal(byAnnotation.code, 0, byAnnotation.stderr);
     untouched(byAnnotation.stdout);
   });
 
-  test('Envoy started by its image\'s default command is left alone, with a note giving the flags', () => {
-    const native = inject(['-f', `${FIXTURES}mixed.yaml`, '--native-sidecar']);
+  test('Envoy started by its image\'s default command is left alone, with a note giving the flags', async () => {
+    const native = await inject(['-f', `${FIXTURES}mixed.yaml`, '--native-sidecar']);
     const cronJob: Json = parseAllDocuments(native.stdout)[4]?.toJS();
     assert.equal(cronJob.spec.jobTemplate.spec.template.spec.containers[0].args, undefined);
     assert.match(native.stderr, /note: document 5 \(CronJob edge\/envoy-canary\): cannot tell if "envoy" runs envoy: add --drain-strategy immediate --drain-time-s 290 yourself/);
   });
 
-  test('injecting the output again changes nothing', () => {
-    const again = inject(['-f', '-'], result.stdout);
+  test('injecting the output again changes nothing', async () => {
+    const again = await inject(['-f', '-'], result.stdout);
     assert.equal(again.code, 0, again.stderr);
     assert.equal(again.stdout, result.stdout);
   });
 
-  test('flags set the defaults, as on the webhook', () => {
-    const custom = inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval=1s', '--native-sidecar', '--sidecar-image=registry.local/esm:dev']);
+  test('flags set the defaults, as on the webhook', async () => {
+    const custom = await inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval=1s', '--native-sidecar', '--sidecar-image=registry.local/esm:dev']);
     assert.equal(custom.code, 0, custom.stderr);
     const spec = (parseAllDocuments(custom.stdout)[1]?.toJS() as Json).spec.template.spec;
     assert.equal(spec.initContainers[0].image, 'registry.local/esm:dev');
@@ -124,33 +119,33 @@ describe('flags and tokens', () => {
     return token;
   };
 
-  test('`--name value` works like `--name=value`, and the server\'s environment is not read', () => {
-    const result = inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval', '2s'], undefined, { SHUTDOWN_MANAGER_PORT: 'not-a-port' });
+  test('`--name value` works like `--name=value`, and the server\'s environment is not read', async () => {
+    const result = await inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval', '2s'], undefined, { SHUTDOWN_MANAGER_PORT: 'not-a-port' });
     assert.equal(result.code, 0, result.stderr);
     assert.ok((parseAllDocuments(result.stdout)[1]?.toJS() as Json).spec.template.spec.containers[1].args.includes('--check-interval=2s'));
   });
 
-  test('with a token seed the output is the same on every run; without, tokens differ and a note says so', () => {
+  test('with a token seed the output is the same on every run; without, tokens differ and a note says so', async () => {
     const seeded = { SHUTDOWN_MANAGER_TOKEN_SEED: 'a-long-random-secret' };
-    const first = inject(['-f', `${FIXTURES}mixed.yaml`], undefined, seeded);
-    const second = inject(['-f', `${FIXTURES}mixed.yaml`], undefined, seeded);
+    const first = await inject(['-f', `${FIXTURES}mixed.yaml`], undefined, seeded);
+    const second = await inject(['-f', `${FIXTURES}mixed.yaml`], undefined, seeded);
     assert.equal(first.code, 0, first.stderr);
     assert.equal(first.stdout, second.stdout);
     assert.doesNotMatch(first.stderr, /tokens are random/);
-    const otherSeed = inject(['-f', `${FIXTURES}mixed.yaml`], undefined, { SHUTDOWN_MANAGER_TOKEN_SEED: 'another-secret' });
+    const otherSeed = await inject(['-f', `${FIXTURES}mixed.yaml`], undefined, { SHUTDOWN_MANAGER_TOKEN_SEED: 'another-secret' });
     assert.notEqual(tokenOf(otherSeed.stdout), tokenOf(first.stdout));
-    const renamed = inject(['-f', '-'], readFileSync(`${FIXTURES}mixed.yaml`, 'utf8').replace('name: envoy\n  namespace: edge\nspec:\n  replicas', 'name: envoy-b\n  namespace: edge\nspec:\n  replicas'), seeded);
+    const renamed = await inject(['-f', '-'], readFileSync(`${FIXTURES}mixed.yaml`, 'utf8').replace('name: envoy\n  namespace: edge\nspec:\n  replicas', 'name: envoy-b\n  namespace: edge\nspec:\n  replicas'), seeded);
     assert.notEqual(tokenOf(renamed.stdout), tokenOf(first.stdout), 'each workload has its own token');
 
-    const random = [inject(['-f', `${FIXTURES}mixed.yaml`]), inject(['-f', `${FIXTURES}mixed.yaml`])];
+    const random = [await inject(['-f', `${FIXTURES}mixed.yaml`]), await inject(['-f', `${FIXTURES}mixed.yaml`])];
     assert.notEqual(tokenOf(random[0]!.stdout), tokenOf(random[1]!.stdout));
     assert.match(random[0]!.stderr, /note: \/shutdown tokens are random, so every run changes the pod templates; set SHUTDOWN_MANAGER_TOKEN_SEED/);
   });
 });
 
 describe('JSON', () => {
-  test('a List is injected item by item and written as JSON', () => {
-    const result = inject(['--filename', `${FIXTURES}list.json`]);
+  test('a List is injected item by item and written as JSON', async () => {
+    const result = await inject(['--filename', `${FIXTURES}list.json`]);
     assert.equal(result.code, 0, result.stderr);
     const list = JSON.parse(result.stdout);
     assert.deepEqual(list.items[0].spec.template.spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
@@ -159,42 +154,42 @@ describe('JSON', () => {
 });
 
 describe('errors name what is wrong', () => {
-  test('bad YAML: the document and the line', () => {
-    const result = inject(['-f', '-'], 'kind: Namespace\nmetadata: {name: a}\n---\nkind: Pod\nmetadata:\n  labels: [app: envoy\nspec: {}\n');
+  test('bad YAML: the document and the line', async () => {
+    const result = await inject(['-f', '-'], 'kind: Namespace\nmetadata: {name: a}\n---\nkind: Pod\nmetadata:\n  labels: [app: envoy\nspec: {}\n');
     assert.equal(result.code, 1);
     assert.match(result.stderr, /inject: document 2 \(line \d+, column \d+\): /);
     assert.equal(result.stdout, '', 'nothing half-written to stdout');
   });
 
-  test('a bad envoy-drain-flags annotation: the resource, the annotation and the accepted form', () => {
+  test('a bad envoy-drain-flags annotation: the resource, the annotation and the accepted form', async () => {
     const yaml = readFileSync(`${FIXTURES}mixed.yaml`, 'utf8').replace('check-delay: 15s', 'envoy-drain-flags: "off"');
-    const result = inject(['-f', '-'], yaml);
+    const result = await inject(['-f', '-'], yaml);
     assert.equal(result.code, 1);
     assert.match(result.stderr, /Deployment edge\/envoy: annotation shutdown-manager.io\/envoy-drain-flags: "off" is not valid; expected "true" or "false"/);
     assert.equal(result.stdout, '');
   });
 
-  test('a bad annotation: the resource, the annotation and the accepted form', () => {
+  test('a bad annotation: the resource, the annotation and the accepted form', async () => {
     const yaml = readFileSync(`${FIXTURES}mixed.yaml`, 'utf8').replace('check-delay: 15s', 'check-delay: soon');
-    const result = inject(['-f', '-'], yaml);
+    const result = await inject(['-f', '-'], yaml);
     assert.equal(result.code, 1);
     assert.match(result.stderr, /Deployment edge\/envoy: annotation shutdown-manager.io\/check-delay: "soon" is not valid; expected a Go duration/);
     assert.equal(result.stdout, '');
   });
 
-  test('a missing file, a missing -f, an unknown flag', () => {
-    assert.match(inject(['-f', '/nonexistent.yaml']).stderr, /cannot read \/nonexistent.yaml: ENOENT/);
-    const noFile = inject([]);
+  test('a missing file, a missing -f, an unknown flag', async () => {
+    assert.match((await inject(['-f', '/nonexistent.yaml'])).stderr, /cannot read \/nonexistent.yaml: ENOENT/);
+    const noFile = await inject([]);
     assert.equal(noFile.code, 2);
     assert.match(noFile.stderr, /missing -f FILE/);
-    const unknown = inject(['-f', '-', '--port=1'], '');
+    const unknown = await inject(['-f', '-', '--port=1'], '');
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /Unknown option '--port'/, 'the server\'s flags mean nothing here');
   });
 
-  test('a skipped Envoy pod is explained on stderr', () => {
+  test('a skipped Envoy pod is explained on stderr', async () => {
     const pod = 'apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: envoy}}\nspec:\n  containers: [{name: a, image: busybox}]\n';
-    const result = inject(['-f', '-'], pod);
+    const result = await inject(['-f', '-'], pod);
     assert.equal(result.code, 0);
     assert.equal(result.stdout, pod);
     assert.match(result.stderr, /note: document 1 \(Pod p\): not injected: no Envoy container found/);
@@ -203,14 +198,14 @@ describe('errors name what is wrong', () => {
 });
 
 describe('YAML as people write it', () => {
-  test('flow style that starts like JSON is read as YAML', () => {
+  test('flow style that starts like JSON is read as YAML', async () => {
     const pod = '{apiVersion: v1, kind: Pod, metadata: {name: p, labels: {app: envoy}}, spec: {containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]}}\n';
-    const result = inject(['-f', '-'], pod);
+    const result = await inject(['-f', '-'], pod);
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual((parse(result.stdout) as Json).spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
   });
 
-  test('merge keys are resolved when reading the template', () => {
+  test('merge keys are resolved when reading the template', async () => {
     const yaml = [
       'x-labels: &labels {app: envoy}',
       'apiVersion: v1',
@@ -223,7 +218,7 @@ describe('YAML as people write it', () => {
       '  containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]',
       '',
     ].join('\n');
-    const result = inject(['-f', '-'], yaml);
+    const result = await inject(['-f', '-'], yaml);
     assert.equal(result.code, 0, result.stderr);
     assert.equal((parse(result.stdout, { merge: true }) as Json).spec.containers.length, 2);
   });
@@ -238,15 +233,15 @@ describe('YAML as people write it', () => {
       'x-meta: &meta\n  labels: {app: envoy}\n  annotations: {prometheus.io/scrape: "true"}\napiVersion: v1\nkind: Pod\nmetadata:\n  <<: *meta\n  name: p\nspec:\n  containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2}]\n',
     ],
   ] as const) {
-    test(`an edit that a merge key in ${where} would divert is refused rather than written wrong`, () => {
-      const result = inject(['-f', '-'], yaml);
+    test(`an edit that a merge key in ${where} would divert is refused rather than written wrong`, async () => {
+      const result = await inject(['-f', '-'], yaml);
       assert.equal(result.code, 1, result.stdout);
       assert.match(result.stderr, /Pod p: its pod template uses YAML merge keys \(<<\) or anchors that an edit cannot go through; expand them first/);
       assert.equal(result.stdout, '');
     });
   }
 
-  test('a template shared through an alias is refused with a clear message, not a stack trace', () => {
+  test('a template shared through an alias is refused with a clear message, not a stack trace', async () => {
     const yaml = [
       'apiVersion: v1',
       'kind: List',
@@ -265,15 +260,15 @@ describe('YAML as people write it', () => {
       '    template: *shared',
       '',
     ].join('\n');
-    const result = inject(['-f', '-'], yaml);
+    const result = await inject(['-f', '-'], yaml);
     assert.equal(result.code, 1);
     assert.match(result.stderr, /^envoy-shutdown-manager inject: document 1: cannot edit items\.1\.spec\.template\..*expand them first/m);
     assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack trace');
     assert.equal(result.stdout, '');
   });
 
-  test('--help lists the injection flags and the token seed', () => {
-    const result = inject(['--help']);
+  test('--help lists the injection flags and the token seed', async () => {
+    const result = await inject(['--help']);
     assert.equal(result.code, 0);
     assert.match(result.stdout, /-f, --filename FILE/);
     assert.match(result.stdout, /--token-seed\n/);

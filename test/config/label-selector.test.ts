@@ -12,7 +12,7 @@ import {
   toObjectSelector,
   type Requirement,
 } from '../../src/config/label-selector.js';
-import { selects } from '../manifests/support.js';
+import { selects } from '../support/manifests.js';
 
 function requirements(text: string): Array<[string, string, readonly string[]]> {
   return parseLabelSelector(text).requirements.map((r: Requirement) => [r.key, r.operator, r.values]);

@@ -9,7 +9,8 @@ import { join, posix } from 'node:path';
 import { describe, it } from 'node:test';
 import { DRAIN_SETTINGS } from '../../src/config/drain.js';
 import { WEBHOOK_SETTINGS } from '../../src/config/webhook.js';
-import { MANIFESTS_DIR, REPO_ROOT, findOne, getObject, resolveKustomization } from '../manifests/support.js';
+import { MANIFESTS_DIR, findOne, getObject, resolveKustomization } from '../support/manifests.js';
+import { REPO_ROOT } from '../support/process.js';
 import { execForm, isInContext, parseCopy, parseDockerfile, type Stage } from './dockerfile.js';
 
 const dockerfile = parseDockerfile(await readFile(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
@@ -156,7 +157,7 @@ describe('.dockerignore', () => {
   });
 
   it('keeps keys, git history, local builds and tests out of the context', () => {
-    for (const path of ['certs/tls.key', 'certs/ca.crt', 'certs/ca.key', '.git/HEAD', 'node_modules/yaml/package.json', 'dist/main.js', 'test/certs/cli.test.ts', 'manifests/base/deployment.yaml']) {
+    for (const path of ['certs/tls.key', 'certs/ca.crt', 'certs/ca.key', '.git/HEAD', 'node_modules/yaml/package.json', 'dist/main.js', 'test/cli/certs.test.ts', 'manifests/base/deployment.yaml']) {
       assert.equal(isInContext(dockerignore, path), false, `${path} must not be sent to the builder`);
     }
   });

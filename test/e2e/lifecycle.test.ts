@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { httpRequest, waitUntil } from '../support/connections.js';
 import { sampleOf } from '../support/prometheus.js';
-import type { LogLine } from '../support/sidecar-process.js';
+import type { LogLine } from '../support/process.js';
 import type { RestartReport, TerminationReport } from './kubelet.js';
 import { shortWaitWindow, startPod, withDrainingSidecarHook, type PodOptions, type RunningPod } from './rollout.js';
 

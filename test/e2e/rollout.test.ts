@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { LogLine } from '../support/sidecar-process.js';
+import type { LogLine } from '../support/process.js';
 import { runRollout, type RolloutResult } from './rollout.js';
 
 function logOf(result: RolloutResult, event: string): LogLine {

@@ -10,8 +10,8 @@ import jsonPatch from 'fast-json-patch';
 import { closeAll, openTcpConnection, type HeldConnection } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
 import { freePorts } from '../support/ports.js';
-import type { LogLine } from '../support/sidecar-process.js';
-import { loadReview, postReview, startTestWebhook } from '../webhook/support.js';
+import type { LogLine } from '../support/process.js';
+import { loadReview, postReview, startTestWebhook } from '../support/webhook.js';
 import { SimulatedPod, type SimulatedPodOptions, type TerminationReport } from './kubelet.js';
 import { KeepAliveLoad, type LoadOptions, type LoadReport } from './load.js';
 

@@ -10,7 +10,7 @@ import jsonPatch from 'fast-json-patch';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { injectPod } from '../../src/inject/injector.js';
 import { podPatch } from '../../src/inject/patch.js';
-import { postReview, startTestWebhook, type RunningWebhook } from '../webhook/support.js';
+import { postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 const config = parseWebhookConfig([], {}).injection;
 

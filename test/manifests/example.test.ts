@@ -18,7 +18,7 @@ import {
   resolveContainerPort,
   resolveKustomization,
   type JsonObject,
-} from './support.js';
+} from '../support/manifests.js';
 
 const EXAMPLE_DIR = join(MANIFESTS_DIR, 'example');
 const docs = await resolveKustomization(EXAMPLE_DIR);

@@ -5,22 +5,20 @@
  * empty. The README documents every metric exported and every alert.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
-import { cleanEnvironment } from '../support/env.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
 import { sampleOf } from '../support/prometheus.js';
-import { BUILT_MAIN, spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
-import { FIXTURES, httpsRequest } from '../webhook/support.js';
+import { REPO_ROOT, runBuiltMain, startWebhook, type WebhookProcess } from '../support/process.js';
+import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+import { FIXTURES, httpsRequest } from '../support/webhook.js';
 import {
   MANIFESTS_DIR,
-  REPO_ROOT,
   findOne,
   getArray,
   getObject,
@@ -29,7 +27,7 @@ import {
   resolveKustomization,
   selects,
   type JsonObject,
-} from './support.js';
+} from '../support/manifests.js';
 
 const DIR = join(MANIFESTS_DIR, 'monitoring');
 const install = await resolveKustomization(DIR);
@@ -151,19 +149,15 @@ describe('manifests/monitoring', () => {
     assert.deepEqual((await readdir(DIR)).filter((file) => !used.has(file)), []);
   });
 
-  test("the sidecars' PodMonitor scrapes the port the injector gives the sidecar, in every namespace", () => {
+  test("the sidecars' PodMonitor scrapes the port the injector gives the sidecar, in every namespace", async () => {
     const monitor = findOne(install, 'PodMonitor', 'envoy-shutdown-manager-sidecars');
     assert.deepEqual(getObject(monitor, ['spec', 'namespaceSelector']), { any: true });
     assert.deepEqual(getObject(monitor, ['spec', 'selector']), {}, 'every pod: the port name picks the injected ones');
     const [endpoint, ...others] = getArray(monitor, ['spec', 'podMetricsEndpoints']) as JsonObject[];
     assert.equal(others.length, 0);
     // The example Envoy Deployment, injected by the built CLI as a user would.
-    const result = spawnSync(process.execPath, [BUILT_MAIN, 'inject', '-f', join(MANIFESTS_DIR, 'example', 'deployment.yaml')], {
-      encoding: 'utf8',
-      timeout: 15_000,
-      env: cleanEnvironment(),
-    });
-    assert.equal(result.status, 0, result.stderr);
+    const result = await runBuiltMain(['inject', '-f', join(MANIFESTS_DIR, 'example', 'deployment.yaml')], { timeoutMs: 15_000 });
+    assert.equal(result.code, 0, result.stderr);
     const deployment = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as JsonObject).find((doc) => doc.kind === 'Deployment');
     const containers = getArray(deployment, ['spec', 'template', 'spec', 'containers']) as JsonObject[];
     const sidecar = containers.find((container) => container.name === 'shutdown-manager');
@@ -282,21 +276,10 @@ describe('every query of the dashboard and the alerts, against what a running we
 /** A webhook from the built entry point, after an injection, a skip, a denial and an invalid request. */
 async function scrapeWebhook(): Promise<string> {
   const directory = await mkdtemp(join(tmpdir(), 'esm-monitoring-'));
-  const child = spawn(
-    process.execPath,
-    [BUILT_MAIN, '--dev-certs', '--address=127.0.0.1', '--port=0', '--shutdown-delay=0s', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
-    { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnvironment() },
-  );
+  let webhook: WebhookProcess | undefined;
   try {
-    let url: string | undefined;
-    for await (const line of createInterface({ input: child.stdout })) {
-      const entry = JSON.parse(line) as { msg: string; url?: string };
-      if (entry.msg === 'webhook listening') {
-        url = entry.url;
-        break;
-      }
-    }
-    assert.ok(url !== undefined);
+    webhook = await startWebhook(['--dev-certs', '--address=127.0.0.1', '--port=0', '--shutdown-delay=0s', `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`]);
+    const { url } = webhook;
     const ca = await readFile(join(directory, 'ca.crt'), 'utf8');
     for (const [fixture, result] of [
       ['deployment-envoy-pod.json', 'injected'],
@@ -314,7 +297,7 @@ async function scrapeWebhook(): Promise<string> {
     }
     return metrics.text;
   } finally {
-    child.kill('SIGKILL');
+    await webhook?.kill();
     await rm(directory, { recursive: true, force: true });
   }
 }

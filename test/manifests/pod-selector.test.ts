@@ -11,18 +11,18 @@ import { describe, it } from 'node:test';
 import { canonicalLabelSelector, formatLabelSelector, fromObjectSelector, matchesLabels, parseLabelSelector, type LabelSelector } from '../../src/config/label-selector.js';
 import { envName } from '../../src/config/settings.js';
 import { DEFAULT_POD_SELECTOR, parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../../src/config/webhook.js';
+import { REPO_ROOT } from '../support/process.js';
 import {
   applyOverlay,
   findOne,
   getArray,
   getObject,
   MANIFESTS_DIR,
-  REPO_ROOT,
   resolveKustomization,
   selects,
   type JsonObject,
   type ManifestDoc,
-} from './support.js';
+} from '../support/manifests.js';
 
 /** What the webhook of an install runs with (its args and env), and the objectSelector it is called for. */
 function installedSelectors(docs: readonly ManifestDoc[]): { flag: LabelSelector; objectSelector: unknown; config: WebhookConfig } {

@@ -23,7 +23,7 @@ import {
   resolveKustomization,
   type JsonObject,
   type ManifestDoc,
-} from './support.js';
+} from '../support/manifests.js';
 
 const DIR = join(MANIFESTS_DIR, 'self-signed');
 const install = await resolveKustomization(DIR);

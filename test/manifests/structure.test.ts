@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { access, readdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
+import { REPO_ROOT } from '../support/process.js';
 import {
   MANIFESTS_DIR,
-  REPO_ROOT,
   getString,
   isDirectory,
   isObject,
@@ -13,7 +13,7 @@ import {
   loadYamlFile,
   manifestDirs,
   resolveKustomization,
-} from './support.js';
+} from '../support/manifests.js';
 
 const CLUSTER_SCOPED = new Set(['Namespace', 'MutatingWebhookConfiguration', 'ClusterRole', 'ClusterRoleBinding']);
 

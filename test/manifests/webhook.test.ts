@@ -23,7 +23,7 @@ import {
   resolveKustomization,
   selects,
   type JsonObject,
-} from './support.js';
+} from '../support/manifests.js';
 
 const INJECT_LABEL = 'shutdown-manager.io/inject';
 

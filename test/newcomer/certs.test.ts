@@ -5,16 +5,15 @@
  * that the npm script runs once it has compiled, so that the checkout's own certs/ is never touched.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { describe, test, type TestContext } from 'node:test';
-import { cleanEnvironment } from '../support/env.js';
-import { httpsRequest } from '../webhook/support.js';
-import { packageScripts, REPO_ROOT, within, words } from './support.js';
+import { REPO_ROOT, runNode, startNode, WEBHOOK_LISTENING } from '../support/process.js';
+import { httpsRequest } from '../support/webhook.js';
+import { packageScripts, within, words } from './support.js';
 
 const COMPILE_THEN_EXEC = /^npm run -s build && exec node (.+)$/;
 
@@ -35,33 +34,22 @@ async function freshClone(t: TestContext): Promise<string> {
   return directory;
 }
 
-function runCerts(cwd: string): void {
-  const result = spawnSync(process.execPath, nodeArgsOf('certs'), { cwd, encoding: 'utf8', timeout: 30_000, env: cleanEnvironment() });
-  assert.equal(result.status, 0, `npm run certs: ${result.stderr}`);
+async function runCerts(cwd: string): Promise<void> {
+  const result = await runNode(nodeArgsOf('certs'), { cwd, timeoutMs: 30_000 });
+  assert.equal(result.code, 0, `npm run certs: ${result.stderr}`);
 }
 
 /** npm start's command (plus --port=0) until it listens; answers /healthz trusting certs/dev/ca.crt; stops it. */
 async function runStart(cwd: string): Promise<void> {
-  const child = spawn(process.execPath, [...nodeArgsOf('start'), '--port=0'], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnvironment() });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<number | null>((resolvePromise) => child.once('exit', resolvePromise));
+  const webhook = await startNode([...nodeArgsOf('start'), '--port=0'], { cwd, ready: WEBHOOK_LISTENING, readyTimeoutMs: 30_000 });
   try {
-    let url: string | undefined;
-    for await (const text of createInterface({ input: child.stdout })) {
-      const line = JSON.parse(text) as { msg?: string; url?: string };
-      if (line.msg === 'webhook listening') {
-        url = line.url;
-        break;
-      }
-    }
-    assert.ok(url !== undefined, `npm start did not listen: ${stderr}`);
+    const url = String(webhook.ready['url']);
     const health = await httpsRequest(`${url}/healthz`, { ca: await readFile(join(cwd, 'certs/dev/ca.crt'), 'utf8'), method: 'GET' });
     assert.equal(health.status, 200);
-    child.kill('SIGTERM');
-    assert.equal(await within(exited, 5_000, 'the webhook exiting'), 0, stderr);
+    webhook.child.kill('SIGTERM');
+    assert.equal((await within(webhook.exited, 5_000, 'the webhook exiting')).code, 0, webhook.stderr());
   } finally {
-    child.kill('SIGKILL');
+    await webhook.kill();
   }
 }
 
@@ -84,7 +72,7 @@ async function assertBothSets(cwd: string): Promise<void> {
 describe('npm run certs and npm start, in either order', () => {
   test('npm run certs, then npm start', { timeout: 60_000 }, async (t) => {
     const cwd = await freshClone(t);
-    runCerts(cwd);
+    await runCerts(cwd);
     await runStart(cwd);
     await assertBothSets(cwd);
   });
@@ -93,7 +81,7 @@ describe('npm run certs and npm start, in either order', () => {
     const cwd = await freshClone(t);
     await runStart(cwd);
     const devCa = await readFile(join(cwd, 'certs/dev/ca.crt'), 'utf8');
-    runCerts(cwd);
+    await runCerts(cwd);
     await assertBothSets(cwd);
     await runStart(cwd);
     assert.equal(await readFile(join(cwd, 'certs/dev/ca.crt'), 'utf8'), devCa, 'development certificates are kept');

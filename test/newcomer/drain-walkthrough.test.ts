@@ -9,7 +9,7 @@ import http from 'node:http';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { DRAIN_SETTINGS } from '../../src/config/drain.js';
-import { cleanEnvironment } from '../support/env.js';
+import { cleanEnvironment } from '../support/process.js';
 import { sampleOf } from '../support/prometheus.js';
 import { freePorts } from '../support/ports.js';
 import { eventually, flagValue, packageScripts, portIsFree, readmeCommands, readmeSection, spawnNpm, within, words } from './support.js';

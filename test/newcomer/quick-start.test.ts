@@ -13,8 +13,9 @@ import { parseEnv } from 'node:util';
 import { test, type TestContext } from 'node:test';
 import { WEBHOOK_SETTINGS } from '../../src/config/webhook.js';
 import { freePorts } from '../support/ports.js';
-import { httpsRequest } from '../webhook/support.js';
-import { eventually, portIsFree, readme, readmeCommands, readmeSection, REPO_ROOT, spawnNpm, within, words, type Npm } from './support.js';
+import { REPO_ROOT } from '../support/process.js';
+import { httpsRequest } from '../support/webhook.js';
+import { eventually, portIsFree, readme, readmeCommands, readmeSection, spawnNpm, within, words, type Npm } from './support.js';
 
 const devEnv = parseEnv(readFileSync(join(REPO_ROOT, 'dev.env'), 'utf8'));
 

@@ -7,11 +7,8 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { cleanEnvironment } from '../support/env.js';
-
-export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { resolve } from 'node:path';
+import { cleanEnvironment, REPO_ROOT } from '../support/process.js';
 
 export function readme(): string {
   return readFileSync(resolve(REPO_ROOT, 'README.md'), 'utf8');

@@ -2,30 +2,17 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
 import { startAdminProbe } from '../../src/sidecar/admin-probe.js';
-import type { SidecarLog } from '../../src/sidecar/log.js';
 import { waitUntil } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { MemoryLog } from '../support/memory-log.js';
 import { freePort } from '../support/ports.js';
-
-interface Line {
-  readonly level: string;
-  readonly fields: Record<string, unknown>;
-  readonly message: string;
-  readonly at: number;
-}
-
-function memoryLog(): SidecarLog & { readonly lines: Line[] } {
-  const lines: Line[] = [];
-  const push = (level: string) => (fields: object, message: string) => lines.push({ level, fields: fields as Record<string, unknown>, message, at: Date.now() });
-  return { lines, info: push('info'), warn: push('warn'), error: push('error') };
-}
 
 describe('start-up probe of the Envoy admin API', () => {
   test('early failures are logged once at info; a warning naming the fix comes only after warnAfterMs, then at most every warnEveryMs', async (t) => {
     const port = await freePort(); // nothing listens yet: Envoy still starting, or a wrong port
     const client = new EnvoyAdminClient({ address: '127.0.0.1', port, timeoutMs: 500 });
     t.after(() => client.close());
-    const log = memoryLog();
+    const log = new MemoryLog();
     const startedAt = Date.now();
     const probe = startAdminProbe(client, log, { minRetryMs: 10, maxRetryMs: 20, warnAfterMs: 300, warnEveryMs: 400 });
     t.after(async () => {
@@ -59,7 +46,7 @@ describe('start-up probe of the Envoy admin API', () => {
     const port = await freePort();
     const client = new EnvoyAdminClient({ address: '127.0.0.1', port, timeoutMs: 500 });
     t.after(() => client.close());
-    const log = memoryLog();
+    const log = new MemoryLog();
     const probe = startAdminProbe(client, log, { minRetryMs: 10, maxRetryMs: 20, warnAfterMs: 5_000, warnEveryMs: 5_000 });
     t.after(() => probe.stop());
     await waitUntil(() => log.lines.length > 0, 2_000, 'a first failure');
@@ -78,7 +65,7 @@ describe('start-up probe of the Envoy admin API', () => {
     t.after(() => emulator.close());
     const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 500 });
     t.after(() => client.close());
-    const log = memoryLog();
+    const log = new MemoryLog();
     const probe = startAdminProbe(client, log, { minRetryMs: 10, maxRetryMs: 20, warnAfterMs: 50, warnEveryMs: 5_000 });
     t.after(async () => {
       probe.stop();

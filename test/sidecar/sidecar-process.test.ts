@@ -9,7 +9,8 @@ import { describe, test, type TestContext } from 'node:test';
 import { closeAll, httpRequest, openHttpConnection, openTcpConnections, requestOn, type SimpleResponse } from '../support/connections.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
 import { freePort } from '../support/ports.js';
-import { runSidecarToExit, spawnSidecar, type LogLine, type SidecarProcess } from '../support/sidecar-process.js';
+import type { LogLine } from '../support/process.js';
+import { runSidecarToExit, spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 import { sampleOf } from '../support/prometheus.js';
 
 const CHECK_INTERVAL_MS = 50;

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import jsonPatch from 'fast-json-patch';
 import { sampleOf } from '../support/prometheus.js';
-import { findOne, getObject, MANIFESTS_DIR, resolveKustomization } from '../manifests/support.js';
-import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
+import { findOne, getObject, MANIFESTS_DIR, resolveKustomization } from '../support/manifests.js';
+import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 

@@ -10,7 +10,7 @@ import { Agent, request } from 'node:https';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import jsonPatch, { type Operation } from 'fast-json-patch';
-import { FIXTURES } from './support.js';
+import { FIXTURES } from '../support/webhook.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };

@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import fc from 'fast-check';
 import { sampleOf } from '../support/prometheus.js';
 import { classify, hostileCases, hostileClient, loadBases, problemsWith, type AnswerClass, type HostileClient } from './hostile-reviews.js';
-import { httpsRequest, startTestWebhook, type RunningWebhook } from './support.js';
+import { httpsRequest, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 const BODY_LIMIT = 65_536;
 const CONNECTIONS = 8;

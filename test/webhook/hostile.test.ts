@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sampleOf } from '../support/prometheus.js';
-import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
+import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 

@@ -1,7 +1,7 @@
 /** What the webhook answers to requests that are not well-formed AdmissionReviews, and its own probes. */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { httpsRequest, loadReview, startTestWebhook, type RunningWebhook } from './support.js';
+import { httpsRequest, loadReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 let webhook: RunningWebhook;
 before(async () => {
@@ -110,7 +110,7 @@ describe('probes and routes', () => {
   });
 
   test('a client that does not trust the CA is refused', async () => {
-    const other = (await import('./support.js')).localCertificates;
+    const other = (await import('../support/webhook.js')).localCertificates;
     const stranger = await other();
     await assert.rejects(
       httpsRequest(`${webhook.server.url}/healthz`, { ca: stranger.caCertPem, method: 'GET' }),

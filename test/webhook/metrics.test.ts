@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sampleOf } from '../support/prometheus.js';
-import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
+import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 let webhook: RunningWebhook;
 before(async () => {

@@ -4,13 +4,11 @@
  * message naming the flag, and the offline inject takes the same flag.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { sampleOf } from '../support/prometheus.js';
-import { BUILT_MAIN } from '../support/sidecar-process.js';
-import { cleanEnvironment } from '../support/env.js';
-import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
+import { runBuiltMain } from '../support/process.js';
+import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 
@@ -79,8 +77,7 @@ describe('the default selector, app=envoy', () => {
 });
 
 describe('a bad selector stops the webhook at start, exit code 2, naming the flag, the value and what is wrong', () => {
-  const run = (args: string[], env: Record<string, string> = {}) =>
-    spawnSync(process.execPath, [BUILT_MAIN, ...args], { encoding: 'utf8', timeout: 10_000, env: cleanEnvironment(env) });
+  const run = (args: string[], env: Record<string, string> = {}) => runBuiltMain(args, { env });
 
   const cases: Array<[string[], Record<string, string>, RegExp]> = [
     [['--pod-selector=tier in edge'], {}, /flag --pod-selector: "tier in edge" is not valid; expected a Kubernetes label selector: .*, but "in" must be followed by values in parentheses, such as tier in \(a,b\); it has "edge" at character 9 instead/],
@@ -91,17 +88,17 @@ describe('a bad selector stops the webhook at start, exit code 2, naming the fla
     [['--sidecar-memory-limit=128MB'], {}, /flag --sidecar-memory-limit: "128MB" is not valid; expected a Kubernetes memory quantity such as 64Mi, 128Mi, 1Gi or 500M, greater than zero, or empty for no limit, but it is not a number with an optional suffix/],
   ];
   for (const [args, env, message] of cases) {
-    test([...args, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].join(' '), () => {
-      const result = run(args, env);
-      assert.equal(result.status, 2, result.stderr);
+    test([...args, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].join(' '), async () => {
+      const result = await run(args, env);
+      assert.equal(result.code, 2, result.stderr);
       assert.match(result.stderr, message);
       assert.doesNotMatch(result.stderr, /\n\s+at /, 'a message, not a stack trace');
     });
   }
 
-  test('--help shows the flag with its default', () => {
-    const result = run(['--help']);
-    assert.equal(result.status, 0);
+  test('--help shows the flag with its default', async () => {
+    const result = await run(['--help']);
+    assert.equal(result.code, 0);
     assert.match(result.stdout, /--pod-selector\n.*\n\s+env SHUTDOWN_MANAGER_POD_SELECTOR, default app=envoy/);
     assert.match(result.stdout, /--sidecar-cpu-limit\n.*\n\s+env SHUTDOWN_MANAGER_SIDECAR_CPU_LIMIT, default 200m/);
   });
@@ -131,23 +128,23 @@ describe('inject --pod-selector', () => {
     '',
   ].join('\n');
   const inject = (args: string[]) =>
-    spawnSync(process.execPath, [BUILT_MAIN, 'inject', '-f', '-', ...args], { input: manifests, encoding: 'utf8', timeout: 15_000, env: cleanEnvironment({ SHUTDOWN_MANAGER_TOKEN_SEED: 'seed' }) });
+    runBuiltMain(['inject', '-f', '-', ...args], { input: manifests, timeoutMs: 15_000, env: { SHUTDOWN_MANAGER_TOKEN_SEED: 'seed' } });
   const containerNames = (stdout: string, index: number): string[] =>
     (parse(stdout.split(/^---\n/m)[index] ?? '') as Json).spec.template.spec.containers.map((c: Json) => c.name);
 
-  test('selects the templates as the webhook would select their pods', () => {
-    const byDefault = inject([]);
-    assert.equal(byDefault.status, 0, byDefault.stderr);
+  test('selects the templates as the webhook would select their pods', async () => {
+    const byDefault = await inject([]);
+    assert.equal(byDefault.code, 0, byDefault.stderr);
     assert.deepEqual([containerNames(byDefault.stdout, 0), containerNames(byDefault.stdout, 1)], [['envoy'], ['envoy', 'shutdown-manager']]);
 
-    const chosen = inject(['--pod-selector=app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy']);
-    assert.equal(chosen.status, 0, chosen.stderr);
+    const chosen = await inject(['--pod-selector=app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy']);
+    assert.equal(chosen.code, 0, chosen.stderr);
     assert.deepEqual([containerNames(chosen.stdout, 0), containerNames(chosen.stdout, 1)], [['envoy', 'shutdown-manager'], ['envoy']]);
   });
 
-  test('a bad selector exits 2, naming the flag, and writes nothing', () => {
-    const result = inject(['--pod-selector=app.kubernetes.io/name in envoy']);
-    assert.equal(result.status, 2);
+  test('a bad selector exits 2, naming the flag, and writes nothing', async () => {
+    const result = await inject(['--pod-selector=app.kubernetes.io/name in envoy']);
+    assert.equal(result.code, 2);
     assert.equal(result.stdout, '');
     assert.match(result.stderr, /flag --pod-selector: "app.kubernetes.io\/name in envoy" is not valid; .*, but "in" must be followed by values in parentheses/);
   });

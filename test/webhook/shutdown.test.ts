@@ -4,18 +4,15 @@
  * are the connections still open cut, and the process exits at once.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { Agent, request } from 'node:https';
 import tls from 'node:tls';
 import { test } from 'node:test';
-import { cleanEnvironment } from '../support/env.js';
-import { BUILT_MAIN } from '../support/sidecar-process.js';
-import { FIXTURES } from './support.js';
+import { startWebhook } from '../support/process.js';
+import { FIXTURES } from '../support/webhook.js';
 
 const DELAY_MS = 4_000;
 
@@ -60,26 +57,9 @@ function postHead(length: number): string {
 test('after SIGTERM, open connections are served (Connection: close) until --shutdown-delay ends; then stragglers are cut and it exits', async (t) => {
   const directory = await mkdtemp(join(tmpdir(), 'esm-shutdown-'));
   t.after(() => rm(directory, { recursive: true, force: true }));
-  const child = spawn(
-    process.execPath,
-    [BUILT_MAIN, '--dev-certs', '--address=127.0.0.1', '--port=0', `--shutdown-delay=${DELAY_MS}ms`, `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`],
-    { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnvironment() },
-  );
-  t.after(() => child.kill('SIGKILL'));
-  const exited = once(child, 'exit');
-  // Every line is kept: a later wait may be for a line that has already come.
-  const logs: Record<string, unknown>[] = [];
-  const lines = createInterface({ input: child.stdout });
-  lines.on('line', (line) => logs.push(JSON.parse(line) as Record<string, unknown>));
-  const nextLog = async (message: string): Promise<Record<string, unknown>> => {
-    for (;;) {
-      const entry = logs.find((logged) => logged['msg'] === message);
-      if (entry !== undefined) return entry;
-      if (child.exitCode !== null) throw new Error(`the webhook exited without logging "${message}"`);
-      await Promise.race([once(lines, 'line'), once(lines, 'close')]);
-    }
-  };
-  const { url } = (await nextLog('webhook listening')) as { url: string };
+  const webhook = await startWebhook(['--dev-certs', '--address=127.0.0.1', '--port=0', `--shutdown-delay=${DELAY_MS}ms`, `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`]);
+  t.after(() => webhook.kill());
+  const { url, exited } = webhook;
   const ca = await readFile(join(directory, 'ca.crt'), 'utf8');
   const { port } = new URL(url);
 
@@ -122,9 +102,9 @@ test('after SIGTERM, open connections are served (Connection: close) until --shu
   const outcomes: LoadOutcome[] = [];
   const load = Promise.all(Array.from({ length: 4 }, () => postUntilGone(`${url}/mutate`, agent, review, outcomes, exited)));
 
-  child.kill('SIGTERM');
+  webhook.child.kill('SIGTERM');
   const signalledAt = Date.now();
-  await nextLog('shutting down: still serving while endpoints are removed');
+  await webhook.waitForLog((line) => line['msg'] === 'shutting down: still serving while endpoints are removed');
 
   const onKeptAlive = await post(keptAlive);
   assert.equal(onKeptAlive.status, 200, 'a request on an open keep-alive connection is answered normally');
@@ -148,7 +128,7 @@ test('after SIGTERM, open connections are served (Connection: close) until --shu
   await Promise.all([stragglerClosed, idleClosed]);
   const cutAfter = Date.now() - signalledAt;
   assert.ok(cutAfter >= DELAY_MS, `stragglers cut ${cutAfter} ms after SIGTERM, before the ${DELAY_MS} ms delay ended`);
-  const [code] = await exited;
+  const { code } = await exited;
   assert.equal(code, 0);
   const exitedAfter = Date.now() - signalledAt;
   assert.ok(exitedAfter < DELAY_MS + 2_500, `exited ${exitedAfter} ms after SIGTERM: held up by open connections`);

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import jsonPatch from 'fast-json-patch';
-import { loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
+import { loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 

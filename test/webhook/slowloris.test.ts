@@ -8,7 +8,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { after, before, test } from 'node:test';
 import { CONNECTION_LIMITS, type ConnectionLimits } from '../../src/webhook/server.js';
-import { loadReview, postReview, startTestWebhook, type RunningWebhook } from './support.js';
+import { loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 const LIMITS = {
   handshakeMs: 1_500,

@@ -4,7 +4,7 @@ import { rename, writeFile } from 'node:fs/promises';
 import { connect } from 'node:tls';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { localCertificates, startTestWebhook, type RunningWebhook } from './support.js';
+import { localCertificates, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 let webhook: RunningWebhook;
 before(async () => {

@@ -1,4 +1,4 @@
-/** Shared by the webhook tests: a real webhook on loopback with fresh certificates, and an HTTPS client for it. */
+/** A real webhook on loopback with fresh certificates, and an HTTPS client for it. */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino, { type Logger } from 'pino';
 import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
+import { openTlsSource } from '../../src/certs/source.js';
 import { parseWebhookConfig, type WebhookConfig } from '../../src/config/webhook.js';
 import { startWebhookServer, type ConnectionLimits, type WebhookServer } from '../../src/webhook/server.js';
 
@@ -35,7 +36,10 @@ export interface TestWebhookOptions {
   readonly connectionLimits?: Partial<ConnectionLimits>;
 }
 
-/** Starts the real server on 127.0.0.1, an ephemeral port and certificates in a temporary directory. */
+/**
+ * Starts the real server on 127.0.0.1, an ephemeral port and certificates in a temporary directory, served
+ * as the webhook serves mounted files: reloaded when they change, polled every `pollIntervalMs`.
+ */
 export async function startTestWebhook(
   args: readonly string[] = [],
   pollIntervalMs = 10_000,
@@ -51,10 +55,14 @@ export async function startTestWebhook(
     ['--port=0', '--address=127.0.0.1', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`, ...args],
     {},
   );
-  const server = await startWebhookServer(config, options.logger ?? pino({ level: 'silent' }), {
-    certPollIntervalMs: pollIntervalMs,
+  const logger = options.logger ?? pino({ level: 'silent' });
+  const tls = await openTlsSource(config, logger, { pollIntervalMs });
+  if (tls === undefined) throw new Error('mounted files are never self-managed TLS');
+  const server = await startWebhookServer(config, logger, {
+    certificate: tls.certificate,
     ...(options.connectionLimits === undefined ? {} : { connectionLimits: options.connectionLimits }),
   });
+  tls.start((material) => server.useCertificate(material));
   return {
     server,
     config,
@@ -63,7 +71,7 @@ export async function startTestWebhook(
     keyFile,
     directory,
     close: async () => {
-      await server.close();
+      await Promise.all([tls.stop(), server.close()]);
       await rm(directory, { recursive: true, force: true });
     },
   };

@@ -1,45 +1,17 @@
 /** `npm run certs` as a user runs it: a child process, its files and its output. */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { access, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { exists } from '../../src/certs/files.js';
 import { serviceDnsNames } from '../../src/certs/generate.js';
 import { TLS_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME } from '../../src/certs/names.js';
+import { REPO_ROOT, runNode, type Finished } from '../support/process.js';
 
-const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function runCli(args: readonly string[]): Promise<Run> {
-  return new Promise((resolvePromise, reject) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', 'src/certs/cli.ts', ...args],
-      { cwd: REPO_ROOT, timeout: 30_000 },
-      (error, stdout, stderr) => {
-        if (error && typeof error.code !== 'number') {
-          reject(error);
-          return;
-        }
-        resolvePromise({ code: error ? (error.code as number) : 0, stdout, stderr });
-      },
-    );
-  });
-}
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
+function runCli(args: readonly string[]): Promise<Finished> {
+  return runNode(['--import', 'tsx', 'src/certs-main.ts', ...args], { cwd: REPO_ROOT, timeoutMs: 30_000 });
 }
 
 describe('certs CLI', () => {

@@ -6,13 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { readFile, readdir, stat } from 'node:fs/promises';
-import { basename, dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { basename, join, relative } from 'node:path';
 import jsonPatch, { type Operation } from 'fast-json-patch';
 import { parseAllDocuments } from 'yaml';
 import { isJsonObject as isObject, type JsonObject } from '../../src/json.js';
+import { REPO_ROOT } from './process.js';
 
-export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MANIFESTS_DIR = join(REPO_ROOT, 'manifests');
 
 export type { JsonObject } from '../../src/json.js';

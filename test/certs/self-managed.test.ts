@@ -12,15 +12,17 @@ import { describe, it, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { generateCertificates, serviceDnsNames } from '../../src/certs/generate.js';
-import { SELF_MANAGED_DEFAULTS, SelfManagedCertificates, SelfManagedTlsError, type SelfManagedOptions } from '../../src/certs/self-managed.js';
+import type { TlsMaterial } from '../../src/certs/material.js';
+import { SelfManagedTlsError } from '../../src/certs/reconcile.js';
+import { SELF_MANAGED_DEFAULTS, SelfManagedCertificates, type SelfManagedOptions } from '../../src/certs/self-managed.js';
 import { splitPemCertificates } from '../../src/certs/stored.js';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { KubeCertificateStore } from '../../src/kube/client.js';
 import { KubeConflictError, KubeForbiddenError } from '../../src/kube/errors.js';
 import { startWebhookServer } from '../../src/webhook/server.js';
-import type { TlsMaterial } from '../../src/webhook/tls.js';
-import { FakeKubeApi, type RecordedRequest } from './fake-api.js';
-import { ManualTimers } from './manual-timers.js';
+import { FakeKubeApi, type RecordedRequest } from '../support/fake-kube-api.js';
+import { ManualTimers } from '../support/manual-timers.js';
+import { MemoryLog } from '../support/memory-log.js';
 
 const NAMESPACE = 'envoy-shutdown-manager';
 const SERVICE = 'envoy-shutdown-manager';
@@ -430,8 +432,8 @@ describe('self-managed TLS: failures an operator must act on', () => {
   it('API server answering 503: bounded retries with growing delays, then a clear error', async (t) => {
     const api = await startApi(t);
     api.fail({ status: 503, reason: 'ServiceUnavailable', message: 'etcd is busy' });
-    const { logger, lines } = capturingLogger();
-    const manager = newManager(api, { logger, startupRetry: { attempts: 4, initialDelayMs: 30, maxDelayMs: 60 } });
+    const log = new MemoryLog();
+    const manager = newManager(api, { logger: log.pino(), startupRetry: { attempts: 4, initialDelayMs: 30, maxDelayMs: 60 } });
     await assert.rejects(manager.obtain(), (error: unknown) => {
       assert.ok(error instanceof SelfManagedTlsError);
       assert.match(
@@ -441,7 +443,7 @@ describe('self-managed TLS: failures an operator must act on', () => {
       return true;
     });
     // The delays chosen: doubling, capped at maxDelayMs (jitter pinned to none).
-    assert.deepEqual(lines.filter((line) => line.retryInMs !== undefined).map((line) => line.retryInMs), [30, 60, 60]);
+    assert.deepEqual(log.lines.filter((line) => line.fields['retryInMs'] !== undefined).map((line) => line.fields['retryInMs']), [30, 60, 60]);
     // ...and actually waited: lower bounds only, which a busy machine cannot break.
     const times = api.requests.map((request) => request.at);
     assert.equal(times.length, 4);
@@ -513,13 +515,6 @@ describe('self-managed TLS: start-up budget', () => {
     assert.ok(startupRetry.attempts >= 3);
   });
 });
-
-/** A logger whose JSON lines the test reads back. */
-function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
-  return { logger, lines };
-}
 
 function secretData(bundle: { certPem: string; keyPem: string; caCertPem: string }): Record<string, string> {
   return { 'tls.crt': bundle.certPem, 'tls.key': bundle.keyPem, 'ca.crt': bundle.caCertPem };

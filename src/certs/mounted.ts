@@ -1,25 +1,21 @@
 /**
- * Serving certificates that can change under a running server: cert-manager (or a kubelet Secret volume
- * update) swaps the files, and new TLS connections must see the new certificate without a restart.
- * Changes are noticed by fs.watch for promptness and by polling for reliability (Secret volumes swap a
- * symlinked directory, which watchers do not always report).
+ * Serving certificates from files (--tls-cert-file/--tls-key-file, or --dev-certs' once generated) that can
+ * change under a running server: cert-manager (or a kubelet Secret volume update) swaps the files, and new
+ * TLS connections must see the new certificate without a restart. Changes are noticed by fs.watch for
+ * promptness and by polling for reliability (Secret volumes swap a symlinked directory, which watchers do
+ * not always report).
  */
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
-import { createSecureContext, type SecureContextOptions } from 'node:tls';
+import { createSecureContext } from 'node:tls';
 import type { Logger } from 'pino';
+import { UserFacingError } from '../errors.js';
+import { TLS_OPTIONS, type TlsMaterial } from './material.js';
+import type { TlsSource } from './source.js';
 
-export interface TlsMaterial {
-  readonly cert: Buffer;
-  readonly key: Buffer;
-}
-
-export class TlsFileError extends Error {
+export class TlsFileError extends UserFacingError {
   override readonly name = 'TlsFileError';
 }
-
-/** TLS 1.2 is the oldest version the Kubernetes API server speaks; nothing older is accepted. */
-export const TLS_OPTIONS = { minVersion: 'TLSv1.2' } as const satisfies SecureContextOptions;
 
 /** Reads and checks a certificate/key pair; throws TlsFileError naming the file and what is wrong. */
 export function readTlsMaterial(certFile: string, keyFile: string): TlsMaterial {
@@ -45,26 +41,32 @@ function readPem(file: string, what: string): Buffer {
   }
 }
 
-export interface ReloaderOptions {
+export interface MountedCertificateOptions {
   readonly certFile: string;
   readonly keyFile: string;
-  readonly current: TlsMaterial;
-  readonly apply: (material: TlsMaterial) => void;
   readonly logger: Logger;
   readonly pollIntervalMs?: number;
 }
 
-export class CertificateReloader {
+/** The mounted files as a TlsSource: read at construction (TlsFileError when they cannot be), reloaded once started. */
+export class MountedCertificate implements TlsSource {
   private current: TlsMaterial;
+  private apply: ((material: TlsMaterial) => void) | undefined;
   private readonly watchers: FSWatcher[] = [];
   private timer: NodeJS.Timeout | undefined;
   private debounce: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: ReloaderOptions) {
-    this.current = options.current;
+  constructor(private readonly options: MountedCertificateOptions) {
+    this.current = readTlsMaterial(options.certFile, options.keyFile);
   }
 
-  start(): void {
+  /** What is served now: the files as read at construction until a reload replaces them. */
+  get certificate(): TlsMaterial {
+    return this.current;
+  }
+
+  start(apply: (material: TlsMaterial) => void): void {
+    this.apply = apply;
     const directories = new Set([dirname(this.options.certFile), dirname(this.options.keyFile)]);
     for (const directory of directories) {
       try {
@@ -79,7 +81,7 @@ export class CertificateReloader {
     this.timer.unref();
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     for (const watcher of this.watchers.splice(0)) watcher.close();
     clearInterval(this.timer);
     clearTimeout(this.debounce);
@@ -92,20 +94,19 @@ export class CertificateReloader {
     this.debounce.unref();
   }
 
-  /** Loads the files if they changed; returns true when a new certificate was applied. */
-  check(): boolean {
+  /** Reads the files and serves them if they changed. */
+  private check(): void {
     let next: TlsMaterial;
     try {
       next = readTlsMaterial(this.options.certFile, this.options.keyFile);
     } catch (error) {
       // Mid-rotation the cert may not match the key yet: keep serving the old pair and look again later.
       this.options.logger.warn({ err: error }, 'serving certificate not reloaded; keeping the current one');
-      return false;
+      return;
     }
-    if (next.cert.equals(this.current.cert) && next.key.equals(this.current.key)) return false;
-    this.options.apply(next);
+    if (next.cert.equals(this.current.cert) && next.key.equals(this.current.key)) return;
+    this.apply?.(next);
     this.current = next;
     this.options.logger.info({ certFile: this.options.certFile }, 'serving certificate reloaded');
-    return true;
   }
 }

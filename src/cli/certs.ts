@@ -1,18 +1,18 @@
 /**
  * `npm run certs`: a CA and a serving certificate for the webhook Service, for clusters without
- * cert-manager. Kept apart from cli.ts so that tests can run it in-process with their own streams.
+ * cert-manager. Its entry point is src/certs-main.ts. Exit codes: 0 done, 1 could not write, 2 the command
+ * line is wrong.
  */
-import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { writeFileAtomic } from './files.js';
+import { exists, writeFileAtomic } from '../certs/files.js';
 import {
   CertificateRequestError,
   DEFAULT_VALIDITY_DAYS,
   MAX_VALIDITY_DAYS,
   generateCertificates,
   serviceDnsNames,
-} from './generate.js';
+} from '../certs/generate.js';
 import {
   CA_CERT_FILE,
   CA_KEY_FILE,
@@ -22,22 +22,9 @@ import {
   TLS_KEY_FILE,
   TLS_SECRET_NAME,
   WEBHOOK_CONFIGURATION_NAME,
-} from './names.js';
-
-export interface CommandIo {
-  readonly stdout: (text: string) => void;
-  readonly stderr: (text: string) => void;
-}
-
-/** Exit codes: 0 done, 1 could not write, 2 the command line is wrong. */
-export const EXIT_OK = 0;
-export const EXIT_FAILURE = 1;
-export const EXIT_USAGE = 2;
-
-/** A wrong command line; the message starts with the flag at fault. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
+} from '../certs/names.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError } from '../errors.js';
+import type { CommandIo } from './io.js';
 
 export const USAGE = `Usage: npm run certs -- [flags]
 
@@ -131,24 +118,17 @@ function shellQuote(text: string): string {
   return /^[\w./:=@-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
-}
-
 export async function runCertsCommand(args: readonly string[], io: CommandIo): Promise<number> {
   let options: Options | 'help';
   try {
     options = parseOptions(args);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    io.stderr(`certs: ${error.message}\nRun with --help for the flags.\n`);
+    io.stderr.write(`certs: ${error.message}\nRun with --help for the flags.\n`);
     return EXIT_USAGE;
   }
   if (options === 'help') {
-    io.stdout(USAGE);
+    io.stdout.write(USAGE);
     return EXIT_OK;
   }
 
@@ -164,7 +144,7 @@ export async function runCertsCommand(args: readonly string[], io: CommandIo): P
     for (const file of targets) if (await exists(file)) existing.push(file);
     if (existing.length > 0) {
       // A CA replaced by accident breaks a running webhook until its caBundle is patched: opt in to that.
-      io.stderr(`certs: ${existing.join(', ')} already exist; pass --force to replace them, or choose another --out\n`);
+      io.stderr.write(`certs: ${existing.join(', ')} already exist; pass --force to replace them, or choose another --out\n`);
       return EXIT_FAILURE;
     }
   }
@@ -182,7 +162,7 @@ export async function runCertsCommand(args: readonly string[], io: CommandIo): P
     if (error instanceof CertificateRequestError) {
       // Only --dns-name and --ip reach the generator unchecked; name them as the user wrote them.
       const flag = FLAG_OF_FIELD[error.field] ?? error.field;
-      io.stderr(`certs: ${flag}: ${JSON.stringify(error.value)} is not valid; expected ${error.expected}\n`);
+      io.stderr.write(`certs: ${flag}: ${JSON.stringify(error.value)} is not valid; expected ${error.expected}\n`);
       return EXIT_USAGE;
     }
     throw error;
@@ -194,13 +174,13 @@ export async function runCertsCommand(args: readonly string[], io: CommandIo): P
     await writeFileAtomic(files.caCert, bundle.caCertPem, 0o644);
     if (options.keepCaKey) await writeFileAtomic(files.caKey, bundle.caKeyPem, 0o600);
   } catch (error) {
-    io.stderr(`certs: could not write into ${options.out}: ${error instanceof Error ? error.message : String(error)}\n`);
+    io.stderr.write(`certs: could not write into ${options.out}: ${error instanceof Error ? error.message : String(error)}\n`);
     return EXIT_FAILURE;
   }
 
   const caBundle = Buffer.from(bundle.caCertPem).toString('base64');
   const patch = JSON.stringify([{ op: 'add', path: '/webhooks/0/clientConfig/caBundle', value: caBundle }]);
-  io.stdout(
+  io.stdout.write(
     [
       `Wrote ${targets.join(', ')}`,
       `  names: ${[...dnsNames, ...options.ipAddresses].join(', ')}`,

@@ -1,0 +1,175 @@
+/**
+ * The pass that self-managed TLS (self-managed.ts) runs at start-up and on every check: idempotent, and the
+ * same on every replica.
+ *   1. Secret: GET. Missing → issue and CREATE; AlreadyExists → another replica won, GET and use its.
+ *      Unusable or due for renewal → issue and UPDATE with the resourceVersion read; Conflict → another
+ *      replica renewed first, GET and use its if it is valid.
+ *   2. caBundle: every webhook of the configuration must hold the Secret's ca.crt; patch those that do not.
+ * It resolves with the Secret's certificate; serving it, and when, is the loop's decision.
+ *
+ * No leader election is needed: the API server's optimistic concurrency picks one writer per change.
+ */
+import type { Logger } from 'pino';
+import { UserFacingError } from '../errors.js';
+import { KubeConflictError } from '../kube/errors.js';
+import type { CallOptions, CertificateStore, SecretSnapshot } from '../kube/store.js';
+import { describeCertificate, inspectStoredCertificate, issueStoredCertificate, type Inspection, type ServingCertificate } from './stored.js';
+
+/** Self-managed TLS could not get a certificate; `retryable` says whether waiting might help. */
+export class SelfManagedTlsError extends UserFacingError {
+  override readonly name = 'SelfManagedTlsError';
+
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** Where the certificate is kept and whom it is for: self-managed TLS's settings, which it passes on. */
+export interface ManagedCertificateSettings {
+  readonly store: CertificateStore;
+  /** Names the serving certificate must cover: serviceDnsNames(service, namespace). */
+  readonly dnsNames: readonly string[];
+  readonly commonName: string;
+  readonly logger: Logger;
+}
+
+export interface ReconcilerOptions extends ManagedCertificateSettings {
+  readonly validityDays: number;
+  /** Certificates are inspected and issued as of this clock. */
+  readonly clock: () => Date;
+  /** Options for each API request, asked for just before it is made: start-up bounds them by its budget. */
+  readonly request: () => CallOptions;
+  /** The CA of the certificate this replica serves now, if any: a new trust bundle keeps it until the replica switches. */
+  readonly servedIssuerPem: () => string | undefined;
+}
+
+/** How many times a caBundle patch is retried when the webhook list changes between read and patch. */
+const PATCH_ATTEMPTS = 3;
+
+export class SecretReconciler {
+  /** The trust bundle the caBundle was last made equal to; what caBundleDrifted() compares against. */
+  private reconciledBundle: string | undefined;
+
+  constructor(private readonly options: ReconcilerOptions) {}
+
+  private get store(): CertificateStore {
+    return this.options.store;
+  }
+
+  private get logger(): Logger {
+    return this.options.logger;
+  }
+
+  /** One pass: makes the Secret hold a servable certificate and every caBundle trust it; resolves with that certificate. */
+  async reconcile(): Promise<ServingCertificate> {
+    const certificate = await this.ensureSecret();
+    await this.ensureCaBundle(certificate.trustBundlePem);
+    this.reconciledBundle = certificate.trustBundlePem;
+    return certificate;
+  }
+
+  /** Whether some webhook's caBundle is not the bundle last reconciled (reset by an apply, a sync...). */
+  async caBundleDrifted(): Promise<boolean> {
+    const webhooks = await this.store.readCaBundles(this.options.request());
+    const stale = webhooks.filter((webhook) => webhook.caBundle !== this.reconciledBundle).map((webhook) => webhook.name);
+    if (webhooks.length > 0 && stale.length === 0) return false;
+    this.logger.warn(
+      { webhookConfiguration: this.store.webhookConfigurationName, webhooks: stale },
+      'caBundle differs from the one last written (configuration replaced by kubectl or a GitOps sync, or renewed by ' +
+        'another replica); checking the Secret and restoring it',
+    );
+    return true;
+  }
+
+  private inspect(snapshot: SecretSnapshot): Inspection {
+    return inspectStoredCertificate(snapshot.data, this.options.dnsNames, this.options.clock());
+  }
+
+  private async ensureSecret(): Promise<ServingCertificate> {
+    const existing = await this.store.readSecret(this.options.request());
+    return existing === undefined ? this.createOrAdopt() : this.adopt(existing);
+  }
+
+  /** Uses a valid Secret as it is; replaces one that is unusable or due for renewal. */
+  private async adopt(snapshot: SecretSnapshot): Promise<ServingCertificate> {
+    const inspection = this.inspect(snapshot);
+    if (inspection.status === 'valid') return inspection.certificate;
+    const message = inspection.status === 'due' ? 'renewing the self-signed certificate' : 'replacing an unusable self-signed certificate';
+    this.logger.info({ secret: this.store.secretRef, reason: inspection.reason }, message);
+    return this.replace(snapshot, inspection);
+  }
+
+  private async createOrAdopt(): Promise<ServingCertificate> {
+    const issued = await this.issue([]);
+    try {
+      await this.store.createSecret(issued.data, this.options.request());
+      this.logger.info({ secret: this.store.secretRef, ...describeCertificate(issued.certificate) }, 'created the self-signed certificate Secret');
+      return issued.certificate;
+    } catch (error) {
+      if (!(error instanceof KubeConflictError)) throw error;
+    }
+    const winner = await this.store.readSecret(this.options.request());
+    if (winner === undefined) {
+      throw new SelfManagedTlsError(`Secret ${this.store.secretRef} was created by someone else, then deleted`, true);
+    }
+    this.logger.info({ secret: this.store.secretRef }, 'another replica created the Secret first; using its certificate');
+    return this.adopt(winner);
+  }
+
+  private async replace(snapshot: SecretSnapshot, inspection: Exclude<Inspection, { status: 'valid' }>): Promise<ServingCertificate> {
+    // A certificate due for renewal is still served (here and by the other replicas): keep trusting its CA.
+    const issued = await this.issue(inspection.status === 'due' ? [inspection.certificate.issuerPem] : []);
+    try {
+      await this.store.updateSecret(issued.data, snapshot, this.options.request());
+      this.logger.info({ secret: this.store.secretRef, ...describeCertificate(issued.certificate) }, 'stored a new self-signed certificate');
+      return issued.certificate;
+    } catch (error) {
+      if (!(error instanceof KubeConflictError)) throw error;
+    }
+    const current = await this.store.readSecret(this.options.request());
+    const now = current === undefined ? undefined : this.inspect(current);
+    if (now?.status === 'valid') {
+      this.logger.info({ secret: this.store.secretRef }, 'another replica replaced the certificate first; using its');
+      return now.certificate;
+    }
+    const what = now === undefined ? 'it was deleted' : `what is there now is not usable (${'reason' in now ? now.reason : ''})`;
+    throw new SelfManagedTlsError(`Secret ${this.store.secretRef} changed while this replica replaced it, and ${what}`, true);
+  }
+
+  private issue(keepTrusting: readonly string[]): ReturnType<typeof issueStoredCertificate> {
+    const servedIssuerPem = this.options.servedIssuerPem();
+    return issueStoredCertificate({
+      dnsNames: this.options.dnsNames,
+      commonName: this.options.commonName,
+      validityDays: this.options.validityDays,
+      now: this.options.clock(),
+      // What this replica serves right now must stay trusted until it switches.
+      keepTrusting: [...keepTrusting, ...(servedIssuerPem === undefined ? [] : [servedIssuerPem])],
+    });
+  }
+
+  /** Makes every webhook's caBundle the trust bundle, patching only those that differ. */
+  private async ensureCaBundle(bundle: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const webhooks = await this.store.readCaBundles(this.options.request());
+      if (webhooks.length === 0) {
+        throw new SelfManagedTlsError(`MutatingWebhookConfiguration ${this.store.webhookConfigurationName} has no webhooks to give the CA to`, false);
+      }
+      const stale = webhooks.filter((webhook) => webhook.caBundle !== bundle);
+      if (stale.length === 0) return;
+      try {
+        await this.store.patchCaBundles(stale, bundle, this.options.request());
+        const names = stale.map((webhook) => webhook.name);
+        this.logger.info({ webhookConfiguration: this.store.webhookConfigurationName, webhooks: names }, 'caBundle updated');
+        return;
+      } catch (error) {
+        // The webhook list changed between read and patch: read it again, a few times at most.
+        if (!(error instanceof KubeConflictError) || attempt >= PATCH_ATTEMPTS) throw error;
+      }
+    }
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * Errors whose message is written for the person running the program: it says what is wrong and what to
+ * do about it, so an entry point prints the message alone, where a stack trace would only bury it. Any
+ * other error that ends a program is a bug, and is printed with its stack.
+ */
+
+/** Exit codes of every entry point and command: done, failed, or the command line or a setting is wrong. */
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+export const EXIT_USAGE = 2;
+
+export abstract class UserFacingError extends Error {
+  /** The exit code when this error ends the program. */
+  readonly exitCode: number = EXIT_FAILURE;
+}
+
+/** A wrong command line; the message starts with the flag or word at fault. */
+export class UsageError extends UserFacingError {
+  override readonly name = 'UsageError';
+  override readonly exitCode = EXIT_USAGE;
+}
+
+/** What an entry point prints (after its own name) for the error that ends it, and the exit code. */
+export function describeFailure(error: unknown): { readonly text: string; readonly exitCode: number } {
+  if (error instanceof UserFacingError) return { text: error.message, exitCode: error.exitCode };
+  const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+  return { text, exitCode: EXIT_FAILURE };
+}
