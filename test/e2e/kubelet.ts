@@ -30,9 +30,9 @@ import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
-import { waitUntil } from '../support/connections.js';
 import type { LogLine } from '../support/process.js';
 import { spawnSidecarWith, type SidecarProcess } from '../support/sidecar-process.js';
+import { waitUntil } from '../support/wait.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 
 const EMULATOR_CLI = fileURLToPath(new URL('../support/envoy-emulator-cli.ts', import.meta.url));

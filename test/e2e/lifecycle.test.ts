@@ -6,9 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
-import { httpRequest, waitUntil } from '../support/connections.js';
+import { httpRequest } from '../support/connections.js';
 import { sampleOf } from '../support/prometheus.js';
 import type { LogLine } from '../support/process.js';
+import { waitUntil } from '../support/wait.js';
 import type { RestartReport, TerminationReport } from './kubelet.js';
 import { shortWaitWindow, startPod, withDrainingSidecarHook, type PodOptions, type RunningPod } from './rollout.js';
 

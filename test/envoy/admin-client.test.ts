@@ -12,8 +12,9 @@ import {
   EnvoyAdminError,
   type EnvoyAdminOptions,
 } from '../../src/envoy/admin-client.js';
-import { closeAll, openHttpConnection, openTcpConnections, waitUntil } from '../support/connections.js';
+import { closeAll, openHttpConnection, openTcpConnections } from '../support/connections.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
+import { waitUntil } from '../support/wait.js';
 
 async function setUp(t: TestContext, options: EnvoyEmulatorOptions = {}, timeoutMs = 1_000, clientOptions: Partial<EnvoyAdminOptions> = {}) {
   const emulator = await EnvoyEmulator.start(options);

@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { REPO_ROOT, runNode, startNode, WEBHOOK_LISTENING } from '../support/process.js';
 import { httpsRequest } from '../support/webhook.js';
-import { packageScripts, within, words } from './support.js';
+import { within } from '../support/wait.js';
+import { packageScripts, words } from './support.js';
 
 const COMPILE_THEN_EXEC = /^npm run -s build && exec node (.+)$/;
 

@@ -12,7 +12,8 @@ import { DRAIN_SETTINGS } from '../../src/config/drain.js';
 import { cleanEnvironment } from '../support/process.js';
 import { sampleOf } from '../support/prometheus.js';
 import { freePorts } from '../support/ports.js';
-import { eventually, flagValue, packageScripts, portIsFree, readmeCommands, readmeSection, spawnNpm, within, words } from './support.js';
+import { waitUntil, within } from '../support/wait.js';
+import { flagValue, packageScripts, portIsFree, readmeCommands, readmeSection, spawnNpm, words } from './support.js';
 
 const HEADING = 'Watch a drain on your machine';
 
@@ -78,7 +79,7 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
   t.after(() => signalClient('SIGKILL'));
   // Connected once Envoy's (the emulator's) own count says so, as the sidecar will read it.
   const stat = `listener.${String((ports.listeners as { tcp: string }).tcp)}.downstream_cx_active`;
-  await eventually(async () => (await get(`http://127.0.0.1:${adminPort}/stats?filter=${encodeURIComponent(`^${stat}$`)}`)).body.includes(`${stat}: 1`), 10_000, 'the client connecting');
+  await waitUntil(async () => (await get(`http://127.0.0.1:${adminPort}/stats?filter=${encodeURIComponent(`^${stat}$`)}`)).body.includes(`${stat}: 1`), 10_000, 'the client connecting');
 
   let answeredAt: number | undefined;
   const answer = get(`http://localhost:${servePort}/shutdown`).finally(() => (answeredAt = Date.now()));
@@ -106,6 +107,6 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
   for (const npm of [sidecar, emulator]) npm.child.kill('SIGTERM');
   // npm waits for its script's output to close: a server left running by its shell would keep npm up too.
   const exits = await within(Promise.all([sidecar.exited, emulator.exited]), 5_000, 'npm exiting after SIGTERM');
-  await eventually(async () => (await portIsFree(servePort)) && (await portIsFree(adminPort)), 3_000, 'the servers stopping');
+  await waitUntil(async () => (await portIsFree(servePort)) && (await portIsFree(adminPort)), 3_000, 'the servers stopping');
   assert.deepEqual(exits.map((exit) => exit.code), [0, 0], `npm exits 0 with its server\n${sidecar.stderr()}\n${emulator.stderr()}`);
 });

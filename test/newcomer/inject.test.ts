@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { readmeCommands, spawnNpm, within, words } from './support.js';
+import { within } from '../support/wait.js';
+import { readmeCommands, spawnNpm, words } from './support.js';
 
 /** As `kubectl get deploy envoy -o yaml` lays it out, with Envoy's drain flags already set and a comment. */
 const KUBECTL_STYLE = `# the edge proxies

@@ -15,7 +15,8 @@ import { WEBHOOK_SETTINGS } from '../../src/config/webhook.js';
 import { freePorts } from '../support/ports.js';
 import { REPO_ROOT } from '../support/process.js';
 import { httpsRequest } from '../support/webhook.js';
-import { eventually, portIsFree, readme, readmeCommands, readmeSection, spawnNpm, within, words, type Npm } from './support.js';
+import { waitUntil, within } from '../support/wait.js';
+import { portIsFree, readme, readmeCommands, readmeSection, spawnNpm, words, type Npm } from './support.js';
 
 const devEnv = parseEnv(readFileSync(join(REPO_ROOT, 'dev.env'), 'utf8'));
 
@@ -60,7 +61,7 @@ test('npm start says it compiles, serves the webhook on 127.0.0.1, answers the R
   // Ctrl-C in a terminal: SIGINT to every process of the foreground group.
   process.kill(-(npm.child.pid as number), 'SIGINT');
   await within(npm.exited, 5_000, 'npm exiting after Ctrl-C');
-  await eventually(() => portIsFree(port), 2_000, 'the webhook releasing its port');
+  await waitUntil(() => portIsFree(port), 2_000, 'the webhook releasing its port');
 });
 
 test('SIGTERM to npm alone stops the webhook at once (dev.env: no shutdown delay)', { timeout: 90_000 }, async (t) => {
@@ -68,7 +69,7 @@ test('SIGTERM to npm alone stops the webhook at once (dev.env: no shutdown delay
   npm.child.kill('SIGTERM');
   const { code } = await within(npm.exited, 5_000, 'npm exiting after SIGTERM');
   assert.equal(code, 0, npm.stderr());
-  await eventually(() => portIsFree(port), 1_000, 'the webhook releasing its port');
+  await waitUntil(() => portIsFree(port), 1_000, 'the webhook releasing its port');
 });
 
 test('npm start -- --help and npm start -- mode=sidecar --help, as the README says, list the flags', { timeout: 60_000 }, async () => {

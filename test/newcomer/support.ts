@@ -160,25 +160,3 @@ export function portIsFree(port: number, host = '127.0.0.1'): Promise<boolean> {
     server.listen(port, host, () => server.close(() => resolvePromise(true)));
   });
 }
-
-/** Polls `condition` every 50 ms until it holds; fails after `timeoutMs` with `what`. */
-export async function eventually(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) assert.fail(`${what} not within ${timeoutMs} ms`);
-    await new Promise((resolvePromise) => setTimeout(resolvePromise, 50));
-  }
-}
-
-/** `promise`, or a failure naming `what` after `timeoutMs`: a process that does not exit must fail the test, not hang it. */
-export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not within ${timeoutMs} ms`)), timeoutMs);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
 import { startAdminProbe } from '../../src/sidecar/admin-probe.js';
-import { waitUntil } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { freePort } from '../support/ports.js';
+import { waitUntil } from '../support/wait.js';
 
 describe('start-up probe of the Envoy admin API', () => {
   test('early failures are logged once at info; a warning naming the fix comes only after warnAfterMs, then at most every warnEveryMs', async (t) => {

@@ -15,10 +15,11 @@ import { systemClock } from '../../src/sidecar/clock.js';
 import { openJournal } from '../../src/sidecar/journal.js';
 import { DrainSupervisor } from '../../src/sidecar/supervisor.js';
 import { defaultConnectionLimits, openFilesSoftLimit, startDrainServer, type ConnectionLimits, type DrainServer } from '../../src/sidecar/server.js';
-import { closeAll, httpRequest, openTcpConnection, openTcpConnections, requestOn, waitUntil, type HeldConnection, type SimpleResponse } from '../support/connections.js';
+import { closeAll, httpRequest, openTcpConnection, openTcpConnections, requestOn, type HeldConnection, type SimpleResponse } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { spawnSidecar } from '../support/sidecar-process.js';
+import { waitUntil, within } from '../support/wait.js';
 
 /** Connections opened at once: enough to be a flood, few enough not to overflow the listen backlog. */
 const BATCH = 100;
@@ -46,19 +47,6 @@ class SilentConnections {
 
   close(): Promise<void> {
     return closeAll(this.all);
-  }
-}
-
-/** `promise`, or a failure naming `what` after `timeoutMs`: a wrong close must fail the test, not hang it. */
-async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
-  });
-  try {
-    return await Promise.race([promise, expired]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

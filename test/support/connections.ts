@@ -117,12 +117,3 @@ export function httpRequest(
     request.end();
   });
 }
-
-/** Polls `condition` every 10 ms until it holds, failing after `timeoutMs`. */
-export async function waitUntil(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

@@ -5,8 +5,9 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { describe, test, type TestContext } from 'node:test';
 import { countDownstreamConnections, parseJsonStats, type StatSample } from '../../src/envoy/stats.js';
-import { closeAll, httpRequest, openHttpConnection, openTcpConnection, openTcpConnections, requestOn, waitUntil } from './connections.js';
+import { closeAll, httpRequest, openHttpConnection, openTcpConnection, openTcpConnections, requestOn } from './connections.js';
 import { EnvoyEmulator, parseFault, type EnvoyEmulatorOptions, type TrafficDirection } from './envoy-emulator.js';
+import { waitUntil } from './wait.js';
 
 async function startEmulator(t: TestContext, options: EnvoyEmulatorOptions = {}): Promise<EnvoyEmulator> {
   const emulator = await EnvoyEmulator.start(options);
