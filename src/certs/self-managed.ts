@@ -122,8 +122,12 @@ export class SelfManagedCertificates {
   private readonly reconciler: SecretReconciler;
 
   constructor(private readonly options: SelfManagedOptions) {
+    const { store, dnsNames, commonName, logger } = options;
     this.reconciler = new SecretReconciler({
-      ...options,
+      store,
+      dnsNames,
+      commonName,
+      logger,
       validityDays: options.validityDays ?? SELF_MANAGED_DEFAULTS.validityDays,
       clock: () => options.clock?.() ?? new Date(),
       request: () => this.request(),

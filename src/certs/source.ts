@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
-import type { WebhookConfig } from '../config/webhook.js';
+import type { SelfSignedCertsConfig, WebhookConfig } from '../config/webhook.js';
 import type { TlsMaterial } from './material.js';
 import { MountedCertificate } from './mounted.js';
 
@@ -55,7 +55,7 @@ export async function openTlsSource(settings: TlsSettings, logger: Logger, optio
   });
 }
 
-async function openSelfManaged(settings: TlsSettings['selfSignedCerts'], logger: Logger): Promise<TlsSource | undefined> {
+async function openSelfManaged(settings: SelfSignedCertsConfig, logger: Logger): Promise<TlsSource | undefined> {
   try {
     // Imported on demand: only self-managed TLS needs the Kubernetes client.
     const [{ SelfManagedCertificates }, { KubeCertificateStore, loadInClusterConfig }, { serviceDnsNames }] = await Promise.all([
