@@ -20,6 +20,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../clock.js';
 import { KubeApiError } from '../kube/errors.js';
 import type { CallOptions } from '../kube/store.js';
 import type { TlsMaterial } from './material.js';
@@ -31,28 +32,6 @@ export interface RetryPolicy {
   readonly initialDelayMs: number;
   readonly maxDelayMs: number;
 }
-
-/** A scheduled callback, cancellable. */
-export interface TimerHandle {
-  cancel(): void;
-}
-
-/** The periodic loop's clock and timers; tests drive them by hand instead of waiting. */
-export interface LoopTimers {
-  /** Monotonic milliseconds. */
-  now(): number;
-  /** Must not keep the process alive on its own: the server does that. */
-  schedule(callback: () => void, delayMs: number): TimerHandle;
-}
-
-export const REAL_TIMERS: LoopTimers = {
-  now: () => performance.now(),
-  schedule: (callback, delayMs) => {
-    const timer = setTimeout(callback, delayMs);
-    timer.unref();
-    return { cancel: () => clearTimeout(timer) };
-  },
-};
 
 export interface SelfManagedOptions extends ManagedCertificateSettings {
   /** Tests move time forward with it; certificates are issued as of this clock too. */
@@ -72,7 +51,7 @@ export interface SelfManagedOptions extends ManagedCertificateSettings {
   /** For the backoff jitter; tests pin it. */
   readonly random?: () => number;
   /** For the periodic loop (not start-up, which runs before anything else and uses real time). */
-  readonly timers?: LoopTimers;
+  readonly timers?: Clock;
 }
 
 export const SELF_MANAGED_DEFAULTS = {
@@ -114,10 +93,9 @@ export class SelfManagedCertificates {
   private readonly stopping = new AbortController();
   /** Options for the next API request: start-up swaps in ones bounded by its budget. */
   private request: () => CallOptions = () => ({ signal: this.stopping.signal });
-  private timer: TimerHandle | undefined;
   private running: Promise<void> | undefined;
   private failures = 0;
-  /** LoopTimers time at which the next full check is due. */
+  /** Loop-clock time at which the next full check is due. */
   private fullCheckDue = 0;
   private readonly reconciler: SecretReconciler;
 
@@ -139,8 +117,8 @@ export class SelfManagedCertificates {
     return this.options.logger;
   }
 
-  private get timers(): LoopTimers {
-    return this.options.timers ?? REAL_TIMERS;
+  private get timers(): Clock {
+    return this.options.timers ?? systemClock;
   }
 
   /** The certificate currently served, once obtain() has succeeded. */
@@ -212,8 +190,6 @@ export class SelfManagedCertificates {
   /** Stops the loop and cancels a check in progress (its requests and its propagation wait). */
   async stop(): Promise<void> {
     this.stopping.abort();
-    this.timer?.cancel();
-    this.timer = undefined;
     await this.running?.catch(() => undefined);
   }
 
@@ -255,12 +231,14 @@ export class SelfManagedCertificates {
 
   private schedule(delayMs: number): void {
     if (this.stopping.signal.aborted) return;
-    this.timer = this.timers.schedule(() => {
-      this.timer = undefined;
-      this.running = this.tick().finally(() => {
-        this.running = undefined;
-      });
-    }, delayMs);
+    this.timers.sleep(delayMs, this.stopping.signal).then(
+      () => {
+        this.running = this.tick().finally(() => {
+          this.running = undefined;
+        });
+      },
+      () => undefined, // stopped
+    );
   }
 
   /** The full check when it is due or the caBundle drifted; otherwise only the caBundle's GET. */

@@ -3,7 +3,7 @@
  * a wrong admin port shows in the logs at pod start, not at the first rollout, and so that the drain
  * knows whether a refused connection means "Envoy exited" (it answered before) or nothing yet.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
+import { systemClock, type Clock } from '../clock.js';
 import type { AdminAnswer, EnvoyServerState } from '../envoy/admin-client.js';
 import { adminPortHint } from './admin-hint.js';
 import type { SidecarLog } from './log.js';
@@ -39,22 +39,27 @@ export interface AdminProbe {
   readonly finished: Promise<void>;
 }
 
-export function startAdminProbe(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming = DEFAULT_PROBE_TIMING): AdminProbe {
+export function startAdminProbe(
+  target: ProbeTarget,
+  log: SidecarLog,
+  timing: ProbeTiming = DEFAULT_PROBE_TIMING,
+  clock: Clock = systemClock,
+): AdminProbe {
   const stopping = new AbortController();
-  const finished = probeUntilAnswered(target, log, timing, stopping.signal);
+  const finished = probeUntilAnswered(target, log, timing, stopping.signal, clock);
   return { stop: () => stopping.abort(), finished };
 }
 
-async function probeUntilAnswered(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming, signal: AbortSignal): Promise<void> {
-  const startedAt = Date.now();
-  const report = failureReporter(target, log, timing, startedAt);
+async function probeUntilAnswered(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming, signal: AbortSignal, clock: Clock): Promise<void> {
+  const startedAt = clock.now();
+  const report = failureReporter(target, log, timing, startedAt, clock);
   let delayMs = timing.minRetryMs;
   // The drain's own calls count too: once one of them got an answer there is nothing left to learn.
   while (!signal.aborted && !target.hasAnswered) {
     try {
       const state = await target.serverState(signal);
       log.info(
-        { event: 'envoy_admin_reachable', envoy_admin: target.address, envoy_state: state, after_ms: Date.now() - startedAt, failed_attempts: report.failures() },
+        { event: 'envoy_admin_reachable', envoy_admin: target.address, envoy_state: state, after_ms: clock.now() - startedAt, failed_attempts: report.failures() },
         `Envoy admin API answered at ${target.address} (state ${state})`,
       );
       return;
@@ -62,21 +67,20 @@ async function probeUntilAnswered(target: ProbeTarget, log: SidecarLog, timing: 
       if (signal.aborted) return;
       report.failure(error);
     }
-    // Unref'd: the probe never keeps the process alive on its own.
-    await sleep(delayMs, undefined, { signal, ref: false }).catch(() => undefined);
+    await clock.sleep(delayMs, signal).catch(() => undefined); // rejected only when stopping
     delayMs = Math.min(delayMs * 2, timing.maxRetryMs);
   }
 }
 
 /** Info at the first failure; a warning with the fix once unreachable for `warnAfterMs`, then every `warnEveryMs`. */
-function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming, startedAt: number) {
+function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming, startedAt: number, clock: Clock) {
   let failures = 0;
   let lastWarnAt: number | undefined;
   return {
     failures: () => failures,
     failure(error: unknown): void {
       failures += 1;
-      const now = Date.now();
+      const now = clock.now();
       const fields = {
         envoy_admin: target.address,
         error: error instanceof Error ? error.message : String(error),

@@ -8,7 +8,7 @@
 import { AdminRefusedError, AdminResponseError, AdminStatusError } from '../envoy/admin-client.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import type { SidecarLog } from './log.js';
 
 /** What the drain needs from Envoy's admin API; EnvoyAdminClient implements it. */

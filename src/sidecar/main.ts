@@ -14,7 +14,7 @@ import { sidecarMetrics } from './metrics.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
 import { startAdminProbe } from './admin-probe.js';
-import { systemClock } from './clock.js';
+import { systemClock } from '../clock.js';
 import { openJournal } from './journal.js';
 import { startDrainServer } from './server.js';
 import { DrainSupervisor } from './supervisor.js';

@@ -11,7 +11,7 @@
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
 import type { EnvoyProcessInfo } from '../envoy/admin-client.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import { Drain, type DrainOutcome, type DrainSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal } from './journal.js';
 import type { SidecarLog } from './log.js';
@@ -285,18 +285,22 @@ export class DrainSupervisor {
     }
   }
 
-  private nextStart(windowMs: number): Promise<boolean> {
-    if (this.stopping.signal.aborted) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => finish(false), windowMs);
-      const wake = (): void => finish(!this.stopping.signal.aborted);
-      const finish = (started: boolean): void => {
-        clearTimeout(timer);
-        this.startWaiters.delete(wake);
-        resolve(started);
-      };
-      this.startWaiters.add(wake);
-    });
+  private async nextStart(windowMs: number): Promise<boolean> {
+    const waiting = new AbortController();
+    let started = false;
+    const wake = (): void => {
+      started = !this.stopping.signal.aborted;
+      waiting.abort();
+    };
+    this.startWaiters.add(wake);
+    try {
+      await this.clock.sleep(windowMs, AbortSignal.any([waiting.signal, this.stopping.signal]));
+    } catch {
+      // woken: a drain started, or the process is stopping
+    } finally {
+      this.startWaiters.delete(wake);
+    }
+    return started;
   }
 }
 

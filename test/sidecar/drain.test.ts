@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
-import type { Clock } from '../../src/sidecar/clock.js';
+import type { Clock } from '../../src/clock.js';
 import { describeOutcome, Drain, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { VirtualClock } from '../support/virtual-clock.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, test, type TestContext } from 'node:test';
 import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
-import { systemClock } from '../../src/sidecar/clock.js';
+import { systemClock } from '../../src/clock.js';
 import { openJournal } from '../../src/sidecar/journal.js';
 import { DrainSupervisor } from '../../src/sidecar/supervisor.js';
 import { defaultConnectionLimits, openFilesSoftLimit, startDrainServer, type ConnectionLimits, type DrainServer } from '../../src/sidecar/server.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, type EnvoyProcessInfo, type EnvoyServerState } from '../../src/envoy/admin-client.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
-import { systemClock } from '../../src/sidecar/clock.js';
+import { systemClock } from '../../src/clock.js';
 import type { DrainSettings } from '../../src/sidecar/drain.js';
 import { openJournal, type DrainJournal } from '../../src/sidecar/journal.js';
 import { decideRecovery, SAME_PROCESS_TOLERANCE_MS } from '../../src/sidecar/recovery.js';

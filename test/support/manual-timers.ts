@@ -1,17 +1,18 @@
 /**
- * LoopTimers driven by the test: the self-managed loop's timers fire only when the test says so, and time
- * jumps to them, so the tests check the delays chosen exactly instead of measuring them on a busy machine.
+ * A Clock whose sleeps end only when the test says so, time jumping to them: the self-managed loop's delays
+ * are checked exactly instead of measured on a busy machine. (test/support/virtual-clock.ts is the other
+ * fake of the same Clock: it advances by itself whenever the code under test is blocked on sleeps.)
  */
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LoopTimers, TimerHandle } from '../../src/certs/self-managed.js';
+import type { Clock } from '../../src/clock.js';
 
 interface Pending {
-  readonly callback: () => void;
+  readonly wake: () => void;
   readonly delayMs: number;
 }
 
-export class ManualTimers implements LoopTimers {
+export class ManualTimers implements Clock {
   private clock = 0;
   private nextId = 0;
   private readonly pending = new Map<number, Pending>();
@@ -20,18 +21,31 @@ export class ManualTimers implements LoopTimers {
     return this.clock;
   }
 
-  schedule(callback: () => void, delayMs: number): TimerHandle {
-    const id = ++this.nextId;
-    this.pending.set(id, { callback, delayMs });
-    return { cancel: () => this.pending.delete(id) };
+  sleep(delayMs: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const id = ++this.nextId;
+      const onAbort = (): void => {
+        this.pending.delete(id);
+        reject(signal.reason);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.pending.set(id, {
+        delayMs,
+        wake: () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        },
+      });
+    });
   }
 
-  /** How many timers are scheduled and not yet fired or cancelled. */
+  /** How many sleeps are pending (neither ended nor aborted). */
   get scheduled(): number {
     return this.pending.size;
   }
 
-  /** Waits (in real time, for the requests of a check in progress) until the loop schedules its next timer; its delay. */
+  /** Waits (in real time, for the requests of a check in progress) until the loop sleeps again; its delay. */
   async next(limitMs = 5_000): Promise<number> {
     const deadline = performance.now() + limitMs;
     while (this.pending.size === 0) {
@@ -41,12 +55,12 @@ export class ManualTimers implements LoopTimers {
     return this.only()[1].delayMs;
   }
 
-  /** Moves the clock to the one scheduled timer and runs it. */
+  /** Moves the clock to the one pending sleep and ends it. */
   fire(): void {
-    const [id, { callback, delayMs }] = this.only();
+    const [id, { wake, delayMs }] = this.only();
     this.pending.delete(id);
     this.clock += delayMs;
-    callback();
+    wake();
   }
 
   private only(): [number, Pending] {

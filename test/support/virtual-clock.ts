@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/sidecar/clock.js';
+import type { Clock } from '../../src/clock.js';
 
 /**
  * Virtual time: `sleep` resolves when every other pending timer due earlier has fired, without waiting.
