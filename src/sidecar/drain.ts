@@ -58,6 +58,8 @@ export interface DrainOutcome {
   /** Last count read from Envoy; null when none could be read. */
   readonly openConnections: number | null;
   readonly durationMs: number;
+  /** The count the drain waited for: at or below it, Envoy was drained. */
+  readonly minOpenConnections: number;
   /** `host:port` of Envoy's admin API. */
   readonly envoyAdmin: string;
   /** The last admin failure, as logged; null when every call succeeded. */
@@ -400,6 +402,7 @@ export class Drain {
       healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
       openConnections: this.lastCount?.total ?? null,
       durationMs: this.finishedAtMs - (this.startedAtMs ?? this.finishedAtMs),
+      minOpenConnections: this.settings.minOpenConnections,
       envoyAdmin: this.envoy.address,
       lastError: this.lastError,
       lastInvalidAnswer: this.lastInvalidAnswer,
@@ -413,14 +416,15 @@ export class Drain {
         min_connections: this.settings.minOpenConnections,
         duration_ms: outcome.durationMs,
       },
-      describeOutcome(outcome, this.settings.minOpenConnections),
+      describeOutcome(outcome),
     );
     return outcome;
   }
 }
 
 /** One sentence for logs and for the /shutdown answer. */
-export function describeOutcome(outcome: DrainOutcome, minOpenConnections: number): string {
+export function describeOutcome(outcome: DrainOutcome): string {
+  const { minOpenConnections } = outcome;
   const seconds = (outcome.durationMs / 1000).toFixed(1);
   const open = outcome.openConnections === null ? 'an unknown number of' : String(outcome.openConnections);
   switch (outcome.reason) {

@@ -87,7 +87,6 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
   const registry = sidecarMetrics(supervisor);
   const server = await startDrainServer({
     drain: supervisor,
-    minOpenConnections: config.minOpenConnections,
     waitWindowMs: config.waitWindowMs,
     host: config.serveAddress,
     port: config.servePort,

@@ -110,7 +110,6 @@ export function openFilesSoftLimit(limitsFile = '/proc/self/limits'): number | u
 
 export async function startDrainServer(options: {
   readonly drain: DrainEndpoints;
-  readonly minOpenConnections: number;
   /** How long GET /wait waits for a drain to start. */
   readonly waitWindowMs: number;
   /** Empty: every interface, IPv4 and IPv6 (Node binds `::` accepting v4-mapped, or `0.0.0.0` without IPv6). */
@@ -124,7 +123,7 @@ export async function startDrainServer(options: {
   /** Default: defaultConnectionLimits() (tests shorten them). */
   readonly connectionLimits?: ConnectionLimits;
 }): Promise<DrainServer> {
-  const { drain, minOpenConnections, log } = options;
+  const { drain, log } = options;
   const authorized = bearerCheck(options.shutdownToken);
   const limits = options.connectionLimits ?? defaultConnectionLimits();
   const guard = new ConnectionGuard(limits, log);
@@ -163,7 +162,7 @@ export async function startDrainServer(options: {
           });
           return;
         }
-        answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(options.waitWindowMs), minOpenConnections, log, options.waitWindowMs);
+        answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(options.waitWindowMs), log, options.waitWindowMs);
         return;
     }
     reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
@@ -370,7 +369,6 @@ function bearerCheck(token: string | undefined): (header: string | undefined) =>
 function answerWhenDrained(
   response: http.ServerResponse,
   outcome: Promise<DrainOutcome | undefined>,
-  minOpenConnections: number,
   log: SidecarLog,
   waitWindowMs: number,
 ): void {
@@ -382,7 +380,7 @@ function answerWhenDrained(
         return;
       }
       const status = result.state === 'drained' ? 200 : 503;
-      reply(response, status, 'text/plain', `${describeOutcome(result, minOpenConnections)}\n`);
+      reply(response, status, 'text/plain', `${describeOutcome(result)}\n`);
     },
     (error: unknown) => {
       log.error({ event: 'drain_failed', error: String(error) }, 'the drain failed unexpectedly');

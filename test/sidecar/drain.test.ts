@@ -170,7 +170,7 @@ describe('Drain', () => {
     envoy.failAnswers = Array.from({ length: 100 }, () => new AdminStatusError('POST /healthcheck/fail', 503, 'busy'));
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.reason, outcome.healthChecksFailed], ['timed-out', 'deadline', false]);
-    assert.match(describeOutcome(outcome, 0), /Envoy never took POST \/healthcheck\/fail/);
+    assert.match(describeOutcome(outcome), /Envoy never took POST \/healthcheck\/fail/);
     assert.ok(envoy.names().filter((name) => name === 'count').length >= 9, 'still polled, for /drain and the metrics');
   });
 
@@ -237,7 +237,7 @@ describe('Drain', () => {
     const errors = log.lines.filter((line) => line.fields['event'] === 'admin_error');
     assert.ok(errors.length > 3 && errors.every((line) => line.fields['envoy_admin_ever_reachable'] === false));
     assert.match(errors[0]?.message ?? '', /never answered: is Envoy's admin API really at 127\.0\.0\.1:9001\? Set the pod annotation shutdown-manager\.io\/envoy-admin-port/);
-    assert.match(describeOutcome(outcome, 0), /Envoy's admin API was never reachable at 127\.0\.0\.1:9001/);
+    assert.match(describeOutcome(outcome), /Envoy's admin API was never reachable at 127\.0\.0\.1:9001/);
     assert.equal(drain.snapshot().envoyAdminEverReachable, false);
   });
 
@@ -317,7 +317,7 @@ describe('Drain', () => {
     envoy.drainAnswers = Array.from({ length: 20 }, () => new AdminStatusError('POST /drain_listeners', 500, 'internal error'));
     const outcome = await drain.start();
     assert.equal(outcome.reason, 'admin-unreachable');
-    const text = describeOutcome(outcome, 0);
+    const text = describeOutcome(outcome);
     assert.match(text, /answered, but never as Envoy does \(last: .*HTTP 500/);
     assert.doesNotMatch(text, /never reachable/);
   });

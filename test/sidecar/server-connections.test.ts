@@ -162,7 +162,7 @@ async function serve(t: TestContext, limits: ConnectionLimits): Promise<InProces
     log,
     systemClock,
   );
-  const server = await startDrainServer({ drain, minOpenConnections: 0, waitWindowMs: 100, host: '127.0.0.1', port: 0, log, connectionLimits: limits });
+  const server = await startDrainServer({ drain, waitWindowMs: 100, host: '127.0.0.1', port: 0, log, connectionLimits: limits });
   t.after(async () => {
     drain.stop();
     await server.close();
