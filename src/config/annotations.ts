@@ -1,10 +1,10 @@
 /** Per-pod overrides: annotations under shutdown-manager.io/ override the webhook-wide drain defaults. */
 import {
-  DRAIN_SETTINGS,
-  drainSettingsOf,
+  POD_DRAIN_SETTINGS,
+  podDrainValuesOf,
   GRACE_PERIOD_SETTING,
   makeDrainPlan,
-  type DrainDefaults,
+  type PodDrainValues,
   type PodDrainPlan,
 } from './drain.js';
 import { ConfigError, ConfigErrors } from './errors.js';
@@ -28,26 +28,30 @@ export const ANNOTATIONS = {
   sidecarMemoryLimit: `${ANNOTATION_PREFIX}sidecar-memory-limit`,
 } as const;
 
-/** Annotation suffix → the drain setting it overrides. */
-const OVERRIDES: Readonly<Record<string, keyof DrainDefaults>> = {
-  'check-interval': 'check-interval',
-  'check-delay': 'check-delay',
-  'drain-delay': 'drain-delay',
-  'recover-envoy': 'recover-envoy',
-  'min-open-connections': 'min-open-connections',
-  'termination-grace-period': 'termination-grace-period',
-  'envoy-admin-port': 'admin-port',
-  'serve-port': 'serve-port',
-  listeners: 'listeners',
-};
-
-const OVERRIDE_SETTINGS: { readonly [Name in keyof DrainDefaults]: Setting<DrainDefaults[Name]> } = {
-  ...DRAIN_SETTINGS,
+/**
+ * Every per-pod drain setting, by the name of its flag: an annotation with the same suffix overrides it.
+ * One table for the webhook's flags, the annotations and the sidecar's flags.
+ */
+const OVERRIDE_SETTINGS: { readonly [Name in keyof PodDrainValues]: Setting<PodDrainValues[Name]> } = {
+  ...POD_DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
 };
 
+/** The one annotation not named like its flag: `admin-port` alone would not say whose admin port. */
+const ANNOTATION_ALIASES: Readonly<Record<string, keyof PodDrainValues>> = { 'envoy-admin-port': 'admin-port' };
+
+/** The setting an annotation suffix overrides; own keys only, so `constructor` or `__proto__` is no setting. */
+function overriddenSetting(suffix: string): keyof PodDrainValues | undefined {
+  if (Object.hasOwn(ANNOTATION_ALIASES, suffix)) return ANNOTATION_ALIASES[suffix];
+  if (Object.hasOwn(OVERRIDE_SETTINGS, suffix) && !Object.values(ANNOTATION_ALIASES).includes(suffix as keyof PodDrainValues)) {
+    return suffix as keyof PodDrainValues;
+  }
+  return undefined;
+}
+
 const KNOWN_SUFFIXES = new Set([
-  ...Object.keys(OVERRIDES),
+  ...Object.keys(OVERRIDE_SETTINGS).filter((name) => overriddenSetting(name) !== undefined),
+  ...Object.keys(ANNOTATION_ALIASES),
   ...Object.values(ANNOTATIONS).map((key) => key.slice(ANNOTATION_PREFIX.length)),
 ]);
 
@@ -73,20 +77,19 @@ export function resolvePodDrainPlan(
   defaults: PodDrainPlan,
   podGracePeriodSeconds: number | undefined,
 ): ResolvedPlan {
-  const values = drainSettingsOf(defaults);
+  const values = podDrainValuesOf(defaults);
   values['termination-grace-period'] = Math.max(
     defaults.terminationGracePeriodSeconds,
     podGracePeriodSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS,
   );
-  const annotationOf = new Map<keyof DrainDefaults, string>();
+  const annotationOf = new Map<keyof PodDrainValues, string>();
   const errors: ConfigError[] = [];
   const unknownAnnotations: string[] = [];
 
   for (const [key, raw] of Object.entries(annotations ?? {})) {
     if (!key.startsWith(ANNOTATION_PREFIX)) continue;
     const suffix = key.slice(ANNOTATION_PREFIX.length);
-    // Own keys only: `constructor` or `__proto__` must read as unknown, not as Object.prototype's members.
-    const name = Object.hasOwn(OVERRIDES, suffix) ? OVERRIDES[suffix] : undefined;
+    const name = overriddenSetting(suffix);
     if (name === undefined) {
       if (!KNOWN_SUFFIXES.has(suffix)) unknownAnnotations.push(key);
       continue;
@@ -95,11 +98,11 @@ export function resolvePodDrainPlan(
     const { kind } = OVERRIDE_SETTINGS[name];
     const value = kind.parse(String(raw));
     if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), expectedForm(kind, String(raw)), suffix));
-    else (values as Record<keyof DrainDefaults, unknown>)[name] = value;
+    else (values as Record<keyof PodDrainValues, unknown>)[name] = value;
   }
   if (errors.length > 0) throw new ConfigErrors(errors);
 
-  const sourceOf = (name: keyof DrainDefaults): string => {
+  const sourceOf = (name: keyof PodDrainValues): string => {
     const key = annotationOf.get(name);
     return key === undefined ? `default ${name}` : `annotation ${key}`;
   };

@@ -7,7 +7,7 @@ import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting, ValuesOf } from './settings.js';
 import * as kinds from './values.js';
 
-export const DRAIN_SETTINGS = {
+export const POD_DRAIN_SETTINGS = {
   'check-interval': {
     kind: kinds.positiveDurationMs,
     default: 5_000,
@@ -50,7 +50,7 @@ export const DRAIN_SETTINGS = {
   } satisfies Setting<boolean>,
 };
 
-export type DrainDefaults = ValuesOf<typeof DRAIN_SETTINGS> & { 'termination-grace-period': number };
+export type PodDrainValues = ValuesOf<typeof POD_DRAIN_SETTINGS> & { 'termination-grace-period': number };
 
 /** Everything the injector needs to know about one pod's drain, resolved from defaults and annotations. */
 export interface PodDrainPlan {
@@ -88,7 +88,7 @@ export function drainTimeoutMs(gracePeriodSeconds: number): number {
 }
 
 /** The plan's values under their setting names: the one place where setting names meet plan fields. */
-export function drainSettingsOf(plan: PodDrainPlan): DrainDefaults {
+export function podDrainValuesOf(plan: PodDrainPlan): PodDrainValues {
   return {
     'check-interval': plan.checkIntervalMs,
     'check-delay': plan.checkDelayMs,
@@ -103,7 +103,7 @@ export function drainSettingsOf(plan: PodDrainPlan): DrainDefaults {
 }
 
 /** Resolves the plan and checks that its parts fit together; `sourceOf` names where each value came from. */
-export function makeDrainPlan(values: DrainDefaults, sourceOf: (name: keyof DrainDefaults) => string): PodDrainPlan {
+export function makeDrainPlan(values: PodDrainValues, sourceOf: (name: keyof PodDrainValues) => string): PodDrainPlan {
   const plan: PodDrainPlan = {
     checkIntervalMs: values['check-interval'],
     checkDelayMs: values['check-delay'],

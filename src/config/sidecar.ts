@@ -1,5 +1,5 @@
 /** Settings of sidecar mode: the drain server started by the injected container. */
-import { DRAIN_SETTINGS } from './drain.js';
+import { POD_DRAIN_SETTINGS } from './drain.js';
 import { envName, readSettings, type Setting } from './settings.js';
 import * as kinds from './values.js';
 
@@ -10,8 +10,8 @@ export const LOG_LEVEL_SETTING = {
 } satisfies Setting<string>;
 
 export const SIDECAR_SETTINGS = {
-  ...DRAIN_SETTINGS,
-  'serve-port': { ...DRAIN_SETTINGS['serve-port'], kind: kinds.listenPort } satisfies Setting<number>,
+  ...POD_DRAIN_SETTINGS,
+  'serve-port': { ...POD_DRAIN_SETTINGS['serve-port'], kind: kinds.listenPort } satisfies Setting<number>,
   'serve-address': {
     kind: kinds.listenAddress,
     default: '',

@@ -1,6 +1,6 @@
 /** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE, SELF_SIGNED_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
-import { DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type PodDrainPlan } from './drain.js';
+import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type PodDrainPlan } from './drain.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import { parseLabelSelector, type LabelSelector } from './label-selector.js';
 import { makeSidecarResources, RESOURCE_SETTINGS, type SidecarResources } from './resources.js';
@@ -21,7 +21,7 @@ export const INJECTION_SETTINGS = {
     default: parseLabelSelector(DEFAULT_POD_SELECTOR),
     help: "Which pods get the sidecar, in Kubernetes label-selector syntax (app=envoy; app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy; tier in (edge,gateway); !legacy). Every review is checked against it; keep the MutatingWebhookConfiguration's objectSelector the same.",
   } satisfies Setting<LabelSelector>,
-  ...DRAIN_SETTINGS,
+  ...POD_DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
   'protect-shutdown': {
     kind: kinds.boolean,

@@ -1,7 +1,7 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container, its state volume and the preStop hooks. */
 import { randomBytes } from 'node:crypto';
 import type { V1Container, V1LifecycleHandler, V1Volume } from '@kubernetes/client-node';
-import { drainSettingsOf, type PodDrainPlan } from '../config/drain.js';
+import { podDrainValuesOf, type PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { resourceRequirements, type SidecarResources } from '../config/resources.js';
 import { toFlags } from '../config/settings.js';
@@ -59,7 +59,7 @@ function sidecarHook(path: string, plan: PodDrainPlan, token: string | undefined
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
 export function sidecarArgs(plan: PodDrainPlan): string[] {
-  const { 'termination-grace-period': _boundByDrainTimeout, listeners, ...settings } = drainSettingsOf(plan);
+  const { 'termination-grace-period': _boundByDrainTimeout, listeners, ...settings } = podDrainValuesOf(plan);
   return [
     'mode=sidecar',
     ...toFlags(SIDECAR_SETTINGS, {

@@ -22,7 +22,7 @@ export interface EnvoyDrainTarget {
   countOpenConnections(signal: AbortSignal): Promise<ConnectionCount>;
 }
 
-export interface DrainSettings {
+export interface DrainLoopSettings {
   /** Envoy keeps serving untouched this long after the drain starts (load balancers deregister first). */
   readonly drainDelayMs: number;
   readonly checkDelayMs: number;
@@ -138,7 +138,7 @@ export class Drain {
 
   constructor(
     private readonly envoy: EnvoyDrainTarget,
-    private readonly settings: DrainSettings,
+    private readonly settings: DrainLoopSettings,
     private readonly log: SidecarLog,
     private readonly clock: Clock = systemClock,
     beforeStep: BeforeStep = async () => undefined,

@@ -12,7 +12,7 @@
  */
 import type { EnvoyProcessInfo } from '../envoy/admin-client.js';
 import type { Clock } from '../clock.js';
-import { Drain, type DrainOutcome, type DrainSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
+import { Drain, type DrainOutcome, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal } from './journal.js';
 import type { SidecarLog } from './log.js';
 import { decideRecovery, type RecoveryAction, type RecoveryDecision } from './recovery.js';
@@ -25,7 +25,7 @@ export interface SupervisedEnvoy extends EnvoyDrainTarget {
 }
 
 export interface SupervisorOptions {
-  readonly drain: DrainSettings;
+  readonly drain: DrainLoopSettings;
   /** Bring back an Envoy found left draining at start (--recover-envoy). */
   readonly recoverEnvoy: boolean;
   /** How often to look for a new Envoy process once a drain has ended. */

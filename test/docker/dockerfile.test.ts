@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { access, readFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { describe, it } from 'node:test';
-import { DRAIN_SETTINGS } from '../../src/config/drain.js';
+import { POD_DRAIN_SETTINGS } from '../../src/config/drain.js';
 import { WEBHOOK_SETTINGS } from '../../src/config/webhook.js';
 import { MANIFESTS_DIR, findOne, getObject, resolveKustomization } from '../support/manifests.js';
 import { REPO_ROOT } from '../support/process.js';
@@ -129,7 +129,7 @@ describe('Dockerfile', () => {
     assert.ok(all(final, 'ENV').some((env) => /^NODE_ENV(=|\s+)production$/.test(env.args)));
     const exposed = all(final, 'EXPOSE').flatMap((expose) => expose.args.split(/\s+/)).map((port) => port.replace(/\/tcp$/, ''));
     assert.ok(exposed.includes(String(WEBHOOK_SETTINGS.port.default)));
-    assert.ok(exposed.includes(String(DRAIN_SETTINGS['serve-port'].default)));
+    assert.ok(exposed.includes(String(POD_DRAIN_SETTINGS['serve-port'].default)));
   });
 
   it('never downloads with ADD', () => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
-import { DRAIN_SETTINGS } from '../../src/config/drain.js';
+import { POD_DRAIN_SETTINGS } from '../../src/config/drain.js';
 import { cleanEnvironment } from '../support/process.js';
 import { sampleOf } from '../support/prometheus.js';
 import { freePorts } from '../support/ports.js';
@@ -45,7 +45,7 @@ test('the README block is four commands whose ports agree with each other and wi
   const script = words(packageScripts()['envoy-emulator'] ?? '');
   assert.equal(flagValue(words(sidecar ?? ''), 'admin-port'), flagValue(script, 'admin-port'), "the sidecar's --admin-port is the emulator's");
   assert.equal(client, clientCommand(Number(flagValue(script, 'tcp-port'))), "the client connects to the emulator's TCP proxy listener");
-  assert.equal(shutdown, `curl localhost:${DRAIN_SETTINGS['serve-port'].default}/shutdown`, "curl calls the sidecar's default serve port");
+  assert.equal(shutdown, `curl localhost:${POD_DRAIN_SETTINGS['serve-port'].default}/shutdown`, "curl calls the sidecar's default serve port");
   // The prose names the ports too.
   for (const name of ['admin-port', 'http-port', 'tcp-port']) {
     assert.ok(readmeSection(HEADING).includes(` ${flagValue(script, name)}`), `the README names the emulator's ${name}`);

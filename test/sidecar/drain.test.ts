@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import type { Clock } from '../../src/clock.js';
-import { describeOutcome, Drain, type DrainSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { describeOutcome, Drain, type DrainLoopSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { VirtualClock } from '../support/virtual-clock.js';
 
@@ -54,7 +54,7 @@ class FakeEnvoy implements EnvoyDrainTarget {
 }
 
 
-const SETTINGS: DrainSettings = {
+const SETTINGS: DrainLoopSettings = {
   drainDelayMs: 0,
   checkDelayMs: 0,
   checkIntervalMs: 10,
@@ -65,14 +65,14 @@ const SETTINGS: DrainSettings = {
 
 const refused = (): AdminRefusedError => new AdminRefusedError('GET /stats', 'connection refused');
 
-function makeDrain(envoy: FakeEnvoy, settings: Partial<DrainSettings> = {}, clock?: Clock) {
+function makeDrain(envoy: FakeEnvoy, settings: Partial<DrainLoopSettings> = {}, clock?: Clock) {
   const log = new MemoryLog();
   const drain = new Drain(envoy, { ...SETTINGS, ...settings }, log, clock);
   return { drain, log };
 }
 
 /** A drain on virtual time, for exact timing assertions. */
-function makeTimedDrain(countAnswers: Answer[], settings: Partial<DrainSettings>) {
+function makeTimedDrain(countAnswers: Answer[], settings: Partial<DrainLoopSettings>) {
   const clock = new VirtualClock();
   const envoy = new FakeEnvoy(countAnswers, () => clock.now());
   return { clock, envoy, ...makeDrain(envoy, settings, clock) };

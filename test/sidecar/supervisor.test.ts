@@ -12,7 +12,7 @@ import { describe, test } from 'node:test';
 import { AdminRefusedError, type EnvoyProcessInfo, type EnvoyServerState } from '../../src/envoy/admin-client.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { systemClock } from '../../src/clock.js';
-import type { DrainSettings } from '../../src/sidecar/drain.js';
+import type { DrainLoopSettings } from '../../src/sidecar/drain.js';
 import { openJournal, type DrainJournal } from '../../src/sidecar/journal.js';
 import { decideRecovery, SAME_PROCESS_TOLERANCE_MS } from '../../src/sidecar/recovery.js';
 import { DrainSupervisor, type SupervisedEnvoy } from '../../src/sidecar/supervisor.js';
@@ -86,7 +86,7 @@ class ModelEnvoy implements SupervisedEnvoy {
   }
 }
 
-const DRAIN: DrainSettings = { drainDelayMs: 0, checkDelayMs: 0, checkIntervalMs: 10, minOpenConnections: 0, drainTimeoutMs: 2_000, refusalsBeforeExited: 3 };
+const DRAIN: DrainLoopSettings = { drainDelayMs: 0, checkDelayMs: 0, checkIntervalMs: 10, minOpenConnections: 0, drainTimeoutMs: 2_000, refusalsBeforeExited: 3 };
 
 function supervise(envoy: ModelEnvoy, options: { recoverEnvoy?: boolean; journal?: DrainJournal; watchIntervalMs?: number } = {}) {
   const log = new MemoryLog();
