@@ -81,11 +81,60 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
  * starvation. A false restart is harmless anyway: the sidecar's own hook only joins a drain (GET /wait),
  * and the state volume tells the new process what the old one did.
  */
-export function buildSidecarContainer(
-  plan: PodDrainPlan,
-  config: InjectionConfig,
-  options: { readonly native: boolean; readonly token: string | undefined },
-): V1Container {
+export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
+  const { token } = options;
+  const template = cachedTemplate(plan, config, options);
+  if (token === undefined) return template;
+  // Spread over the template, the per-pod members keep their places: the container reads as it always has.
+  return {
+    ...template,
+    env: [{ name: SHUTDOWN_TOKEN_ENV, value: token }],
+    ...(template.lifecycle === undefined ? {} : { lifecycle: { preStop: waitHook(plan, token) } }),
+  };
+}
+
+export interface SidecarOptions {
+  readonly native: boolean;
+  readonly token: string | undefined;
+}
+
+/**
+ * Built sidecar containers, without their token, by webhook configuration and then by everything else they
+ * depend on. Building one (its args above all) was a tenth of a review's CPU, and a cluster's pods share a
+ * handful of plans. Bounded: a flood of distinct plans (every grace period from 1 to 3600) only rebuilds.
+ */
+const templates = new WeakMap<InjectionConfig, Map<string, V1Container>>();
+const TEMPLATES_PER_CONFIG = 256;
+
+/**
+ * The container for this plan with the token's members as placeholders, deeply frozen: it is shared by every
+ * pod injected with the same plan, so a write to it anywhere would throw rather than leak into other pods.
+ */
+function cachedTemplate(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
+  let byKey = templates.get(config);
+  if (byKey === undefined) templates.set(config, (byKey = new Map()));
+  // Every input but the token's value is in the key, options that are added later included.
+  const { token, ...rest } = options;
+  const key = JSON.stringify([plan, rest, token !== undefined]);
+  let template = byKey.get(key);
+  if (template === undefined) {
+    if (byKey.size >= TEMPLATES_PER_CONFIG) byKey.clear();
+    template = deepFreeze(buildTemplate(plan, config, { ...options, token: token === undefined ? undefined : '' }));
+    byKey.set(key, template);
+  }
+  return template;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** The container as documented on buildSidecarContainer; with a token, `options.token` is the placeholder. */
+function buildTemplate(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: config.sidecarImage,

@@ -5,7 +5,6 @@ import { createLogger } from '../logging.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { describeSettings, parseOrShowHelp } from '../config/settings.js';
 import { parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../config/webhook.js';
-import { ensureDevCertificates } from '../certs/files.js';
 import type { SelfManagedCertificates } from '../certs/self-managed.js';
 import { startWebhookServer } from './server.js';
 import type { TlsMaterial } from './tls.js';
@@ -31,6 +30,9 @@ export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.
   const logger = createLogger(config.logLevel, 'webhook');
 
   if (config.devCerts) {
+    // Imported on demand, as the Kubernetes client below: certificate generation (@peculiar/x509) costs
+    // several MiB of memory that a webhook serving mounted certificates never uses.
+    const { ensureDevCertificates } = await import('../certs/files.js');
     const { generated, caFile } = await ensureDevCertificates(config.tlsCertFile, config.tlsKeyFile);
     if (generated) logger.info({ certFile: config.tlsCertFile, caFile }, 'generated development certificates');
   }
