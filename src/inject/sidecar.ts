@@ -1,5 +1,4 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container, its state volume and the preStop hooks. */
-import { randomBytes } from 'node:crypto';
 import type { V1Container, V1LifecycleHandler, V1Volume } from '@kubernetes/client-node';
 import { drainSettingsOf, type PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
@@ -22,6 +21,9 @@ export function stateVolume(): V1Volume {
 
 /** The image's non-root user (the conventional "nonroot" 65532, as the Dockerfile sets); the container must not need root. */
 export const SIDECAR_USER_ID = 65532;
+
+/** Not imported: an ESM import of node:crypto reads all its exports and so loads WebCrypto too (see src/envoy/admin-client.ts). */
+const { randomBytes } = process.getBuiltinModule('node:crypto');
 
 const TOKEN_BYTES = 24;
 /** Random bytes are drawn in batches: one call to the system's generator per 128 pods, not per pod. */

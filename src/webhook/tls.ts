@@ -6,8 +6,11 @@
  */
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
-import { createSecureContext, type SecureContextOptions } from 'node:tls';
+import type { SecureContextOptions } from 'node:tls';
 import type { Logger } from 'pino';
+
+/** Not imported: an ESM import of node:tls reads all its exports, 1 MiB of memory on Node 20 (see src/envoy/admin-client.ts). */
+const { createSecureContext } = process.getBuiltinModule('node:tls');
 
 export interface TlsMaterial {
   readonly cert: Buffer;
