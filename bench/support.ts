@@ -36,6 +36,12 @@ export function residentMib(pid: number): { rss: number; peak: number } {
   return { rss: field('VmRSS'), peak: field('VmHWM') };
 }
 
+/** CPU time a process has used so far (user + system), in µs; /proc counts it in clock ticks (10 ms). */
+export function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
 /** The 1-minute load average: how busy the (shared) machine was while a figure was taken. */
 export function loadAverage(): string {
   return (loadavg()[0] ?? NaN).toFixed(2);

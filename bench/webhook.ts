@@ -20,7 +20,7 @@ import { parseWebhookConfig } from '../src/config/webhook.js';
 import { injectPod } from '../src/inject/injector.js';
 import { podPatch } from '../src/inject/patch.js';
 import { newConnectionLoad } from './new-connections.js';
-import { freePort, loadAverage, median, mib, percent, percentile, residentMib, waitUntil, type Figure } from './support.js';
+import { cpuMicros, freePort, loadAverage, median, mib, percent, percentile, residentMib, waitUntil, type Figure } from './support.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FIXTURE = join(ROOT, 'test/fixtures/admission/deployment-envoy-pod.json');
@@ -84,9 +84,35 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
     // JIT warm-up: the webhook's review code is optimized only after some thousands of reviews.
     for (const target of keepAlive) await keepAliveLoad(target, body, 10, profile.warmupSeconds);
 
+    // Server CPU per review, next to each rate: the client shares the two cores, and when it is the bottleneck
+    // (new connections: a TLS client works harder than the server) the rates hide what the server spends.
+    const cpu = new Map<string, number[]>();
+    const withCpu =
+      (key: string, run: (target: Target) => Promise<{ rate: number; completed: number }>) =>
+      async (target: Target): Promise<number> => {
+        const before = cpuMicros(pid(target));
+        const { rate, completed } = await run(target);
+        const samples = cpu.get(`${key} ${target.name}`) ?? [];
+        samples.push((cpuMicros(pid(target)) - before) / completed);
+        cpu.set(`${key} ${target.name}`, samples);
+        return rate;
+      };
+    const cpuFigure = (key: string, name: string): Figure => {
+      const webhookUs = median(cpu.get(`${key} webhook`) ?? []);
+      const floorUs = median(cpu.get(`${key} floor`) ?? []);
+      return {
+        name: `server CPU per review, ${name}`,
+        value: `webhook ${webhookUs.toFixed(0)} µs vs floor ${floorUs.toFixed(0)} µs (floor / webhook ${percent(floorUs / webhookUs)})`,
+        target: '',
+        pass: undefined,
+      };
+    };
+
     for (const connections of [10, 50]) {
-      const rounds = await alternate(profile.rounds, connections === 10 ? keepAlive : [floor, webhook], (target) =>
-        keepAliveLoad(target, body, connections, profile.seconds),
+      const rounds = await alternate(
+        profile.rounds,
+        connections === 10 ? keepAlive : [floor, webhook],
+        withCpu(`c=${connections}`, (target) => keepAliveLoad(target, body, connections, profile.seconds)),
       );
       const share = ratio(rounds, 'webhook', 'floor');
       console.log(`  keep-alive c=${connections}: ${describeRates(rounds, 'req/s')}`);
@@ -96,6 +122,7 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
         target: '≥ 68 % of floor',
         pass: share >= 0.68,
       });
+      figures.push(cpuFigure(`c=${connections}`, `keep-alive c=${connections}`));
       if (connections === 10 && fastify !== undefined) {
         figures.push({
           name: 'Fastify answering a fixed body, c=10',
@@ -118,7 +145,14 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
     });
 
     for (const target of [floor, webhook]) await newConnectionLoad(target.port, body, 10, 1);
-    const fresh = await alternate(profile.rounds, [floor, webhook], async (target) => (await newConnectionLoad(target.port, body, 10, profile.newConnectionSeconds)).perSecond);
+    const fresh = await alternate(
+      profile.rounds,
+      [floor, webhook],
+      withCpu('new', async (target) => {
+        const { perSecond, completed } = await newConnectionLoad(target.port, body, 10, profile.newConnectionSeconds);
+        return { rate: perSecond, completed };
+      }),
+    );
     const freshShare = ratio(fresh, 'webhook', 'floor');
     console.log(`  new TLS connection per review c=10: ${describeRates(fresh, '/s')}`);
     figures.push({
@@ -127,6 +161,7 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
       target: '≥ 80 % of floor',
       pass: freshShare >= 0.8,
     });
+    figures.push(cpuFigure('new', 'new TLS connection per review'));
 
     figures.push({
       name: 'webhook RSS idle (after start and one review)',
@@ -204,7 +239,7 @@ async function post(url: string, ca: string, body: string, path = '/mutate', met
   }
 }
 
-async function keepAliveLoad(target: Target, body: string, connections: number, seconds: number): Promise<number> {
+async function keepAliveLoad(target: Target, body: string, connections: number, seconds: number): Promise<{ rate: number; completed: number }> {
   const result = await autocannon({
     url: `${target.url}/mutate`,
     method: 'POST',
@@ -214,7 +249,7 @@ async function keepAliveLoad(target: Target, body: string, connections: number, 
     duration: seconds,
   });
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return result.requests.average;
+  return { rate: result.requests.average, completed: result.requests.total };
 }
 
 /** p99 of `count` sequential requests on one keep-alive connection, in µs (after 100 unmeasured ones). */
