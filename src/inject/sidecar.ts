@@ -155,8 +155,8 @@ function buildTemplate(plan: PodDrainPlan, config: InjectionConfig, options: Sid
     lifecycle: { preStop: waitHook(plan, options.token) },
     resources: {
       // Requests near what it uses (46 MiB resident on Node 20, 55 MiB on Node 24, idle or draining 1,000
-      // connections: npm run bench),
-      // so the scheduler counts it; the limit leaves room for a burst of connections to count.
+      // connections: npm run bench), so the scheduler counts it; the limit leaves room for a burst of
+      // connections to count.
       requests: { cpu: '10m', memory: '64Mi' },
       limits: { cpu: '200m', memory: '128Mi' },
     },
