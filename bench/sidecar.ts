@@ -1,42 +1,41 @@
 /**
  * Sidecar figures (see /work/shared/reference/benchmarks.md): resident memory idle and while 1,000
- * connections drain, start → ready time, and drain overshoot at check-interval 100 ms. Each is printed
- * next to a floor measured in the same run: a bare node:http server started the same way.
+ * connections drain, start → ready time, and drain overshoot at check-interval 100 ms. Memory and start are
+ * taken next to a floor measured in the same run, in alternating rounds: a bare node:http server started the
+ * same way. The sidecar is started as the injector writes it into a pod: its args (sidecarArgs), a state
+ * directory and a shutdown token, only its address and ports moved to free ones.
  *
  * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/sidecar.ts`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
+import { parseWebhookConfig } from '../src/config/webhook.js';
+import { sidecarArgs } from '../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
 import { EnvoyEmulator } from '../test/support/envoy-emulator.js';
 import { BUILT_MAIN } from '../test/support/process.js';
-import { spawnSidecar, type SidecarProcess } from '../test/support/sidecar-process.js';
-import { freePort } from '../test/support/ports.js';
+import { spawnSidecar } from '../test/support/sidecar-process.js';
+import { freePort, loadAverage, median, mib, residentMib, summarize, type Figure } from './support.js';
 
-const STARTS = 7;
-const DRAINS = 9;
+export interface SidecarBenchProfile {
+  /** Starts of each (floor, sidecar), alternating. */
+  readonly starts: number;
+  /** Drains with 20 connections, closed at different phases of the poll cycle. */
+  readonly drains: number;
+}
+
 const CHECK_INTERVAL_MS = 100;
 const HELD_CONNECTIONS = 1_000;
 const FLOOR_SERVER = `require('node:http').createServer((q, r) => r.end('ok\\n')).listen(0, '127.0.0.1', function () { console.log(JSON.stringify({ port: this.address().port })); });`;
+/** As the injector flags them, less those the bench moves: where to listen, Envoy's admin port, the state directory. */
+const MOVED_FLAGS = ['--serve-address=', '--serve-port=', '--admin-port=', '--state-dir='];
 
-const mib = (kib: number): string => `${(kib / 1024).toFixed(1)} MiB`;
-
-function residentKib(pid: number): { rss: number; peak: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const field = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rss: field('VmRSS'), peak: field('VmHWM') };
-}
-
-function summary(values: readonly number[], unit = 'ms'): string {
-  const sorted = [...values].sort((a, b) => a - b);
-  const median = sorted[Math.floor(sorted.length / 2)] ?? NaN;
-  return `min ${sorted[0]?.toFixed(1)} / median ${median.toFixed(1)} / max ${sorted.at(-1)?.toFixed(1)} ${unit} (n=${sorted.length})`;
-}
-
-/** Polls GET /healthz until 200, bounded; returns when it first answered. */
+/** Polls `path` until 200, bounded, as the kubelet's probe would; returns when it first answered. */
 async function firstHealthy(port: () => number | undefined, path: string, timeoutMs = 10_000): Promise<number> {
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
@@ -60,97 +59,132 @@ async function stop(child: ChildProcess): Promise<void> {
   await Promise.race([exited, sleep(3_000).then(() => child.kill('SIGKILL'))]);
 }
 
-/**
- * Spawn → first 200. The sidecar listens on a fixed port here (a free one chosen just before), so that
- * readiness is measured by polling, as the kubelet does, not by reading its log.
- */
-async function timeToReady(command: 'sidecar' | 'floor', adminPort: number): Promise<{ ms: number; child: ChildProcess; port: number }> {
-  const started = performance.now();
+/** Spawn → first 200 on /healthz (the sidecar) or / (the floor). */
+async function timeToReady(command: 'sidecar' | 'floor', adminPort: number, stateDir: string): Promise<{ ms: number; child: ChildProcess }> {
   let port: number | undefined;
   let child: ChildProcess;
+  let started: number;
   if (command === 'sidecar') {
-    port = await freePort();
-    child = spawn(process.execPath, [BUILT_MAIN, 'mode=sidecar', '--serve-address=127.0.0.1', `--serve-port=${port}`, `--admin-port=${adminPort}`], {
+    const servePort = await freePort();
+    const plan = parseWebhookConfig([], {}).injection.defaults;
+    const args = [
+      ...sidecarArgs(plan).filter((arg) => !MOVED_FLAGS.some((flag) => arg.startsWith(flag))),
+      '--serve-address=127.0.0.1',
+      `--serve-port=${servePort}`,
+      `--admin-port=${adminPort}`,
+      `--state-dir=${stateDir}`,
+    ];
+    started = performance.now();
+    child = spawn(process.execPath, [BUILT_MAIN, ...args], {
       stdio: 'ignore',
+      env: { PATH: process.env.PATH, SHUTDOWN_MANAGER_SHUTDOWN_TOKEN: 'bench-token-0123456789abcdef01234567' },
     });
+    port = servePort;
   } else {
-    child = spawn(process.execPath, ['-e', FLOOR_SERVER], { stdio: ['ignore', 'pipe', 'ignore'] });
+    started = performance.now();
+    child = spawn(process.execPath, ['-e', FLOOR_SERVER], { stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env.PATH } });
     child.stdout?.once('data', (chunk: Buffer) => (port = (JSON.parse(chunk.toString()) as { port: number }).port));
   }
   const readyAt = await firstHealthy(() => port, command === 'sidecar' ? '/healthz' : '/');
-  return { ms: readyAt - started, child, port: port as number };
+  return { ms: readyAt - started, child };
 }
 
-async function measureStartAndIdle(emulator: EnvoyEmulator): Promise<void> {
+async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenchProfile): Promise<Figure[]> {
   const times: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const idle: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
-  for (let run = 0; run < STARTS; run += 1) {
-    for (const command of ['floor', 'sidecar'] as const) {
-      const { ms, child } = await timeToReady(command, emulator.ports.admin);
-      times[command].push(ms);
-      if (run < 3) {
-        await sleep(500); // let start-up garbage settle, as a pod sits idle
-        idle[command].push(residentKib(child.pid as number).rss);
+  const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-state-'));
+  try {
+    for (let run = 0; run < profile.starts; run += 1) {
+      for (const command of ['floor', 'sidecar'] as const) {
+        const { ms, child } = await timeToReady(command, emulator.ports.admin, stateDir);
+        times[command].push(ms);
+        if (run < 3) {
+          await sleep(500); // let start-up garbage settle, as a pod sits idle
+          idle[command].push(residentMib(child.pid as number).rss);
+        }
+        await stop(child);
       }
-      await stop(child);
     }
+  } finally {
+    await rm(stateDir, { recursive: true, force: true });
   }
-  console.log(`  start → ready   sidecar ${summary(times.sidecar)}`);
-  console.log(`                  floor   ${summary(times.floor)}   (bare node:http server, same machine, same run)`);
-  const idleSidecar = Math.max(...idle.sidecar);
-  const idleFloor = Math.max(...idle.floor);
-  console.log(`  RSS idle        sidecar ${mib(idleSidecar)}, floor ${mib(idleFloor)} (sidecar / floor = ${(idleSidecar / idleFloor).toFixed(2)})`);
+  const start = { sidecar: median(times.sidecar), floor: median(times.floor) };
+  const rss = { sidecar: median(idle.sidecar), floor: median(idle.floor) };
+  console.log(`  start → ready (ms): sidecar ${times.sidecar.map(Math.round).join('/')}; floor ${times.floor.map(Math.round).join('/')}`);
+  console.log(`  RSS idle (MiB): sidecar ${idle.sidecar.map((v) => v.toFixed(1)).join('/')}; floor ${idle.floor.map((v) => v.toFixed(1)).join('/')}`);
+  return [
+    {
+      name: 'sidecar RSS idle',
+      value: `${mib(rss.sidecar)} vs floor ${mib(rss.floor)} (${(rss.sidecar / rss.floor).toFixed(3)} ×)`,
+      target: '≤ 1.08 × floor',
+      pass: rss.sidecar <= 1.08 * rss.floor,
+    },
+    {
+      name: 'sidecar start → ready (median)',
+      value: `${start.sidecar.toFixed(0)} ms vs floor ${start.floor.toFixed(0)} ms (${(start.sidecar / start.floor).toFixed(2)} ×)`,
+      target: '≤ 1.3 × floor',
+      pass: start.sidecar <= 1.3 * start.floor,
+    },
+  ];
 }
 
 /** One drain: hold `connections`, call /shutdown, close them all after `closeAfterMs`; returns overshoot and RSS. */
-async function drainOnce(
-  emulator: EnvoyEmulator,
-  connections: number,
-  closeAfterMs: number,
-): Promise<{ overshootMs: number; rssDuringKib: number; peakKib: number; sidecar: SidecarProcess }> {
+async function drainOnce(emulator: EnvoyEmulator, connections: number, closeAfterMs: number): Promise<{ overshootMs: number; rssDuring: number; peak: number }> {
   const sidecar = await spawnSidecar([`--admin-port=${emulator.ports.admin}`, `--check-interval=${CHECK_INTERVAL_MS}ms`, '--check-delay=0', '--drain-timeout=60s']);
   const held = await openTcpConnections(emulator.ports.tcp, connections);
   try {
     const shutdown = httpRequest(sidecar.url('/shutdown'), { timeoutMs: 60_000 });
     await sidecar.waitForLog((line) => line['event'] === 'poll' && line['open_connections'] === connections, 10_000);
     await sleep(closeAfterMs);
-    const during = residentKib(sidecar.child.pid as number);
+    const during = residentMib(sidecar.child.pid as number);
     await closeAll(held);
     const lastClosedAt = performance.now();
     const response = await shutdown;
     const overshootMs = performance.now() - lastClosedAt;
     if (response.status !== 200) throw new Error(`/shutdown answered ${response.status}: ${response.body}`);
-    return { overshootMs, rssDuringKib: during.rss, peakKib: residentKib(sidecar.child.pid as number).peak, sidecar };
+    return { overshootMs, rssDuring: during.rss, peak: residentMib(sidecar.child.pid as number).peak };
   } finally {
     await closeAll(held);
     await stop(sidecar.child);
   }
 }
 
-async function measureDrains(emulator: EnvoyEmulator): Promise<void> {
+async function measureDrains(emulator: EnvoyEmulator, profile: SidecarBenchProfile): Promise<Figure[]> {
   const big = await drainOnce(emulator, HELD_CONNECTIONS, 3 * CHECK_INTERVAL_MS);
-  console.log(`  RSS draining ${HELD_CONNECTIONS} connections: ${mib(big.rssDuringKib)} (peak VmHWM ${mib(big.peakKib)}); overshoot ${big.overshootMs.toFixed(1)} ms`);
   const overshoots: number[] = [];
-  for (let drain = 0; drain < DRAINS; drain += 1) {
+  for (let drain = 0; drain < profile.drains; drain += 1) {
     // Close at different phases of the poll cycle: the overshoot spreads over one check interval.
-    const phase = (drain * CHECK_INTERVAL_MS) / DRAINS;
+    const phase = (drain * CHECK_INTERVAL_MS) / profile.drains;
     overshoots.push((await drainOnce(emulator, 20, CHECK_INTERVAL_MS + phase)).overshootMs);
   }
-  console.log(`  overshoot (last connection closed → /shutdown returned), check-interval ${CHECK_INTERVAL_MS} ms:`);
-  console.log(`                  ${summary(overshoots)}; target ≤ ${CHECK_INTERVAL_MS + 20} ms`);
+  const { min, median: middle, max } = summarize(overshoots);
+  return [
+    {
+      name: `sidecar RSS draining ${HELD_CONNECTIONS} connections`,
+      value: `${mib(big.rssDuring)} (peak ${mib(big.peak)}); overshoot ${big.overshootMs.toFixed(0)} ms`,
+      target: '',
+      pass: undefined,
+    },
+    {
+      name: `drain overshoot, check-interval ${CHECK_INTERVAL_MS} ms (n=${overshoots.length})`,
+      value: `min ${min.toFixed(0)} / median ${middle.toFixed(0)} / max ${max.toFixed(0)} ms`,
+      target: `max ≤ ${CHECK_INTERVAL_MS + 20} ms`,
+      pass: max <= CHECK_INTERVAL_MS + 20,
+    },
+  ];
 }
 
-export async function runSidecarBench(): Promise<void> {
-  console.log('Sidecar (mode=sidecar) — targets: RSS < 60 MiB, ready < 300 ms, overshoot ≤ check-interval + 20 ms');
+export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Figure[]> {
+  console.log(`Sidecar: ${profile.starts} alternating starts with a bare node:http floor, ${profile.drains + 1} drains; load average ${loadAverage()}`);
   const emulator = await EnvoyEmulator.start();
   try {
-    await measureStartAndIdle(emulator);
-    await measureDrains(emulator);
+    return [...(await measureStartAndIdle(emulator, profile)), ...(await measureDrains(emulator, profile))];
   } finally {
     await emulator.close();
   }
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  await runSidecarBench();
+  const { printTable } = await import('./support.js');
+  printTable(await runSidecarBench({ starts: 7, drains: 9 }));
 }

@@ -1,5 +1,7 @@
-/** Small helpers shared by the bench scripts: free ports, waiting for a server, percentiles. */
+/** Helpers shared by the bench scripts: ports, waiting, statistics, /proc readings and the results table. */
 export { freePort } from '../test/support/ports.js';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Calls `probe` until it resolves true, at most `limitMs`. */
@@ -22,3 +24,46 @@ export function summarize(values: readonly number[]): { min: number; median: num
   const sorted = [...values].sort((a, b) => a - b);
   return { min: sorted[0] ?? NaN, median: percentile(sorted, 50), max: sorted[sorted.length - 1] ?? NaN };
 }
+
+export function median(values: readonly number[]): number {
+  return summarize(values).median;
+}
+
+/** Resident and peak resident memory of a process, in MiB, from /proc (what the kubelet's cgroup sees, near enough). */
+export function residentMib(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) / 1024;
+  return { rss: field('VmRSS'), peak: field('VmHWM') };
+}
+
+/** CPU time a process has used so far (user + system), in µs; /proc counts it in clock ticks (10 ms). */
+export function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/** The 1-minute load average: how busy the (shared) machine was while a figure was taken. */
+export function loadAverage(): string {
+  return (loadavg()[0] ?? NaN).toFixed(2);
+}
+
+/** One line of the results table. `pass` is undefined for figures shown for information, without a target. */
+export interface Figure {
+  readonly name: string;
+  readonly value: string;
+  readonly target: string;
+  readonly pass: boolean | undefined;
+}
+
+export function printTable(figures: readonly Figure[]): void {
+  const headers = ['figure', 'measured', 'target', 'result'];
+  const rows = figures.map((f) => [f.name, f.value, f.target, f.pass === undefined ? 'info' : f.pass ? 'PASS' : 'FAIL']);
+  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => (row[column] as string).length)));
+  const line = (cells: readonly string[]): string => `| ${cells.map((cell, column) => cell.padEnd(widths[column] as number)).join(' | ')} |`;
+  console.log(line(headers));
+  console.log(`|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(row));
+}
+
+export const percent = (ratio: number): string => `${(ratio * 100).toFixed(1)} %`;
+export const mib = (value: number): string => `${value.toFixed(1)} MiB`;

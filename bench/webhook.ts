@@ -1,39 +1,55 @@
 /**
- * Webhook figures, as shared/reference/benchmarks.md asks: throughput over keep-alive TLS next to a bare
- * node:https floor (same run, same key, same fixture), sequential latency in microseconds, and the pure
- * injector's cost as pods grow. Servers run in their own processes so the load generator does not share
- * their event loop. BENCH_SECONDS shortens or lengthens the measured window (default 5).
+ * Webhook figures, as /work/shared/reference/benchmarks.md asks: each one next to a floor measured in the
+ * same run, in alternating rounds (the machine's other load drifts, and both sides should share it), median
+ * of the rounds. The floor is a bare node:https server (same key, same TLS settings, same fixture) that parses
+ * the body and answers the webhook's own answer. Servers run in their own processes, started as the image
+ * starts them, so that the load generator does not share their event loop.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Client } from 'undici';
+import { parseAllDocuments } from 'yaml';
 import { generateCertificates } from '../src/certs/generate.js';
 import { parseWebhookConfig } from '../src/config/webhook.js';
 import { injectPod } from '../src/inject/injector.js';
 import { podPatch } from '../src/inject/patch.js';
-import { freePort, percentile, summarize, waitUntil } from './support.js';
+import { newConnectionLoad } from './new-connections.js';
+import { cpuMicros, freePort, loadAverage, median, mib, percent, percentile, residentMib, waitUntil, type Figure } from './support.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FIXTURE = join(ROOT, 'test/fixtures/admission/deployment-envoy-pod.json');
-const MEASURE_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const WARMUP_SECONDS = 3;
-const ROUNDS = 3;
-const SEQUENTIAL_REQUESTS = 3000;
+const DEPLOYMENT = join(ROOT, 'manifests/base/deployment.yaml');
+
+export interface WebhookBenchProfile {
+  readonly rounds: number;
+  /** Keep-alive throughput, per target and round. */
+  readonly seconds: number;
+  /** New-connection throughput, per target and round. */
+  readonly newConnectionSeconds: number;
+  readonly warmupSeconds: number;
+  /** Sequential requests per target and round. */
+  readonly sequentialRequests: number;
+  /** Also measure Fastify answering a fixed body (for information: the framework's share). */
+  readonly fastify: boolean;
+}
 
 interface Target {
   readonly name: string;
+  readonly port: number;
   readonly url: string;
   readonly process: ChildProcess;
 }
 
-export async function runWebhookBench(): Promise<void> {
+export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Figure[]> {
   const directory = await mkdtemp(join(tmpdir(), 'esm-bench-'));
   const targets: Target[] = [];
+  const figures: Figure[] = [];
   try {
     const bundle = await generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
     const certFile = join(directory, 'tls.crt');
@@ -41,47 +57,162 @@ export async function runWebhookBench(): Promise<void> {
     await writeFile(certFile, bundle.certPem);
     await writeFile(keyFile, bundle.keyPem);
     const body = await readFile(FIXTURE, 'utf8');
+    const ca = bundle.caCertPem;
 
-    const webhook = await startTarget('webhook', [join(ROOT, 'dist/main.js'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`], '--port=', bundle.caCertPem);
+    const webhook = await startTarget('webhook', [join(ROOT, 'dist/main.js'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`], '--port=', ca);
     targets.push(webhook);
-    const realResponse = await post(webhook.url, bundle.caCertPem, body);
+    const realResponse = await post(webhook.url, ca, body);
     const responseFile = join(directory, 'response.json');
     await writeFile(responseFile, realResponse);
-    const floor = await startTarget('floor', ['--import', 'tsx', join(ROOT, 'bench/floor-server.ts')], '', bundle.caCertPem, [certFile, keyFile, responseFile]);
+    const floor = await startTarget('floor', [join(ROOT, 'bench/floor-server.mjs')], '', ca, [certFile, keyFile, responseFile]);
     targets.push(floor);
-    const fastify = await startTarget('fastify', ['--import', 'tsx', join(ROOT, 'bench/fastify-floor.ts')], '', bundle.caCertPem, [certFile, keyFile, responseFile]);
-    targets.push(fastify);
-    const measured = [floor, fastify, webhook];
+    await post(floor.url, ca, body);
+    const fastify = profile.fastify
+      ? await startTarget('fastify', [join(ROOT, 'bench/fastify-floor.mjs')], '', ca, [certFile, keyFile, responseFile])
+      : undefined;
+    if (fastify !== undefined) targets.push(fastify);
+
+    // Idle: started, one review answered, a second to settle; before any load.
+    await sleep(1000);
+    const idle = { webhook: residentMib(pid(webhook)).rss, floor: residentMib(pid(floor)).rss };
 
     console.log(
-      `\n== Webhook (AdmissionReview ${body.length} B in, ${realResponse.length} B out; 10 keep-alive TLS connections, ` +
-        `${ROUNDS} alternating rounds of ${MEASURE_SECONDS}s after ${WARMUP_SECONDS}s warm-up, median)`,
+      `Webhook: AdmissionReview ${body.length} B in, ${realResponse.length} B out; ${profile.rounds} alternating rounds, median; ` +
+        `load average ${loadAverage()}`,
     );
-    // Alternating rounds, median of each: the machine's other load drifts, and both sides should share it.
-    const samples: Record<string, number[]> = Object.fromEntries(measured.map((target) => [target.name, []]));
-    for (const target of measured) await load(target.url, body, WARMUP_SECONDS);
-    for (let round = 0; round < ROUNDS; round += 1) {
-      for (const target of measured) samples[target.name]?.push(await load(target.url, body, MEASURE_SECONDS));
-    }
-    const throughput = Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, summarize(values).median]));
-    for (const target of measured) {
-      const latency = await sequentialLatency(target.url, bundle.caCertPem, body);
-      console.log(
-        `${target.name.padEnd(8)} ${Math.round(throughput[target.name] ?? 0).toString().padStart(7)} req/s   ` +
-          `sequential latency p50 ${latency.p50} µs  p99 ${latency.p99} µs  max ${latency.max} µs`,
+    const keepAlive = fastify === undefined ? [floor, webhook] : [floor, fastify, webhook];
+    // JIT warm-up: the webhook's review code is optimized only after some thousands of reviews.
+    for (const target of keepAlive) await keepAliveLoad(target, body, 10, profile.warmupSeconds);
+
+    // Server CPU per review, next to each rate: the client shares the two cores, and when it is the bottleneck
+    // (new connections: a TLS client works harder than the server) the rates hide what the server spends.
+    const cpu = new Map<string, number[]>();
+    const withCpu =
+      (key: string, run: (target: Target) => Promise<{ rate: number; completed: number }>) =>
+      async (target: Target): Promise<number> => {
+        const before = cpuMicros(pid(target));
+        const { rate, completed } = await run(target);
+        const samples = cpu.get(`${key} ${target.name}`) ?? [];
+        samples.push((cpuMicros(pid(target)) - before) / completed);
+        cpu.set(`${key} ${target.name}`, samples);
+        return rate;
+      };
+    const cpuFigure = (key: string, name: string): Figure => {
+      const webhookUs = median(cpu.get(`${key} webhook`) ?? []);
+      const floorUs = median(cpu.get(`${key} floor`) ?? []);
+      return {
+        name: `server CPU per review, ${name}`,
+        value: `webhook ${webhookUs.toFixed(0)} µs vs floor ${floorUs.toFixed(0)} µs (floor / webhook ${percent(floorUs / webhookUs)})`,
+        target: '',
+        pass: undefined,
+      };
+    };
+
+    for (const connections of [10, 50]) {
+      const rounds = await alternate(
+        profile.rounds,
+        connections === 10 ? keepAlive : [floor, webhook],
+        withCpu(`c=${connections}`, (target) => keepAliveLoad(target, body, connections, profile.seconds)),
       );
+      const share = ratio(rounds, 'webhook', 'floor');
+      console.log(`  keep-alive c=${connections}: ${describeRates(rounds, 'req/s')}`);
+      figures.push({
+        name: `webhook throughput, keep-alive TLS c=${connections}`,
+        value: `${percent(share)} of floor (${perSecond(rounds, 'webhook')} vs ${perSecond(rounds, 'floor')} req/s)`,
+        target: '≥ 68 % of floor',
+        pass: share >= 0.68,
+      });
+      figures.push(cpuFigure(`c=${connections}`, `keep-alive c=${connections}`));
+      if (connections === 10 && fastify !== undefined) {
+        figures.push({
+          name: 'Fastify answering a fixed body, c=10',
+          value: `${percent(ratio(rounds, 'fastify', 'floor'))} of floor (the framework's share)`,
+          target: '',
+          pass: undefined,
+        });
+      }
     }
-    const percentOfFloor = (name: string): string => `${(((throughput[name] ?? 0) / (throughput.floor ?? 1)) * 100).toFixed(1)} %`;
-    console.log(`webhook / floor throughput: ${percentOfFloor('webhook')}  (target ≥ 60 %; p99 target < 2000 µs)`);
-    console.log(`fastify with a fixed answer / floor: ${percentOfFloor('fastify')}  (the framework's share of the gap)`);
-    injectorScaling();
+    const underLoad = residentMib(pid(webhook));
+
+    const latency = await alternate(profile.rounds, [floor, webhook], (target) => sequentialP99(target.url, ca, body, profile.sequentialRequests));
+    const p99 = { webhook: median(latency.get('webhook') ?? []), floor: median(latency.get('floor') ?? []) };
+    console.log(`  sequential p99 per round (µs): ${describeRates(latency, 'µs')}`);
+    figures.push({
+      name: 'sequential latency p99 (1 connection)',
+      value: `${Math.round(p99.webhook)} µs vs floor ${Math.round(p99.floor)} µs (${(p99.webhook / p99.floor).toFixed(2)} ×)`,
+      target: '≤ 2 × floor',
+      pass: p99.webhook <= 2 * p99.floor,
+    });
+
+    for (const target of [floor, webhook]) await newConnectionLoad(target.port, body, 10, 1);
+    const fresh = await alternate(
+      profile.rounds,
+      [floor, webhook],
+      withCpu('new', async (target) => {
+        const { perSecond, completed } = await newConnectionLoad(target.port, body, 10, profile.newConnectionSeconds);
+        return { rate: perSecond, completed };
+      }),
+    );
+    const freshShare = ratio(fresh, 'webhook', 'floor');
+    console.log(`  new TLS connection per review c=10: ${describeRates(fresh, '/s')}`);
+    figures.push({
+      name: 'new TLS connection per review, c=10',
+      value: `${percent(freshShare)} of floor (${perSecond(fresh, 'webhook')} vs ${perSecond(fresh, 'floor')} /s)`,
+      target: '≥ 80 % of floor',
+      pass: freshShare >= 0.8,
+    });
+    figures.push(cpuFigure('new', 'new TLS connection per review'));
+
+    figures.push({
+      name: 'webhook RSS idle (after start and one review)',
+      value: `${mib(idle.webhook)} vs floor ${mib(idle.floor)} (${(idle.webhook / idle.floor).toFixed(2)} ×)`,
+      target: '≤ 1.3 × floor',
+      pass: idle.webhook <= 1.3 * idle.floor,
+    });
+    const request = await deploymentMemoryRequestMib();
+    figures.push({
+      name: 'webhook RSS under load (peak, c=10 and c=50)',
+      value: `${mib(underLoad.peak)}; manifests request ${request} Mi (${(request / underLoad.peak).toFixed(2)} × peak)`,
+      target: 'request ≥ peak (sized on Node 24)',
+      pass: request >= underLoad.peak,
+    });
+    figures.push({ name: 'pure injector + patch per pod', value: injectorScaling(), target: '', pass: undefined });
+    return figures;
   } finally {
     for (const target of targets) {
       target.process.kill('SIGTERM');
-      await once(target.process, 'exit');
+      if (target.process.exitCode === null && target.process.signalCode === null) await once(target.process, 'exit');
     }
     await rm(directory, { recursive: true, force: true });
   }
+}
+
+function pid(target: Target): number {
+  return target.process.pid as number;
+}
+
+/** Runs `measure` on each target in turn, `rounds` times; the values by target name. */
+async function alternate(rounds: number, targets: readonly Target[], measure: (target: Target) => Promise<number>): Promise<Map<string, number[]>> {
+  const values = new Map<string, number[]>(targets.map((target) => [target.name, []]));
+  for (let round = 0; round < rounds; round += 1) {
+    for (const target of targets) values.get(target.name)?.push(await measure(target));
+  }
+  return values;
+}
+
+/** The median of each round's a / b: rounds pair measurements taken seconds apart, under the same drift. */
+function ratio(values: Map<string, number[]>, a: string, b: string): number {
+  const as = values.get(a) ?? [];
+  const bs = values.get(b) ?? [];
+  return median(as.map((value, round) => value / (bs[round] ?? NaN)));
+}
+
+function perSecond(values: Map<string, number[]>, name: string): string {
+  return Math.round(median(values.get(name) ?? [])).toLocaleString('en-US');
+}
+
+function describeRates(values: Map<string, number[]>, unit: string): string {
+  return [...values].map(([name, list]) => `${name} ${list.map((value) => Math.round(value)).join('/')} ${unit}`).join('; ');
 }
 
 async function startTarget(name: string, args: string[], portFlag: string, ca: string, trailing: string[] = []): Promise<Target> {
@@ -89,8 +220,8 @@ async function startTarget(name: string, args: string[], portFlag: string, ca: s
   const portArgs = portFlag === '' ? [String(port)] : [`${portFlag}${port}`];
   const child = spawn(process.execPath, [...args, ...portArgs, ...trailing], { stdio: ['ignore', 'ignore', 'inherit'] });
   const url = `https://127.0.0.1:${port}`;
-  await waitUntil(async () => (await post(`${url}`, ca, '{}', '/healthz', 'GET')).length >= 0, 10_000, name);
-  return { name, url, process: child };
+  await waitUntil(async () => (await post(url, ca, '{}', '/healthz', 'GET')).length >= 0, 10_000, name);
+  return { name, port, url, process: child };
 }
 
 async function post(url: string, ca: string, body: string, path = '/mutate', method: 'POST' | 'GET' = 'POST'): Promise<string> {
@@ -108,38 +239,49 @@ async function post(url: string, ca: string, body: string, path = '/mutate', met
   }
 }
 
-async function load(url: string, body: string, seconds: number): Promise<number> {
+async function keepAliveLoad(target: Target, body: string, connections: number, seconds: number): Promise<{ rate: number; completed: number }> {
   const result = await autocannon({
-    url: `${url}/mutate`,
+    url: `${target.url}/mutate`,
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body,
-    connections: 10,
+    connections,
     duration: seconds,
   });
-  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return result.requests.average;
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return { rate: result.requests.average, completed: result.requests.total };
 }
 
-async function sequentialLatency(url: string, ca: string, body: string): Promise<{ p50: number; p99: number; max: number }> {
+/** p99 of `count` sequential requests on one keep-alive connection, in µs (after 100 unmeasured ones). */
+async function sequentialP99(url: string, ca: string, body: string, count: number): Promise<number> {
   const client = new Client(url, { connect: { ca }, pipelining: 1 });
   const samples: number[] = [];
   try {
-    for (let i = 0; i < SEQUENTIAL_REQUESTS + 300; i += 1) {
+    for (let i = 0; i < count + 100; i += 1) {
       const started = process.hrtime.bigint();
       const response = await client.request({ path: '/mutate', method: 'POST', headers: { 'content-type': 'application/json' }, body });
       await response.body.text();
-      if (i >= 300) samples.push(Number(process.hrtime.bigint() - started) / 1000);
+      if (i >= 100) samples.push(Number(process.hrtime.bigint() - started) / 1000);
     }
   } finally {
     await client.close();
   }
-  samples.sort((a, b) => a - b);
-  return { p50: Math.round(percentile(samples, 50)), p99: Math.round(percentile(samples, 99)), max: Math.round(samples.at(-1) ?? NaN) };
+  return percentile(samples.sort((a, b) => a - b), 99);
+}
+
+/** The webhook container's memory request in manifests/base/deployment.yaml, in MiB. */
+async function deploymentMemoryRequestMib(): Promise<number> {
+  for (const document of parseAllDocuments(await readFile(DEPLOYMENT, 'utf8'))) {
+    const manifest = document.toJS() as { kind?: string; spec?: { template?: { spec?: { containers?: { resources?: { requests?: { memory?: string } } }[] } } } };
+    const memory = manifest.kind === 'Deployment' ? manifest.spec?.template?.spec?.containers?.[0]?.resources?.requests?.memory : undefined;
+    const mebibytes = /^(\d+)Mi$/.exec(memory ?? '')?.[1];
+    if (mebibytes !== undefined) return Number(mebibytes);
+  }
+  throw new Error(`no memory request in Mi found in ${DEPLOYMENT}`);
 }
 
 /** The pure injector alone (decision + diff), on pods with more and more containers. */
-function injectorScaling(): void {
+function injectorScaling(): string {
   const config = parseWebhookConfig([], {}).injection;
   const parts: string[] = [];
   for (const count of [1, 10, 50]) {
@@ -160,11 +302,7 @@ function injectorScaling(): void {
       const outcome = injectPod(pod, config, 'bench-token');
       if (outcome.action === 'inject') podPatch(pod, outcome.pod);
     }
-    parts.push(`${count} container(s): ${(Number(process.hrtime.bigint() - started) / 1000 / iterations).toFixed(1)} µs`);
+    parts.push(`${count} container(s) ${(Number(process.hrtime.bigint() - started) / 1000 / iterations).toFixed(1)} µs`);
   }
-  console.log(`pure injector + patch per pod: ${parts.join(', ')}`);
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  await runWebhookBench();
+  return parts.join(', ');
 }

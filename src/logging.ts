@@ -1,11 +1,21 @@
-/** One log format for every mode: JSON lines with ISO times and level names, as log pipelines expect. */
-import { pino, type Logger } from 'pino';
+/**
+ * One log format for every mode: JSON lines with ISO times and level names, as log pipelines expect. The
+ * webhook logs through pino (Fastify's logger); the sidecar writes the same lines with src/sidecar/json-log.ts,
+ * which test/sidecar/json-log.test.ts holds to these options.
+ */
+import { pino, type Logger, type LoggerOptions } from 'pino';
 
-export function createLogger(level: string, component: 'webhook' | 'shutdown-manager'): Logger {
-  return pino({
+export type LogComponent = 'webhook' | 'shutdown-manager';
+
+export function loggerOptions(level: string, component: LogComponent): LoggerOptions {
+  return {
     level,
     base: { component },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
-  });
+  };
+}
+
+export function createLogger(level: string, component: LogComponent): Logger {
+  return pino(loggerOptions(level, component));
 }

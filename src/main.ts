@@ -2,7 +2,8 @@
 /**
  * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else
  * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector. Each mode is imported lazily so that the sidecar
- * never pays for the webhook's dependencies in memory or start-up time.
+ * never pays for the webhook's dependencies in memory or start-up time (the sidecar's is one bundled file: see
+ * src/sidecar/main.ts). Keep this module's own imports to what every mode needs.
  */
 import { processIo } from './cli/io.js';
 import { describeFailure, UsageError } from './errors.js';

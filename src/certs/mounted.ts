@@ -7,11 +7,13 @@
  */
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
-import { createSecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import { UserFacingError } from '../errors.js';
 import { TLS_OPTIONS, type TlsMaterial } from './material.js';
 import type { TlsSource } from './source.js';
+
+/** Not imported: an ESM import of node:tls reads all its exports, 1 MiB of memory on Node 20 (see src/envoy/admin-client.ts). */
+const { createSecureContext } = process.getBuiltinModule('node:tls');
 
 export class TlsFileError extends UserFacingError {
   override readonly name = 'TlsFileError';

@@ -3,10 +3,12 @@
  * and this module reads them from command-line flags, then environment variables, then the default.
  * Defaults therefore live in exactly one place per setting, and --help is generated from the same table.
  */
-import { parseArgs } from 'node:util';
 import { ConfigError, ConfigErrors } from './errors.js';
 import * as kinds from './values.js';
 import { expectedForm, type ValueKind } from './values.js';
+
+/** Not imported: an ESM import of node:util reads all its exports, which costs 1 MiB more on Node 24 (see src/envoy/admin-client.ts). */
+const { parseArgs } = process.getBuiltinModule('node:util');
 
 export interface Setting<T> {
   readonly kind: ValueKind<T>;

@@ -1,5 +1,4 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container, its state volume and the preStop hooks. */
-import { randomBytes } from 'node:crypto';
 import type { V1Container, V1LifecycleHandler, V1Volume } from '@kubernetes/client-node';
 import { podDrainValuesOf, type PodDrainPlan } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
@@ -23,6 +22,9 @@ export function stateVolume(): V1Volume {
 
 /** The image's non-root user (the conventional "nonroot" 65532, as the Dockerfile sets); the container must not need root. */
 export const SIDECAR_USER_ID = 65532;
+
+/** Not imported: an ESM import of node:crypto reads all its exports and so loads WebCrypto too (see src/envoy/admin-client.ts). */
+const { randomBytes } = process.getBuiltinModule('node:crypto');
 
 const TOKEN_BYTES = 24;
 /** Random bytes are drawn in batches: one call to the system's generator per 128 pods, not per pod. */
@@ -83,11 +85,64 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
  * starvation. A false restart is harmless anyway: the sidecar's own hook only joins a drain (GET /wait),
  * and the state volume tells the new process what the old one did.
  */
-export function buildSidecarContainer(
-  plan: PodDrainPlan,
-  config: InjectionConfig,
-  options: { readonly native: boolean; readonly token: string | undefined; readonly resources: SidecarResources },
-): V1Container {
+export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
+  const { token } = options;
+  const template = cachedTemplate(plan, config, options);
+  if (token === undefined) return template;
+  // Spread over the template, the per-pod members keep their places: the container reads as it always has.
+  return {
+    ...template,
+    env: [{ name: SHUTDOWN_TOKEN_ENV, value: token }],
+    ...(template.lifecycle === undefined ? {} : { lifecycle: { preStop: waitHook(plan, token) } }),
+  };
+}
+
+export interface SidecarOptions {
+  readonly native: boolean;
+  readonly token: string | undefined;
+  readonly resources: SidecarResources;
+}
+
+/**
+ * Built sidecar containers, without their token, by webhook configuration and then by everything else they
+ * depend on. Building one (its args above all) was a tenth of a review's CPU, and a cluster's pods share a
+ * handful of plans. Bounded: a flood of distinct plans (every grace period from 1 to 3600) only rebuilds.
+ */
+const templates = new WeakMap<InjectionConfig, Map<string, V1Container>>();
+const TEMPLATES_PER_CONFIG = 256;
+
+/**
+ * The container for this plan with the token's members as placeholders, deeply frozen: it is shared by every
+ * pod injected with the same plan, so a write to it anywhere would throw rather than leak into other pods.
+ */
+function cachedTemplate(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
+  let byKey = templates.get(config);
+  if (byKey === undefined) templates.set(config, (byKey = new Map()));
+  // Every input but the token's value is in the key, options that are added later included.
+  const { token, native, resources, ...unkeyed } = options;
+  // An option added later must join the key: this stops compiling until it does.
+  const _everyOptionKeyed: Record<string, never> = unkeyed;
+  // Resources as the pod spec writes them: their exact values are bigints, which JSON cannot hold.
+  const key = JSON.stringify([plan, native, resourceRequirements(resources), token !== undefined]);
+  let template = byKey.get(key);
+  if (template === undefined) {
+    if (byKey.size >= TEMPLATES_PER_CONFIG) byKey.clear();
+    template = deepFreeze(buildTemplate(plan, config, { ...options, token: token === undefined ? undefined : '' }));
+    byKey.set(key, template);
+  }
+  return template;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** The container as documented on buildSidecarContainer; with a token, `options.token` is the placeholder. */
+function buildTemplate(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: config.sidecarImage,
@@ -104,8 +159,9 @@ export function buildSidecarContainer(
       failureThreshold: 6,
     },
     lifecycle: { preStop: waitHook(plan, options.token) },
-    // Defaults near what it uses (about 57 MiB resident, idle or draining 1,000 connections: npm run bench),
-    // so the scheduler counts it; the limits leave room for a burst of connections to count.
+    // Defaults near what it uses (46 MiB resident on Node 20, 55 MiB on Node 24, idle or draining 1,000
+    // connections: npm run bench), so the scheduler counts it; the limits leave room for a burst of
+    // connections to count. Flags and annotations may change them.
     resources: resourceRequirements(options.resources),
     securityContext: {
       runAsNonRoot: true,

@@ -3,14 +3,21 @@
  * the drain and the HTTP server together, and owns the process-level concerns (signals, exit).
  *
  * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
- * matter (no fastify, no undici; see src/envoy/admin-client.ts).
+ * matter (no fastify, no undici: see src/envoy/admin-client.ts; no pino: see json-log.ts; prom-client
+ * only once /metrics is first asked for). `npm run bench` holds it to a bare node:http server.
+ *
+ * `npm run build` bundles this module and everything it imports into dist/sidecar/main.js (esbuild; only
+ * ../config/errors.js, whose classes src/main.ts tests with instanceof, and ./metrics.js stay separate):
+ * twenty-odd ESM modules took a third of the sidecar's start-up to resolve and link, and enough calls
+ * to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of resident memory.
+ * test/sidecar/bundle.test.ts checks what the bundle imports.
  */
-import type { Logger } from 'pino';
-import { createLogger } from '../logging.js';
+import type { Registry } from 'prom-client';
 import { drainTimingErrors } from '../config/drain.js';
 import { ConfigErrors } from '../config/errors.js';
 import { describeSettings, parseOrShowHelp } from '../config/settings.js';
-import { sidecarMetrics } from './metrics.js';
+import { createJsonLog } from './json-log.js';
+import type { SidecarLog } from './log.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
 import { startAdminProbe } from './admin-probe.js';
@@ -53,12 +60,15 @@ function checkConsistency(config: SidecarConfig): void {
 export interface RunningSidecar {
   readonly port: number;
   readonly supervisor: DrainSupervisor;
-  readonly log: Logger;
+  readonly log: SidecarLog;
   /** Interrupts a running drain, answers the /shutdown requests held, and closes everything. */
   stop(): Promise<void>;
 }
 
-export async function startSidecar(config: SidecarConfig, log: Logger = createLogger(config.logLevel, 'shutdown-manager')): Promise<RunningSidecar> {
+export async function startSidecar(
+  config: SidecarConfig,
+  log: SidecarLog = createJsonLog(config.logLevel, 'shutdown-manager'),
+): Promise<RunningSidecar> {
   const envoy = new EnvoyAdminClient({
     address: config.adminAddress,
     port: config.adminPort,
@@ -84,7 +94,20 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     log,
     systemClock,
   );
-  const registry = sidecarMetrics(supervisor);
+  // Most pods are never scraped, and the metrics are all read from the drain's snapshot at scrape time:
+  // nothing is lost by loading prom-client (2-3 MiB) when the first scrape comes.
+  let registry: Promise<Registry> | undefined;
+  const metrics = async (): Promise<{ contentType: string; body: string }> => {
+    registry ??= import('./metrics.js').then(
+      ({ sidecarMetrics }) => sidecarMetrics(supervisor),
+      (error: unknown) => {
+        registry = undefined; // the next scrape tries again
+        throw error;
+      },
+    );
+    const loaded = await registry;
+    return { contentType: loaded.contentType, body: await loaded.metrics() };
+  };
   const server = await startDrainServer({
     drain: supervisor,
     waitWindowMs: config.waitWindowMs,
@@ -92,7 +115,7 @@ export async function startSidecar(config: SidecarConfig, log: Logger = createLo
     port: config.servePort,
     log,
     shutdownToken: config.shutdownToken,
-    metrics: async () => ({ contentType: registry.contentType, body: await registry.metrics() }),
+    metrics,
   });
   if (config.shutdownToken === undefined) {
     // Info, not warn: without a token is the documented setup for clusters before 1.26 (--protect-shutdown=false).

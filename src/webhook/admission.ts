@@ -173,3 +173,17 @@ function withWarnings(response: AdmissionResponse, warnings: readonly string[]):
 export function encodeAdmissionReview(apiVersion: AdmissionVersion, response: AdmissionResponse): object {
   return { apiVersion, kind: 'AdmissionReview', response };
 }
+
+/**
+ * `JSON.stringify(encodeAdmissionReview(apiVersion, response))`, byte for byte, without having JSON.stringify
+ * scan the patch: kilobytes of base64, which has nothing to escape, checked character by character took
+ * longer than writing the rest of the review. The review is written with an empty patch and the patch
+ * put between its quotes: `"patch":""` occurs once, as the key, since every quote inside a string is escaped.
+ */
+export function admissionReviewJson(apiVersion: AdmissionVersion, response: AdmissionResponse): string {
+  const { patch } = response;
+  if (patch === undefined) return JSON.stringify(encodeAdmissionReview(apiVersion, response));
+  const json = JSON.stringify(encodeAdmissionReview(apiVersion, { ...response, patch: '' }));
+  const at = json.indexOf('"patch":""') + '"patch":"'.length;
+  return json.slice(0, at) + patch + json.slice(at);
+}

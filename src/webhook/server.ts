@@ -14,11 +14,13 @@ import type { Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import { WEBHOOK_PATHS } from '../config/endpoints.js';
 import type { WebhookConfig } from '../config/webhook.js';
-import { answerAdmission, encodeAdmissionReview, type AdmissionDecision, type ReviewSchemaChecks, type SchemaCheck } from './admission.js';
+import { admissionReviewJson, answerAdmission, encodeAdmissionReview, type AdmissionDecision, type ReviewSchemaChecks, type SchemaCheck } from './admission.js';
 import { isJsonObject } from '../json.js';
 import { WebhookMetrics } from './metrics.js';
 import { ADMISSION_REVIEW_SCHEMA, POD_SCHEMA, type JsonSchema } from './review-schema.js';
 import { TLS_OPTIONS, type TlsMaterial } from '../certs/material.js';
+
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /** A body that is not an AdmissionReview this webhook can answer in kind; the message says which field is wrong. */
 export class InvalidAdmissionReviewError extends Error {
@@ -192,7 +194,8 @@ function registerRoutes(
           },
           'admission reviewed',
         );
-        return reply.send(encodeAdmissionReview(review.apiVersion, response));
+        // The type Fastify gives an object it serializes itself: the answer is the same, bytes and headers.
+        return reply.type(JSON_CONTENT_TYPE).send(admissionReviewJson(review.apiVersion, response));
       }
     }
   });

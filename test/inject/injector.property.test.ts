@@ -1,6 +1,7 @@
 /**
  * Many generated pod shapes: the patch always applies to the original, the result has the sidecar exactly
- * once, the input is never modified, and injecting the result again changes nothing.
+ * once, the input is never modified, and injecting the result again changes nothing. The patch is exactly
+ * fast-json-patch's `compare` (which src/inject/patch.ts reimplements without its deep clone).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -195,6 +196,86 @@ describe('the pure injector on generated pods', () => {
     assert.ok(injected > 160, `only ${injected} of 400 generated pods were injected: the generator is too narrow`);
     assert.ok(flagsAdded > 20, `Envoy's drain flags were added to only ${flagsAdded} pods: the generator is too narrow`);
     assert.ok(waited > 20, `only ${waited} injected pods had wait-containers: the generator is too narrow`);
+  });
+});
+
+/** Webhook settings that change what is added: no token (no env, hooks without headers), native sidecars, Envoy's args left alone. */
+const configs = [
+  config,
+  parseWebhookConfig(['--protect-shutdown=false'], {}).injection,
+  parseWebhookConfig(['--native-sidecar=true', '--envoy-drain-flags=false'], {}).injection,
+  parseWebhookConfig(['--native-sidecar=true', '--protect-shutdown=false', '--sidecar-image=example.com/sm:1'], {}).injection,
+];
+
+/** Plain JSON objects, and a second one that shares some of the first's subtrees, as the copy-on-write injector's result does. */
+const jsonObject = fc
+  .dictionary(fc.string({ maxLength: 4 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 5 })
+  .map((value) => JSON.parse(JSON.stringify(value)) as Record<string, unknown>);
+const derived = jsonObject.chain((base) =>
+  fc.tuple(fc.constant(base), fc.subarray(Object.keys(base)), jsonObject).map(([original, kept, extra]) => {
+    const result: Record<string, unknown> = { ...extra };
+    for (const key of kept) result[key] = original[key];
+    return [original, result] as const;
+  }),
+);
+
+describe('the patch', () => {
+  test("is compare's, operation for operation and byte for byte, on generated pods and settings", () => {
+    fc.assert(
+      fc.property(pod, fc.constantFrom(...configs), fc.string({ minLength: 1, maxLength: 32 }), (original, settings, token) => {
+        const outcome = injectPod(original, settings, token);
+        if (outcome.action !== 'inject') return;
+        const operations = podPatch(original, outcome.pod);
+        const expected = jsonPatch.compare(original, outcome.pod);
+        assert.deepEqual(operations, expected);
+        assert.equal(JSON.stringify(operations), JSON.stringify(expected));
+        const patched = jsonPatch.applyPatch(structuredClone(original), structuredClone(operations), true, false).newDocument;
+        assert.deepEqual(patched, jsonPatch.applyPatch(structuredClone(original), expected, true, false).newDocument);
+        assert.deepEqual(patched, JSON.parse(JSON.stringify(outcome.pod)));
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  test("is compare's on any two JSON objects, shared subtrees or not", () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.tuple(jsonObject, jsonObject), derived), ([before, after]) => {
+        const operations = podPatch(before, after);
+        assert.deepEqual(operations, jsonPatch.compare(before, after));
+        assert.deepEqual(jsonPatch.applyPatch(structuredClone(before), structuredClone(operations), true, false).newDocument, after);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  test('pods injected with the same plan share the sidecar template, never its token', () => {
+    const envoyPod: V1Pod = {
+      metadata: { name: 'envoy-0', labels: { app: 'envoy' } },
+      spec: { containers: [{ name: 'envoy', image: 'envoyproxy/envoy:v1.31.2', args: ['-c', '/config/envoy.yaml'] }] },
+    };
+    const sidecarOf = (outcome: ReturnType<typeof injectPod>): V1Container => {
+      assert.equal(outcome.action, 'inject');
+      const found = outcome.action === 'inject' ? outcome.pod.spec?.containers.find((c) => c.name === 'shutdown-manager') : undefined;
+      assert.ok(found !== undefined);
+      return found;
+    };
+    const first = sidecarOf(injectPod(envoyPod, config, 'token-a'));
+    const firstJson = JSON.stringify(first);
+    const second = sidecarOf(injectPod(envoyPod, config, 'token-b'));
+    assert.deepEqual(first.env, [{ name: 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN', value: 'token-a' }]);
+    assert.deepEqual(second.env, [{ name: 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN', value: 'token-b' }]);
+    assert.deepEqual(second.lifecycle?.preStop?.httpGet?.httpHeaders, [{ name: 'Authorization', value: 'Bearer token-b' }]);
+    assert.equal(JSON.stringify(first), firstJson, 'the second pod changed the first one');
+    assert.equal(second.args, first.args, 'the args are built once per plan');
+    // Shared between pods, so frozen: a write anywhere throws instead of reaching every later pod.
+    assert.throws(() => (second.args as string[]).push('--oops'), TypeError);
+    assert.throws(() => {
+      (second.securityContext as { runAsUser: number }).runAsUser = 0;
+    }, TypeError);
+    const unprotected = sidecarOf(injectPod(envoyPod, configs[1] as typeof config, 'ignored'));
+    assert.equal(unprotected.env, undefined);
+    assert.deepEqual(unprotected.lifecycle?.preStop, { httpGet: { path: '/wait', port: 8090, scheme: 'HTTP' } });
+    assert.deepEqual(Object.keys(first), Object.keys(second));
   });
 });
 
