@@ -218,7 +218,9 @@ function describeRates(values: Map<string, number[]>, unit: string): string {
 async function startTarget(name: string, args: string[], portFlag: string, ca: string, trailing: string[] = []): Promise<Target> {
   const port = await freePort();
   const portArgs = portFlag === '' ? [String(port)] : [`${portFlag}${port}`];
-  const child = spawn(process.execPath, [...args, ...portArgs, ...trailing], { stdio: ['ignore', 'ignore', 'inherit'] });
+  // A clean environment, as in a pod: no SHUTDOWN_MANAGER_* settings from the caller's shell, and no
+  // NODE_EXTRA_CA_CERTS, which makes Node read a CA bundle at start (tens of ms and some MiB, to both sides).
+  const child = spawn(process.execPath, [...args, ...portArgs, ...trailing], { stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH } });
   const url = `https://127.0.0.1:${port}`;
   await waitUntil(async () => (await post(url, ca, '{}', '/healthz', 'GET')).length >= 0, 10_000, name);
   return { name, port, url, process: child };
