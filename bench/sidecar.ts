@@ -198,5 +198,5 @@ export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Fig
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const { printTable } = await import('./support.js');
-  printTable(await runSidecarBench({ starts: 7, drains: 9 }));
+  printTable(await runSidecarBench({ starts: 11, drains: 9 }));
 }
