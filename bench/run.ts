@@ -18,7 +18,7 @@ const PROFILES: Record<'full' | 'quick', { webhook: WebhookBenchProfile; sidecar
     sidecar: { starts: 11, drains: 9 },
   },
   quick: {
-    webhook: { rounds: 3, seconds: 1, newConnectionSeconds: 1, warmupSeconds: 2, sequentialRequests: 300, fastify: false },
+    webhook: { rounds: 3, seconds: 1, newConnectionSeconds: 1, warmupSeconds: 1, sequentialRequests: 300, fastify: false },
     sidecar: { starts: 5, drains: 3 },
   },
 };
