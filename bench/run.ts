@@ -15,11 +15,11 @@ const quick = process.argv.includes('--quick');
 const PROFILES: Record<'full' | 'quick', { webhook: WebhookBenchProfile; sidecar: SidecarBenchProfile }> = {
   full: {
     webhook: { rounds: 5, seconds: 3, newConnectionSeconds: 2, warmupSeconds: 3, sequentialRequests: 1000, fastify: true },
-    sidecar: { starts: 7, drains: 9 },
+    sidecar: { starts: 11, drains: 9 },
   },
   quick: {
-    webhook: { rounds: 3, seconds: 1, newConnectionSeconds: 1, warmupSeconds: 2, sequentialRequests: 300, fastify: false },
-    sidecar: { starts: 3, drains: 3 },
+    webhook: { rounds: 3, seconds: 1, newConnectionSeconds: 1, warmupSeconds: 1, sequentialRequests: 300, fastify: false },
+    sidecar: { starts: 5, drains: 3 },
   },
 };
 

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const BUNDLE = fileURLToPath(new URL('../../dist/sidecar/main.js', import.meta.url));
@@ -23,4 +24,15 @@ test('the sidecar bundle imports only Node built-ins and the shared error classe
   assert.ok(!statics.includes('node:http'), 'node:http is imported; use process.getBuiltinModule');
   assert.ok(!statics.includes('node:crypto'), 'node:crypto is imported at start; it is loaded at the first token check');
   assert.deepEqual(dynamics, ['./metrics.js']);
+});
+
+test("the sidecar's metrics take prom-client's classes from their own files, not its index", async () => {
+  const code = await readFile(fileURLToPath(new URL('../../dist/sidecar/metrics.js', import.meta.url)), 'utf8');
+  assert.doesNotMatch(code, /from\s+['"]prom-client['"]/, 'the index loads cluster, push gateway and default metrics: 10-16 MiB');
+  // The files are the index's own classes: the exposition is prom-client's, whatever the version.
+  const require = createRequire(import.meta.url);
+  const index = require('prom-client') as Record<string, unknown>;
+  for (const [name, file] of [['Registry', 'registry'], ['Gauge', 'gauge'], ['Counter', 'counter']] as const) {
+    assert.equal(require(`prom-client/lib/${file}`), index[name], `prom-client/lib/${file} is prom-client's ${name}`);
+  }
 });
