@@ -7,7 +7,8 @@
  * only once /metrics is first asked for). `npm run bench` holds it to a bare node:http server.
  *
  * `npm run build` bundles this module and everything it imports into dist/sidecar/main.js (esbuild; only
- * ../config/errors.js, whose classes src/main.ts tests with instanceof, and ./metrics.js stay separate):
+ * ../errors.js and ../config/errors.js, whose classes src/main.ts tests with instanceof, and ./metrics.js
+ * stay separate):
  * twenty-odd ESM modules took a third of the sidecar's start-up to resolve and link, and enough calls
  * to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of resident memory.
  * test/sidecar/bundle.test.ts checks what the bundle imports.
@@ -170,7 +171,7 @@ function stopOnSignals(running: () => RunningSidecar | undefined): void {
   const onSignal = (signal: NodeJS.Signals): void => {
     const sidecar = running();
     if (sidecar === undefined) process.exit(0); // still starting: nothing held, nothing to answer
-    const state = sidecar.supervisor.current.current;
+    const state = sidecar.supervisor.state;
     if (stopping) {
       sidecar.log.info({ event: 'signal', signal, drain_state: state, repeated: true }, `received ${signal} again; already stopping`);
       return;

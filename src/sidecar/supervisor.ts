@@ -12,7 +12,7 @@
  */
 import type { EnvoyProcessInfo } from '../envoy/admin-client.js';
 import type { Clock } from '../clock.js';
-import { Drain, type DrainOutcome, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
+import { Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal } from './journal.js';
 import type { SidecarLog } from './log.js';
 import { decideRecovery, type RecoveryAction, type RecoveryDecision } from './recovery.js';
@@ -78,8 +78,9 @@ export class DrainSupervisor {
     this.drain = this.newDrain();
   }
 
-  get current(): Drain {
-    return this.drain;
+  /** The state of the current drain (a re-armed drain is idle again). */
+  get state(): DrainState {
+    return this.drain.current;
   }
 
   /** Starts the drain, joins the running one, or re-arms it for a new Envoy process. */

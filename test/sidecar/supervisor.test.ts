@@ -114,7 +114,7 @@ describe('DrainSupervisor: /wait never starts a drain', () => {
     assert.equal(await supervisor.wait(80), undefined);
     assert.ok(Date.now() - started >= 75, 'waited the window');
     assert.deepEqual(envoy.calls, []);
-    assert.equal(supervisor.current.current, 'idle');
+    assert.equal(supervisor.state, 'idle');
     supervisor.stop();
   });
 
