@@ -1,12 +1,5 @@
 /** Per-pod overrides: annotations under shutdown-manager.io/ override the webhook-wide drain defaults. */
-import {
-  POD_DRAIN_SETTINGS,
-  podDrainValuesOf,
-  GRACE_PERIOD_SETTING,
-  makeDrainPlan,
-  type PodDrainValues,
-  type PodDrainPlan,
-} from './drain.js';
+import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, resolvePodDrain, type PodDrainInput, type PodDrainValues } from './drain.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting } from './settings.js';
 import { expectedForm } from './values.js';
@@ -32,19 +25,19 @@ export const ANNOTATIONS = {
  * Every per-pod drain setting, by the name of its flag: an annotation with the same suffix overrides it.
  * One table for the webhook's flags, the annotations and the sidecar's flags.
  */
-const OVERRIDE_SETTINGS: { readonly [Name in keyof PodDrainValues]: Setting<PodDrainValues[Name]> } = {
+const OVERRIDE_SETTINGS: { readonly [Name in keyof PodDrainInput]: Setting<PodDrainInput[Name]> } = {
   ...POD_DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,
 };
 
 /** The one annotation not named like its flag: `admin-port` alone would not say whose admin port. */
-const ANNOTATION_ALIASES: Readonly<Record<string, keyof PodDrainValues>> = { 'envoy-admin-port': 'admin-port' };
+const ANNOTATION_ALIASES: Readonly<Record<string, keyof PodDrainInput>> = { 'envoy-admin-port': 'admin-port' };
 
 /** The setting an annotation suffix overrides; own keys only, so `constructor` or `__proto__` is no setting. */
-function overriddenSetting(suffix: string): keyof PodDrainValues | undefined {
+function overriddenSetting(suffix: string): keyof PodDrainInput | undefined {
   if (Object.hasOwn(ANNOTATION_ALIASES, suffix)) return ANNOTATION_ALIASES[suffix];
-  if (Object.hasOwn(OVERRIDE_SETTINGS, suffix) && !Object.values(ANNOTATION_ALIASES).includes(suffix as keyof PodDrainValues)) {
-    return suffix as keyof PodDrainValues;
+  if (Object.hasOwn(OVERRIDE_SETTINGS, suffix) && !Object.values(ANNOTATION_ALIASES).includes(suffix as keyof PodDrainInput)) {
+    return suffix as keyof PodDrainInput;
   }
   return undefined;
 }
@@ -59,7 +52,7 @@ const KNOWN_SUFFIXES = new Set([
 const KUBERNETES_DEFAULT_GRACE_SECONDS = 30;
 
 export interface ResolvedPlan {
-  readonly plan: PodDrainPlan;
+  readonly plan: PodDrainValues;
   /** Annotations under our prefix that mean nothing (most likely typos): reported, not fatal. */
   readonly unknownAnnotations: readonly string[];
 }
@@ -74,15 +67,15 @@ export interface ResolvedPlan {
  */
 export function resolvePodDrainPlan(
   annotations: Readonly<Record<string, string>> | undefined,
-  defaults: PodDrainPlan,
+  defaults: PodDrainValues,
   podGracePeriodSeconds: number | undefined,
 ): ResolvedPlan {
-  const values = podDrainValuesOf(defaults);
+  const { 'drain-timeout': _derivedFromGracePeriod, ...values } = defaults;
   values['termination-grace-period'] = Math.max(
-    defaults.terminationGracePeriodSeconds,
+    defaults['termination-grace-period'],
     podGracePeriodSeconds ?? KUBERNETES_DEFAULT_GRACE_SECONDS,
   );
-  const annotationOf = new Map<keyof PodDrainValues, string>();
+  const annotationOf = new Map<keyof PodDrainInput, string>();
   const errors: ConfigError[] = [];
   const unknownAnnotations: string[] = [];
 
@@ -98,13 +91,13 @@ export function resolvePodDrainPlan(
     const { kind } = OVERRIDE_SETTINGS[name];
     const value = kind.parse(String(raw));
     if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), expectedForm(kind, String(raw)), suffix));
-    else (values as Record<keyof PodDrainValues, unknown>)[name] = value;
+    else (values as Record<keyof PodDrainInput, unknown>)[name] = value;
   }
   if (errors.length > 0) throw new ConfigErrors(errors);
 
-  const sourceOf = (name: keyof PodDrainValues): string => {
+  const sourceOf = (name: keyof PodDrainInput): string => {
     const key = annotationOf.get(name);
     return key === undefined ? `default ${name}` : `annotation ${key}`;
   };
-  return { plan: makeDrainPlan(values, sourceOf), unknownAnnotations };
+  return { plan: resolvePodDrain(values, sourceOf), unknownAnnotations };
 }

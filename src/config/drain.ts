@@ -1,6 +1,8 @@
 /**
- * The drain parameters: webhook-wide defaults (flags/env of the webhook), per-pod overrides (annotations),
- * and the flags the injected sidecar is started with. Defaults are Contour's shutdown-manager's.
+ * The drain parameters of a pod, in one table and one shape all the way: the webhook's flags (its defaults),
+ * the pod's annotations (overrides), the flags the injected sidecar is started with, and the sidecar's drain
+ * loop all key them by the same names (`check-delay`, `min-open-connections`…). Only argv lies between the
+ * injector and the sidecar. Defaults are Contour's shutdown-manager's.
  */
 import { formatDuration } from './duration.js';
 import { ConfigError, ConfigErrors } from './errors.js';
@@ -50,25 +52,22 @@ export const POD_DRAIN_SETTINGS = {
   } satisfies Setting<boolean>,
 };
 
-export type PodDrainValues = ValuesOf<typeof POD_DRAIN_SETTINGS> & { 'termination-grace-period': number };
+/**
+ * A pod's drain, the one shape its settings keep from the webhook's flags and the pod's annotations to the
+ * sidecar's flags and its drain loop: each value under the name of the flag (and annotation) that sets it.
+ */
+export type PodDrainValues = ValuesOf<typeof POD_DRAIN_SETTINGS> & {
+  /** The pod's terminationGracePeriodSeconds. */
+  'termination-grace-period': number;
+  /**
+   * When the sidecar gives up waiting, the sidecar's --drain-timeout: derived from the grace period (see
+   * drainTimeoutMs), never set on its own.
+   */
+  'drain-timeout': number;
+};
 
-/** Everything the injector needs to know about one pod's drain, resolved from defaults and annotations. */
-export interface PodDrainPlan {
-  readonly checkIntervalMs: number;
-  readonly checkDelayMs: number;
-  /** Wait between /shutdown and POST /healthcheck/fail. */
-  readonly drainDelayMs: number;
-  readonly minOpenConnections: number;
-  readonly servePort: number;
-  readonly adminPort: number;
-  /** Listener stat names to count; empty counts them all. */
-  readonly listeners: readonly string[];
-  /** Bring back an Envoy found left draining when the sidecar starts. */
-  readonly recoverEnvoy: boolean;
-  readonly terminationGracePeriodSeconds: number;
-  /** When the sidecar gives up waiting: the grace period minus a margin for Envoy's own SIGTERM. */
-  readonly drainTimeoutMs: number;
-}
+/** The values a user sets: everything but what is derived from them. */
+export type PodDrainInput = Omit<PodDrainValues, 'drain-timeout'>;
 
 export const GRACE_PERIOD_SETTING = {
   kind: kinds.gracePeriodSeconds,
@@ -87,42 +86,23 @@ export function drainTimeoutMs(gracePeriodSeconds: number): number {
   return Math.min(graceMs - marginMs, kinds.MAX_DURATION_MS);
 }
 
-/** The plan's values under their setting names: the one place where setting names meet plan fields. */
-export function podDrainValuesOf(plan: PodDrainPlan): PodDrainValues {
-  return {
-    'check-interval': plan.checkIntervalMs,
-    'check-delay': plan.checkDelayMs,
-    'drain-delay': plan.drainDelayMs,
-    'min-open-connections': plan.minOpenConnections,
-    'serve-port': plan.servePort,
-    'admin-port': plan.adminPort,
-    listeners: plan.listeners,
-    'recover-envoy': plan.recoverEnvoy,
-    'termination-grace-period': plan.terminationGracePeriodSeconds,
-  };
-}
+const INPUT_NAMES = [...(Object.keys(POD_DRAIN_SETTINGS) as (keyof typeof POD_DRAIN_SETTINGS)[]), 'termination-grace-period'] as const;
 
-/** Resolves the plan and checks that its parts fit together; `sourceOf` names where each value came from. */
-export function makeDrainPlan(values: PodDrainValues, sourceOf: (name: keyof PodDrainValues) => string): PodDrainPlan {
-  const plan: PodDrainPlan = {
-    checkIntervalMs: values['check-interval'],
-    checkDelayMs: values['check-delay'],
-    drainDelayMs: values['drain-delay'],
-    minOpenConnections: values['min-open-connections'],
-    servePort: values['serve-port'],
-    adminPort: values['admin-port'],
-    listeners: values.listeners,
-    recoverEnvoy: values['recover-envoy'],
-    terminationGracePeriodSeconds: values['termination-grace-period'],
-    drainTimeoutMs: drainTimeoutMs(values['termination-grace-period']),
-  };
+/**
+ * The pod's drain from `input` (which may hold other settings too, such as all of the webhook's): its own
+ * values, in the table's order, and the deadline derived from them. Throws ConfigErrors when the parts do not
+ * fit together; `sourceOf` names where each value came from.
+ */
+export function resolvePodDrain(input: PodDrainInput, sourceOf: (name: keyof PodDrainInput) => string): PodDrainValues {
+  const own = Object.fromEntries(INPUT_NAMES.map((name) => [name, input[name]])) as PodDrainInput;
+  const values: PodDrainValues = { ...own, 'drain-timeout': drainTimeoutMs(own['termination-grace-period']) };
   const errors = drainTimingErrors(
-    plan,
+    values,
     sourceOf,
     'lower check-delay or drain-delay, or raise termination-grace-period (the deadline is the grace period minus a safety margin)',
   );
   if (errors.length > 0) throw new ConfigErrors(errors);
-  return plan;
+  return values;
 }
 
 /**
@@ -130,23 +110,23 @@ export function makeDrainPlan(values: PodDrainValues, sourceOf: (name: keyof Pod
  * port. Shared by the webhook (per pod) and the sidecar (its own flags), each with its own remedy.
  */
 export function drainTimingErrors(
-  plan: Pick<PodDrainPlan, 'checkDelayMs' | 'drainDelayMs' | 'drainTimeoutMs' | 'servePort' | 'adminPort'>,
+  values: Pick<PodDrainValues, 'check-delay' | 'drain-delay' | 'drain-timeout' | 'serve-port' | 'admin-port'>,
   sourceOf: (name: 'check-delay' | 'drain-delay' | 'serve-port') => string,
   deadlineRemedy: string,
 ): ConfigError[] {
   const errors: ConfigError[] = [];
-  const deadline = formatDuration(plan.drainTimeoutMs);
-  if (plan.checkDelayMs >= plan.drainTimeoutMs) {
+  const deadline = formatDuration(values['drain-timeout']);
+  if (values['check-delay'] >= values['drain-timeout']) {
     const expected = `a check delay shorter than the drain deadline of ${deadline}; ${deadlineRemedy}`;
-    errors.push(new ConfigError(sourceOf('check-delay'), formatDuration(plan.checkDelayMs), expected, 'check-delay'));
-  } else if (plan.drainDelayMs + plan.checkDelayMs >= plan.drainTimeoutMs) {
+    errors.push(new ConfigError(sourceOf('check-delay'), formatDuration(values['check-delay']), expected, 'check-delay'));
+  } else if (values['drain-delay'] + values['check-delay'] >= values['drain-timeout']) {
     // The count may end the drain only check-delay after the (delayed) health-check failure: both must fit.
-    const expected = `a drain delay that, added to the check delay of ${formatDuration(plan.checkDelayMs)}, stays below the drain deadline of ${deadline}; ${deadlineRemedy}`;
-    errors.push(new ConfigError(sourceOf('drain-delay'), formatDuration(plan.drainDelayMs), expected, 'drain-delay'));
+    const expected = `a drain delay that, added to the check delay of ${formatDuration(values['check-delay'])}, stays below the drain deadline of ${deadline}; ${deadlineRemedy}`;
+    errors.push(new ConfigError(sourceOf('drain-delay'), formatDuration(values['drain-delay']), expected, 'drain-delay'));
   }
-  if (plan.servePort === plan.adminPort) {
-    const expected = `a port other than Envoy's admin port ${plan.adminPort}`;
-    errors.push(new ConfigError(sourceOf('serve-port'), String(plan.servePort), expected, 'serve-port'));
+  if (values['serve-port'] === values['admin-port']) {
+    const expected = `a port other than Envoy's admin port ${values['admin-port']}`;
+    errors.push(new ConfigError(sourceOf('serve-port'), String(values['serve-port']), expected, 'serve-port'));
   }
   return errors;
 }

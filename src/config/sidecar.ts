@@ -1,6 +1,6 @@
 /** Settings of sidecar mode: the drain server started by the injected container. */
 import { POD_DRAIN_SETTINGS } from './drain.js';
-import { envName, readSettings, type Setting } from './settings.js';
+import { envName, readSettings, type Setting, type ValuesOf } from './settings.js';
 import * as kinds from './values.js';
 
 export const LOG_LEVEL_SETTING = {
@@ -63,55 +63,13 @@ export const SIDECAR_SETTINGS = {
 /** The variable the injected container receives its /shutdown token in. */
 export const SHUTDOWN_TOKEN_ENV = envName('shutdown-token');
 
-export interface SidecarConfig {
-  readonly checkIntervalMs: number;
-  readonly checkDelayMs: number;
-  readonly minOpenConnections: number;
-  readonly servePort: number;
-  /** Empty: every interface, both IP families. */
-  readonly serveAddress: string;
-  readonly adminAddress: string;
-  readonly adminPort: number;
-  readonly drainTimeoutMs: number;
-  /** Listener stat names to count; empty means all but admin and internal listeners. */
-  readonly listeners: readonly string[];
-  readonly adminTimeoutMs: number;
-  readonly adminRefusalsBeforeExited: number;
-  /** Drain only INBOUND listeners (`drain_listeners?inboundonly`). */
-  readonly drainInboundOnly: boolean;
-  /** Wait between /shutdown and POST /healthcheck/fail. */
-  readonly drainDelayMs: number;
-  /** Bring back an Envoy found left draining at start-up. */
-  readonly recoverEnvoy: boolean;
-  /** How long GET /wait waits for a drain to start. */
-  readonly waitWindowMs: number;
-  /** Where the drain journal lives; empty: none. */
-  readonly stateDir: string;
-  readonly logLevel: string;
-  /** Bearer token /shutdown requires; undefined leaves /shutdown open (pods injected by hand). */
-  readonly shutdownToken: string | undefined;
-}
+/**
+ * The sidecar's settings, under their flag names: the pod's drain values (PodDrainValues, as the injector
+ * resolved them and passed them as flags) and the sidecar's own. An empty shutdown-token leaves /shutdown open
+ * (pods injected by hand).
+ */
+export type SidecarConfig = ValuesOf<typeof SIDECAR_SETTINGS>;
 
 export function parseSidecarConfig(args: readonly string[], env: NodeJS.ProcessEnv): SidecarConfig {
-  const values = readSettings(SIDECAR_SETTINGS, args, env);
-  return {
-    checkIntervalMs: values['check-interval'],
-    checkDelayMs: values['check-delay'],
-    minOpenConnections: values['min-open-connections'],
-    servePort: values['serve-port'],
-    serveAddress: values['serve-address'],
-    adminAddress: values['admin-address'],
-    adminPort: values['admin-port'],
-    drainTimeoutMs: values['drain-timeout'],
-    listeners: values.listeners,
-    adminTimeoutMs: values['admin-timeout'],
-    adminRefusalsBeforeExited: values['admin-refusals'],
-    drainInboundOnly: values['drain-inbound-only'],
-    drainDelayMs: values['drain-delay'],
-    recoverEnvoy: values['recover-envoy'],
-    waitWindowMs: values['wait-window'],
-    stateDir: values['state-dir'],
-    logLevel: values['log-level'],
-    shutdownToken: values['shutdown-token'] === '' ? undefined : values['shutdown-token'],
-  };
+  return readSettings(SIDECAR_SETTINGS, args, env);
 }

@@ -1,6 +1,6 @@
 /** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE, SELF_SIGNED_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
-import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, makeDrainPlan, type PodDrainPlan } from './drain.js';
+import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, resolvePodDrain, type PodDrainValues } from './drain.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import { parseLabelSelector, type LabelSelector } from './label-selector.js';
 import { makeSidecarResources, RESOURCE_SETTINGS, type SidecarResources } from './resources.js';
@@ -146,7 +146,7 @@ export interface InjectionConfig {
   readonly protectShutdown: boolean;
   /** Default for pods without the envoy-drain-flags annotation: add Envoy's drain flags, or leave its args alone. */
   readonly envoyDrainFlags: boolean;
-  readonly defaults: PodDrainPlan;
+  readonly defaults: PodDrainValues;
   /** The sidecar's requests and limits for pods without the resource annotations. */
   readonly sidecarResources: SidecarResources;
 }
@@ -165,7 +165,7 @@ export function injectionConfigOf(values: ValuesOf<typeof INJECTION_SETTINGS>): 
       return undefined;
     }
   };
-  const defaults = checked(() => makeDrainPlan(values, sourceOf));
+  const defaults = checked(() => resolvePodDrain(values, sourceOf));
   const sidecarResources = checked(() => makeSidecarResources(values, sourceOf));
   if (defaults === undefined || sidecarResources === undefined) throw new ConfigErrors(errors);
   return {

@@ -7,7 +7,7 @@
  * the injector, when it can tell that the container runs Envoy itself and the flags are absent.
  */
 import type { V1Container } from '@kubernetes/client-node';
-import type { PodDrainPlan } from '../config/drain.js';
+import type { PodDrainValues } from '../config/drain.js';
 import { formatDuration } from '../config/duration.js';
 
 const DRAIN_STRATEGY_FLAG = '--drain-strategy';
@@ -24,20 +24,20 @@ export type EnvoyDrainFlagsDecision =
   | { readonly action: 'keep'; readonly warnings: readonly string[] };
 
 /** The flags the injector adds: the drain time is the sidecar's deadline, rounded up to whole seconds. */
-function envoyDrainFlags(plan: PodDrainPlan): string[] {
+function envoyDrainFlags(plan: PodDrainValues): string[] {
   // Separate elements, never `--drain-time-s=290`: Envoy's parser (TCLAP, delimiter ' ') knows no `=` form.
   return [DRAIN_STRATEGY_FLAG, 'immediate', DRAIN_TIME_FLAG, String(drainTimeSeconds(plan))];
 }
 
-function drainTimeSeconds(plan: PodDrainPlan): number {
-  return Math.ceil(plan.drainTimeoutMs / 1000);
+function drainTimeSeconds(plan: PodDrainValues): number {
+  return Math.ceil(plan['drain-timeout'] / 1000);
 }
 
 /**
  * Adds the flags when neither is present and the container runs Envoy directly; when either is present
  * the user manages Envoy's drain, so the args are left alone and only checked against the plan.
  */
-export function decideEnvoyDrainFlags(container: V1Container, plan: PodDrainPlan): EnvoyDrainFlagsDecision {
+export function decideEnvoyDrainFlags(container: V1Container, plan: PodDrainValues): EnvoyDrainFlagsDecision {
   const present = presentDrainFlags([...(container.command ?? []), ...(container.args ?? [])]);
   if (present !== undefined) return { action: 'keep', warnings: disagreements(present, plan) };
   if (runsEnvoyDirectly(container)) return { action: 'add', args: [...(container.args ?? []), ...envoyDrainFlags(plan)] };
@@ -108,23 +108,23 @@ function unquote(value: string | undefined): string | undefined {
  * What in Envoy's own flags works against the plan (a flag left out is Envoy's default). Values that
  * cannot be read here (`$(DRAIN_TIME)`, a typo that Envoy will refuse at start) are not judged.
  */
-function disagreements(present: PresentFlags, plan: PodDrainPlan): string[] {
+function disagreements(present: PresentFlags, plan: PodDrainValues): string[] {
   const strategy = present.strategy ?? ENVOY_DEFAULT_STRATEGY;
   const drainTimeS =
     present.drainTime === undefined ? ENVOY_DEFAULT_DRAIN_TIME_S : /^\d+$/.test(present.drainTime) ? Number(present.drainTime) : undefined;
   if (drainTimeS === undefined) return [];
   const warnings: string[] = [];
   // drain_listeners is sent after drain-delay: the gradual drain must be over by the deadline from there.
-  const leftMs = plan.drainTimeoutMs - plan.drainDelayMs;
+  const leftMs = plan['drain-timeout'] - plan['drain-delay'];
   if (strategy === 'gradual' && drainTimeS * 1000 > leftMs) {
     warnings.push(
       `Envoy's gradual ${DRAIN_TIME_FLAG} ${drainTimeS} outlasts the ${formatDuration(leftMs)} left: use ${DRAIN_STRATEGY_FLAG} immediate`,
     );
   }
   // After its drain time Envoy closes the drained listeners: load balancers still sending get refused.
-  if (drainTimeS * 1000 < plan.checkDelayMs) {
+  if (drainTimeS * 1000 < plan['check-delay']) {
     warnings.push(
-      `Envoy's ${DRAIN_TIME_FLAG} ${drainTimeS} < check-delay ${formatDuration(plan.checkDelayMs)}: listeners close while load balancers still send`,
+      `Envoy's ${DRAIN_TIME_FLAG} ${drainTimeS} < check-delay ${formatDuration(plan['check-delay'])}: listeners close while load balancers still send`,
     );
   }
   return warnings;

@@ -5,7 +5,7 @@
  */
 import type { V1Container, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan, type ResolvedPlan } from '../config/annotations.js';
-import type { PodDrainPlan } from '../config/drain.js';
+import type { PodDrainValues } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { matchesLabels } from '../config/label-selector.js';
@@ -26,7 +26,7 @@ export type SkipReason =
   | 'runs-to-completion';
 
 export type InjectionOutcome =
-  | { readonly action: 'inject'; readonly pod: V1Pod; readonly plan: PodDrainPlan; readonly warnings: readonly string[] }
+  | { readonly action: 'inject'; readonly pod: V1Pod; readonly plan: PodDrainValues; readonly warnings: readonly string[] }
   | { readonly action: 'skip'; readonly reason: SkipReason; readonly warnings: readonly string[] }
   /** `settings` names what was wrong ("check-delay", "serve-port"): a short, bounded list for metrics. */
   | { readonly action: 'deny'; readonly message: string; readonly settings: readonly string[] };
@@ -120,7 +120,7 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     version: PROJECT_VERSION,
     sidecar: SIDECAR_CONTAINER_NAME,
     envoyContainer: envoyContainer.name,
-    servePort: plan.servePort,
+    servePort: plan['serve-port'],
     native,
     ...(waitContainers.length > 0 ? { waitContainers } : {}),
   };
@@ -193,7 +193,7 @@ function readWaitContainers(
 }
 
 /** What the sidecar adds must not collide with the pod's own ports and volumes; throws naming each collision. */
-function assertRoomForSidecar(plan: PodDrainPlan, spec: V1PodSpec | undefined): void {
+function assertRoomForSidecar(plan: PodDrainValues, spec: V1PodSpec | undefined): void {
   const errors: ConfigError[] = [];
   collect(errors, () => assertServePortIsFree(plan, spec));
   collect(errors, () => assertStateVolumeIsFree(spec));
@@ -227,15 +227,15 @@ function runsToCompletion(spec: V1PodSpec | undefined): boolean {
 }
 
 /** The sidecar shares the pod's network namespace: a port another container listens on would make it crash-loop. */
-function assertServePortIsFree(plan: PodDrainPlan, spec: V1PodSpec | undefined): void {
+function assertServePortIsFree(plan: PodDrainValues, spec: V1PodSpec | undefined): void {
   const running = [...(spec?.containers ?? []), ...(spec?.initContainers ?? []).filter(isNativeSidecar)];
   for (const container of running) {
-    const clash = container.ports?.find((port) => port.containerPort === plan.servePort);
+    const clash = container.ports?.find((port) => port.containerPort === plan['serve-port']);
     if (clash !== undefined) {
       throw new ConfigError(
         'serve-port (annotation shutdown-manager.io/serve-port or the webhook default)',
-        String(plan.servePort),
-        `a port that no container uses; container "${container.name}" declares port ${plan.servePort}` +
+        String(plan['serve-port']),
+        `a port that no container uses; container "${container.name}" declares port ${plan['serve-port']}` +
           (clash.name ? ` (${clash.name})` : ''),
         'serve-port',
       );
@@ -269,7 +269,7 @@ interface PodChanges {
   readonly envoyArgs: readonly string[] | undefined;
   /** Names of the app containers whose preStop waits for the drain. */
   readonly waitContainers: ReadonlySet<string>;
-  readonly plan: PodDrainPlan;
+  readonly plan: PodDrainValues;
   readonly config: InjectionConfig;
   readonly resources: SidecarResources;
   readonly status: InjectionStatus;
@@ -305,7 +305,7 @@ function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
       ...spec,
       ...placement,
       volumes: [...(spec.volumes ?? []), stateVolume()],
-      terminationGracePeriodSeconds: plan.terminationGracePeriodSeconds,
+      terminationGracePeriodSeconds: plan['termination-grace-period'],
     },
   };
 }

@@ -1,6 +1,6 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container, its state volume and the preStop hooks. */
 import type { V1Container, V1LifecycleHandler, V1Volume } from '@kubernetes/client-node';
-import { podDrainValuesOf, type PodDrainPlan } from '../config/drain.js';
+import type { PodDrainValues } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { resourceRequirements, type SidecarResources } from '../config/resources.js';
 import { toFlags } from '../config/settings.js';
@@ -39,7 +39,7 @@ export function newShutdownToken(): string {
 }
 
 /** Envoy's preStop hook, the only thing that starts a drain: it blocks until the sidecar has drained Envoy. */
-export function shutdownHook(plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
+export function shutdownHook(plan: PodDrainValues, token: string | undefined): V1LifecycleHandler {
   return sidecarHook(SIDECAR_PATHS.shutdown, plan, token);
 }
 
@@ -49,26 +49,25 @@ export function shutdownHook(plan: PodDrainPlan, token: string | undefined): V1L
  * there it must not drain a healthy Envoy, so it only joins a drain that Envoy's hook has started (or that
  * starts within --wait-window), which keeps the container alive while Envoy drains on pod deletion.
  */
-export function waitHook(plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
+export function waitHook(plan: PodDrainValues, token: string | undefined): V1LifecycleHandler {
   return sidecarHook(SIDECAR_PATHS.wait, plan, token);
 }
 
-function sidecarHook(path: string, plan: PodDrainPlan, token: string | undefined): V1LifecycleHandler {
-  const httpGet = { path, port: plan.servePort, scheme: 'HTTP' };
+function sidecarHook(path: string, plan: PodDrainValues, token: string | undefined): V1LifecycleHandler {
+  const httpGet = { path, port: plan['serve-port'], scheme: 'HTTP' };
   if (token === undefined) return { httpGet };
   return { httpGet: { ...httpGet, httpHeaders: [{ name: 'Authorization', value: `Bearer ${token}` }] } };
 }
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
-export function sidecarArgs(plan: PodDrainPlan): string[] {
-  const { 'termination-grace-period': _boundByDrainTimeout, listeners, ...settings } = podDrainValuesOf(plan);
+export function sidecarArgs(plan: PodDrainValues): string[] {
+  const { 'termination-grace-period': _boundByDrainTimeout, listeners, ...settings } = plan;
   return [
     'mode=sidecar',
     ...toFlags(SIDECAR_SETTINGS, {
       ...settings,
       // Only when restricted: the sidecar's default already counts every listener.
       ...(listeners.length > 0 ? { listeners } : {}),
-      'drain-timeout': plan.drainTimeoutMs,
       'state-dir': STATE_DIR,
     }),
   ];
@@ -85,7 +84,7 @@ export function sidecarArgs(plan: PodDrainPlan): string[] {
  * starvation. A false restart is harmless anyway: the sidecar's own hook only joins a drain (GET /wait),
  * and the state volume tells the new process what the old one did.
  */
-export function buildSidecarContainer(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
+export function buildSidecarContainer(plan: PodDrainValues, config: InjectionConfig, options: SidecarOptions): V1Container {
   const { token } = options;
   const template = cachedTemplate(plan, config, options);
   if (token === undefined) return template;
@@ -115,7 +114,7 @@ const TEMPLATES_PER_CONFIG = 256;
  * The container for this plan with the token's members as placeholders, deeply frozen: it is shared by every
  * pod injected with the same plan, so a write to it anywhere would throw rather than leak into other pods.
  */
-function cachedTemplate(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
+function cachedTemplate(plan: PodDrainValues, config: InjectionConfig, options: SidecarOptions): V1Container {
   let byKey = templates.get(config);
   if (byKey === undefined) templates.set(config, (byKey = new Map()));
   // Every input but the token's value is in the key, options that are added later included.
@@ -142,7 +141,7 @@ function deepFreeze<T>(value: T): T {
 }
 
 /** The container as documented on buildSidecarContainer; with a token, `options.token` is the placeholder. */
-function buildTemplate(plan: PodDrainPlan, config: InjectionConfig, options: SidecarOptions): V1Container {
+function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: SidecarOptions): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: config.sidecarImage,
@@ -150,9 +149,9 @@ function buildTemplate(plan: PodDrainPlan, config: InjectionConfig, options: Sid
     args: sidecarArgs(plan),
     // By environment, not flag: it stays out of the process list.
     ...(options.token === undefined ? {} : { env: [{ name: SHUTDOWN_TOKEN_ENV, value: options.token }] }),
-    ports: [{ name: 'shutdown-mgr', containerPort: plan.servePort, protocol: 'TCP' }],
+    ports: [{ name: 'shutdown-mgr', containerPort: plan['serve-port'], protocol: 'TCP' }],
     livenessProbe: {
-      httpGet: { path: SIDECAR_PATHS.healthz, port: plan.servePort, scheme: 'HTTP' },
+      httpGet: { path: SIDECAR_PATHS.healthz, port: plan['serve-port'], scheme: 'HTTP' },
       initialDelaySeconds: 3,
       periodSeconds: 10,
       timeoutSeconds: 5,

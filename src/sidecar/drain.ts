@@ -10,6 +10,7 @@ import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
 import { systemClock, type Clock } from '../clock.js';
 import type { SidecarLog } from './log.js';
+import type { SidecarConfig } from '../config/sidecar.js';
 
 /** What the drain needs from Envoy's admin API; EnvoyAdminClient implements it. */
 export interface EnvoyDrainTarget {
@@ -22,19 +23,15 @@ export interface EnvoyDrainTarget {
   countOpenConnections(signal: AbortSignal): Promise<ConnectionCount>;
 }
 
-export interface DrainLoopSettings {
-  /** Envoy keeps serving untouched this long after the drain starts (load balancers deregister first). */
-  readonly drainDelayMs: number;
-  readonly checkDelayMs: number;
-  readonly checkIntervalMs: number;
-  readonly minOpenConnections: number;
-  readonly drainTimeoutMs: number;
-  /**
-   * Consecutive refused admin connections after which Envoy is taken as exited (at least 1); only once
-   * the admin API has answered before, or a wrong admin port would pass for an exited Envoy.
-   */
-  readonly refusalsBeforeExited: number;
-}
+/**
+ * The sidecar's settings the drain loop reads, under their flag names. admin-refusals: consecutive refused
+ * admin connections after which Envoy is taken as exited (at least 1); only once the admin API has answered
+ * before, or a wrong admin port would pass for an exited Envoy.
+ */
+export type DrainLoopSettings = Pick<
+  SidecarConfig,
+  'drain-delay' | 'check-delay' | 'check-interval' | 'min-open-connections' | 'drain-timeout' | 'admin-refusals'
+>;
 
 export type DrainState = 'idle' | 'draining' | 'drained' | 'timed-out' | 'interrupted';
 
@@ -185,7 +182,7 @@ export class Drain {
   snapshot(): DrainSnapshot {
     const now = this.clock.now();
     const started = this.startedAtMs;
-    const deadline = started === undefined ? undefined : started + this.settings.drainTimeoutMs;
+    const deadline = started === undefined ? undefined : started + this.settings['drain-timeout'];
     const end = this.finishedAtMs ?? now;
     return {
       state: this.state,
@@ -199,7 +196,7 @@ export class Drain {
       openConnectionsByListener: this.lastCount?.byListener ?? null,
       lastPollAt: isoOrNull(this.lastPollAtMs),
       polls: this.polls,
-      minOpenConnections: this.settings.minOpenConnections,
+      minOpenConnections: this.settings['min-open-connections'],
       healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
       healthChecksFailedAt: isoOrNull(this.healthChecksFailedAtMs),
       listenersDraining: this.steps[1]?.done ?? false,
@@ -214,7 +211,13 @@ export class Drain {
     this.state = 'draining';
     this.startedAtMs = this.clock.now();
     this.armDeadline();
-    const { drainDelayMs, checkDelayMs, checkIntervalMs, minOpenConnections, drainTimeoutMs } = this.settings;
+    const {
+      'drain-delay': drainDelayMs,
+      'check-delay': checkDelayMs,
+      'check-interval': checkIntervalMs,
+      'min-open-connections': minOpenConnections,
+      'drain-timeout': drainTimeoutMs,
+    } = this.settings;
     this.log.info(
       {
         event: 'drain_started',
@@ -271,7 +274,7 @@ export class Drain {
    * drain only later (see countMayEndFromMs) waits for the next poll on that grid, never for an extra one.
    */
   private nextPollAtMs(): number {
-    const { drainDelayMs, checkDelayMs, checkIntervalMs } = this.settings;
+    const { 'drain-delay': drainDelayMs, 'check-delay': checkDelayMs, 'check-interval': checkIntervalMs } = this.settings;
     if (this.lastPollSentAtMs !== undefined) return this.lastPollSentAtMs + checkIntervalMs;
     return (this.startedAtMs ?? 0) + drainDelayMs + checkDelayMs;
   }
@@ -283,7 +286,7 @@ export class Drain {
    */
   private countMayEndFromMs(): number | undefined {
     const failedAt = this.healthChecksFailedAtMs;
-    return failedAt === undefined ? undefined : failedAt + this.settings.checkDelayMs;
+    return failedAt === undefined ? undefined : failedAt + this.settings['check-delay'];
   }
 
   /** Until the next poll; steps not done yet are retried every check-interval meanwhile. */
@@ -291,7 +294,7 @@ export class Drain {
     const untilPoll = this.nextPollAtMs() - this.clock.now();
     if (this.steps.every((step) => step.done)) return Math.max(0, untilPoll);
     // A poll already due did not happen: a refused step ended the round. Both wait for the next interval.
-    return untilPoll > 0 ? Math.min(this.settings.checkIntervalMs, untilPoll) : this.settings.checkIntervalMs;
+    return untilPoll > 0 ? Math.min(this.settings['check-interval'], untilPoll) : this.settings['check-interval'];
   }
 
   private async poll(): Promise<DrainEndReason | undefined> {
@@ -305,7 +308,7 @@ export class Drain {
       const mayEnd = this.countMayEndFromMs();
       const delayServed = mayEnd !== undefined && this.clock.now() >= mayEnd;
       this.logPoll(count, delayServed);
-      return delayServed && count.total <= this.settings.minOpenConnections ? 'connections-closed' : undefined;
+      return delayServed && count.total <= this.settings['min-open-connections'] ? 'connections-closed' : undefined;
     } catch (error) {
       return this.recordFailure(error, 'count open connections');
     }
@@ -319,9 +322,9 @@ export class Drain {
       {
         event: 'poll',
         open_connections: count.total,
-        min_connections: this.settings.minOpenConnections,
+        min_connections: this.settings['min-open-connections'],
         elapsed_ms: now - started,
-        remaining_ms: Math.max(0, started + this.settings.drainTimeoutMs - now),
+        remaining_ms: Math.max(0, started + this.settings['drain-timeout'] - now),
         by_listener: count.byListener,
         ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
         ...(delayServed ? {} : { check_delay_pending: true }),
@@ -346,7 +349,7 @@ export class Drain {
     const everAnswered = this.envoy.hasAnswered;
     if (error instanceof AdminRefusedError) {
       this.consecutiveRefusals += 1;
-      if (everAnswered && this.consecutiveRefusals >= this.settings.refusalsBeforeExited) return 'envoy-exited';
+      if (everAnswered && this.consecutiveRefusals >= this.settings['admin-refusals']) return 'envoy-exited';
     } else {
       this.consecutiveRefusals = 0;
     }
@@ -385,7 +388,7 @@ export class Drain {
   }
 
   private armDeadline(): void {
-    this.clock.sleep(this.settings.drainTimeoutMs, this.finished.signal).then(
+    this.clock.sleep(this.settings['drain-timeout'], this.finished.signal).then(
       () => this.stop.abort('deadline' satisfies DrainEndReason),
       () => undefined, // the drain ended first
     );
@@ -402,7 +405,7 @@ export class Drain {
       healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
       openConnections: this.lastCount?.total ?? null,
       durationMs: this.finishedAtMs - (this.startedAtMs ?? this.finishedAtMs),
-      minOpenConnections: this.settings.minOpenConnections,
+      minOpenConnections: this.settings['min-open-connections'],
       envoyAdmin: this.envoy.address,
       lastError: this.lastError,
       lastInvalidAnswer: this.lastInvalidAnswer,
@@ -413,7 +416,7 @@ export class Drain {
         state: outcome.state,
         reason,
         open_connections: outcome.openConnections,
-        min_connections: this.settings.minOpenConnections,
+        min_connections: this.settings['min-open-connections'],
         duration_ms: outcome.durationMs,
       },
       describeOutcome(outcome),

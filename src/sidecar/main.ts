@@ -68,30 +68,19 @@ export interface RunningSidecar {
 
 export async function startSidecar(
   config: SidecarConfig,
-  log: SidecarLog = createJsonLog(config.logLevel, 'shutdown-manager'),
+  log: SidecarLog = createJsonLog(config['log-level'], 'shutdown-manager'),
 ): Promise<RunningSidecar> {
   const envoy = new EnvoyAdminClient({
-    address: config.adminAddress,
-    port: config.adminPort,
-    timeoutMs: config.adminTimeoutMs,
+    address: config['admin-address'],
+    port: config['admin-port'],
+    timeoutMs: config['admin-timeout'],
     listeners: config.listeners,
-    inboundOnly: config.drainInboundOnly,
+    inboundOnly: config['drain-inbound-only'],
   });
   const supervisor = new DrainSupervisor(
     envoy,
-    {
-      drain: {
-        drainDelayMs: config.drainDelayMs,
-        checkDelayMs: config.checkDelayMs,
-        checkIntervalMs: config.checkIntervalMs,
-        minOpenConnections: config.minOpenConnections,
-        drainTimeoutMs: config.drainTimeoutMs,
-        refusalsBeforeExited: config.adminRefusalsBeforeExited,
-      },
-      recoverEnvoy: config.recoverEnvoy,
-      watchIntervalMs: config.checkIntervalMs,
-    },
-    openJournal(config.stateDir),
+    { drain: config, recoverEnvoy: config['recover-envoy'], watchIntervalMs: config['check-interval'] },
+    openJournal(config['state-dir']),
     log,
     systemClock,
   );
@@ -109,16 +98,17 @@ export async function startSidecar(
     const loaded = await registry;
     return { contentType: loaded.contentType, body: await loaded.metrics() };
   };
+  const shutdownToken = config['shutdown-token'] === '' ? undefined : config['shutdown-token'];
   const server = await startDrainServer({
     drain: supervisor,
-    waitWindowMs: config.waitWindowMs,
-    host: config.serveAddress,
-    port: config.servePort,
+    waitWindowMs: config['wait-window'],
+    host: config['serve-address'],
+    port: config['serve-port'],
     log,
-    shutdownToken: config.shutdownToken,
+    shutdownToken,
     metrics,
   });
-  if (config.shutdownToken === undefined) {
+  if (shutdownToken === undefined) {
     // Info, not warn: without a token is the documented setup for clusters before 1.26 (--protect-shutdown=false).
     log.info({ event: 'shutdown_unprotected' }, `no ${SHUTDOWN_TOKEN_ENV}: anyone who can reach this port can drain Envoy`);
   }
@@ -128,16 +118,16 @@ export async function startSidecar(
       address: server.address,
       port: server.port,
       envoy_admin: envoy.target,
-      check_interval_ms: config.checkIntervalMs,
-      check_delay_ms: config.checkDelayMs,
-      min_connections: config.minOpenConnections,
-      drain_timeout_ms: config.drainTimeoutMs,
+      check_interval_ms: config['check-interval'],
+      check_delay_ms: config['check-delay'],
+      min_connections: config['min-open-connections'],
+      drain_timeout_ms: config['drain-timeout'],
       listeners: config.listeners,
-      drain_inbound_only: config.drainInboundOnly,
-      drain_delay_ms: config.drainDelayMs,
-      wait_window_ms: config.waitWindowMs,
-      recover_envoy: config.recoverEnvoy,
-      state_dir: config.stateDir,
+      drain_inbound_only: config['drain-inbound-only'],
+      drain_delay_ms: config['drain-delay'],
+      wait_window_ms: config['wait-window'],
+      recover_envoy: config['recover-envoy'],
+      state_dir: config['state-dir'],
     },
     `shutdown manager listening on ${server.address.includes(':') ? `[${server.address}]` : server.address}:${server.port}`,
   );

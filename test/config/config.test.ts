@@ -29,16 +29,16 @@ describe('webhook settings', () => {
   test('defaults are Contour\'s', () => {
     const { defaults } = parseWebhookConfig([], {}).injection;
     assert.deepEqual(defaults, {
-      checkIntervalMs: 5000,
-      checkDelayMs: 60_000,
-      drainDelayMs: 0,
-      recoverEnvoy: true,
-      minOpenConnections: 0,
-      servePort: 8090,
-      adminPort: 9001,
+      'check-interval': 5000,
+      'check-delay': 60_000,
+      'drain-delay': 0,
+      'recover-envoy': true,
+      'min-open-connections': 0,
+      'serve-port': 8090,
+      'admin-port': 9001,
       listeners: [],
-      terminationGracePeriodSeconds: 300,
-      drainTimeoutMs: 290_000,
+      'termination-grace-period': 300,
+      'drain-timeout': 290_000,
     });
   });
 
@@ -47,8 +47,8 @@ describe('webhook settings', () => {
       SHUTDOWN_MANAGER_CHECK_DELAY: '20s',
       SHUTDOWN_MANAGER_CHECK_INTERVAL: '2s',
     });
-    assert.equal(config.injection.defaults.checkDelayMs, 10_000);
-    assert.equal(config.injection.defaults.checkIntervalMs, 2_000);
+    assert.equal(config.injection.defaults['check-delay'], 10_000);
+    assert.equal(config.injection.defaults['check-interval'], 2_000);
   });
 
   test('every bad value is named in one error', () => {
@@ -67,7 +67,7 @@ describe('webhook settings', () => {
 
   test('an empty environment variable counts as unset; switches take true/false as the next argument too', () => {
     const config = parseWebhookConfig(['--native-sidecar', 'false', '--dev-certs'], { SHUTDOWN_MANAGER_CHECK_DELAY: '' });
-    assert.equal(config.injection.defaults.checkDelayMs, 60_000);
+    assert.equal(config.injection.defaults['check-delay'], 60_000);
     assert.equal(config.injection.nativeSidecar, false);
     assert.equal(config.devCerts, true);
     assert.equal(parseWebhookConfig(['--native-sidecar', 'true'], {}).injection.nativeSidecar, true);
@@ -98,12 +98,12 @@ describe('sidecar settings', () => {
       ['--check-interval=50ms', '--check-delay=0s', '--min-open-connections=2', '--serve-port=18090', '--admin-port=19001', '--drain-timeout=4m50s'],
       {},
     );
-    assert.equal(config.checkIntervalMs, 50);
-    assert.equal(config.checkDelayMs, 0);
-    assert.equal(config.minOpenConnections, 2);
-    assert.equal(config.servePort, 18090);
-    assert.equal(config.adminPort, 19001);
-    assert.equal(config.drainTimeoutMs, 290_000);
+    assert.equal(config['check-interval'], 50);
+    assert.equal(config['check-delay'], 0);
+    assert.equal(config['min-open-connections'], 2);
+    assert.equal(config['serve-port'], 18090);
+    assert.equal(config['admin-port'], 19001);
+    assert.equal(config['drain-timeout'], 290_000);
   });
 });
 
@@ -121,30 +121,30 @@ describe('per-pod annotations', () => {
       defaults,
       30,
     );
-    assert.equal(plan.checkIntervalMs, 100);
-    assert.equal(plan.terminationGracePeriodSeconds, 120);
-    assert.equal(plan.drainTimeoutMs, 110_000); // 120 s minus the 10 s cap on the margin
-    assert.equal(plan.adminPort, 15000);
-    assert.equal(plan.checkDelayMs, defaults.checkDelayMs);
+    assert.equal(plan['check-interval'], 100);
+    assert.equal(plan['termination-grace-period'], 120);
+    assert.equal(plan['drain-timeout'], 110_000); // 120 s minus the 10 s cap on the margin
+    assert.equal(plan['admin-port'], 15000);
+    assert.equal(plan['check-delay'], defaults['check-delay']);
     assert.deepEqual(unknownAnnotations, []);
   });
 
   test('a pod that already allows longer keeps its grace period, and is checked against it', () => {
     // 10m of check delay would not fit in the default 300 s, but fits in the pod's own 900 s.
     const { plan } = resolvePodDrainPlan({ 'shutdown-manager.io/check-delay': '10m' }, defaults, 900);
-    assert.equal(plan.terminationGracePeriodSeconds, 900);
-    assert.equal(plan.drainTimeoutMs, 890_000);
-    assert.equal(resolvePodDrainPlan(undefined, defaults, 30).plan.terminationGracePeriodSeconds, 300, 'raised');
-    assert.equal(resolvePodDrainPlan(undefined, defaults, undefined).plan.terminationGracePeriodSeconds, 300);
+    assert.equal(plan['termination-grace-period'], 900);
+    assert.equal(plan['drain-timeout'], 890_000);
+    assert.equal(resolvePodDrainPlan(undefined, defaults, 30).plan['termination-grace-period'], 300, 'raised');
+    assert.equal(resolvePodDrainPlan(undefined, defaults, undefined).plan['termination-grace-period'], 300);
     const asked = resolvePodDrainPlan({ 'shutdown-manager.io/termination-grace-period': '20', 'shutdown-manager.io/check-delay': '1s' }, defaults, 900);
-    assert.equal(asked.plan.terminationGracePeriodSeconds, 20, 'an annotation is taken as asked');
+    assert.equal(asked.plan['termination-grace-period'], 20, 'an annotation is taken as asked');
   });
 
   test('a pod allowing days gets a deadline of a day, which its sidecar accepts', () => {
     const { plan } = resolvePodDrainPlan(undefined, defaults, 100_000);
-    assert.equal(plan.terminationGracePeriodSeconds, 100_000);
-    assert.equal(plan.drainTimeoutMs, 24 * 3_600_000);
-    assert.equal(parseSidecarConfig(['--drain-timeout=24h'], {}).drainTimeoutMs, plan.drainTimeoutMs);
+    assert.equal(plan['termination-grace-period'], 100_000);
+    assert.equal(plan['drain-timeout'], 24 * 3_600_000);
+    assert.equal(parseSidecarConfig(['--drain-timeout=24h'], {})['drain-timeout'], plan['drain-timeout']);
   });
 
   test('durations beyond a day are refused: Node timers would overflow', () => {

@@ -64,7 +64,7 @@ describe('example Envoy', () => {
     assert.deepEqual(unknownAnnotations, []);
     const address = getObject(bootstrap(), ['admin', 'address', 'socket_address']);
     assert.equal(address.address, '127.0.0.1');
-    assert.equal(address.port_value, plan.adminPort);
+    assert.equal(address.port_value, plan['admin-port']);
   });
 
   it('listens on the container port the Service targets, with readiness answered by that listener', () => {
@@ -88,7 +88,7 @@ describe('example Envoy', () => {
     assert.ok(envoy);
     const { plan } = resolvePodDrainPlan(podAnnotations(), defaults, undefined);
     const ports = (getArray(envoy, ['ports']) as JsonObject[]).map((p) => p.containerPort);
-    assert.ok(!ports.includes(plan.servePort), `port ${plan.servePort} is the shutdown-manager's`);
+    assert.ok(!ports.includes(plan['serve-port']), `port ${plan['serve-port']} is the shutdown-manager's`);
   });
 
   it('sets annotations the webhook accepts, all under its prefix and none reserved for the webhook', () => {
@@ -97,8 +97,8 @@ describe('example Envoy', () => {
     assert.ok(ours.length > 0, 'the example shows at least one override');
     assert.ok(!ours.includes(ANNOTATIONS.status), `${ANNOTATIONS.status} is written by the webhook`);
     const { plan } = resolvePodDrainPlan(annotations, defaults, undefined);
-    assert.equal(plan.checkDelayMs, 15_000);
-    assert.equal(plan.terminationGracePeriodSeconds, 120);
+    assert.equal(plan['check-delay'], 15_000);
+    assert.equal(plan['termination-grace-period'], 120);
   });
 
   it('documents, in comments, only annotations that exist and values the webhook accepts', async () => {

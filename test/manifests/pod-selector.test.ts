@@ -96,7 +96,7 @@ describe("the README's overlay for Envoy Gateway", () => {
     for (const dir of [MANIFESTS_DIR, join(MANIFESTS_DIR, 'self-signed')]) {
       const docs = applyOverlay(await readmeOverlay('envoy-gateway'), 'README overlay envoy-gateway', await resolveKustomization(dir));
       const { flag, config } = assertAgree(docs, `README overlay on ${relative(REPO_ROOT, dir)}`);
-      assert.equal(config.injection.defaults.adminPort, 19000, `${envName('admin-port')} set by the overlay`);
+      assert.equal(config.injection.defaults['admin-port'], 19000, `${envName('admin-port')} set by the overlay`);
 
       // What Envoy Gateway puts on its proxy pods (labels of its rendered Deployment).
       const proxy = {

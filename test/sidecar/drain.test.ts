@@ -55,12 +55,12 @@ class FakeEnvoy implements EnvoyDrainTarget {
 
 
 const SETTINGS: DrainLoopSettings = {
-  drainDelayMs: 0,
-  checkDelayMs: 0,
-  checkIntervalMs: 10,
-  minOpenConnections: 0,
-  drainTimeoutMs: 2_000,
-  refusalsBeforeExited: 3,
+  'drain-delay': 0,
+  'check-delay': 0,
+  'check-interval': 10,
+  'min-open-connections': 0,
+  'drain-timeout': 2_000,
+  'admin-refusals': 3,
 };
 
 const refused = (): AdminRefusedError => new AdminRefusedError('GET /stats', 'connection refused');
@@ -110,7 +110,7 @@ describe('Drain', () => {
   });
 
   test('waits check-delay before the first poll, then check-interval between polls', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([1, 1, 0], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    const { clock, envoy, drain } = makeTimedDrain([1, 1, 0], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
     const started = clock.now();
     await drain.start();
     assert.deepEqual(
@@ -120,7 +120,7 @@ describe('Drain', () => {
   });
 
   test('initiation calls that failed are retried every check-interval; check-delay counts from the successful /healthcheck/fail', async () => {
-    const { clock, envoy, drain, log } = makeTimedDrain([0], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    const { clock, envoy, drain, log } = makeTimedDrain([0], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
     envoy.failAnswers = [new AdminStatusError('POST /healthcheck/fail', 500, 'busy'), new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
     const started = clock.now();
     const outcome = await drain.start();
@@ -135,7 +135,7 @@ describe('Drain', () => {
   });
 
   test('one refused /healthcheck/fail from an Envoy that answered before does not skip check-delay', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([0], { checkDelayMs: 2_000, checkIntervalMs: 50, drainTimeoutMs: 10_000 });
+    const { clock, envoy, drain } = makeTimedDrain([0], { 'check-delay': 2_000, 'check-interval': 50, 'drain-timeout': 10_000 });
     envoy.failAnswers = [refused()];
     const started = clock.now();
     const outcome = await drain.start();
@@ -148,7 +148,7 @@ describe('Drain', () => {
   });
 
   test('a /healthcheck/fail that times out until late still gets the whole check-delay after it', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([0], { checkDelayMs: 2_000, checkIntervalMs: 100, drainTimeoutMs: 10_000 });
+    const { clock, envoy, drain } = makeTimedDrain([0], { 'check-delay': 2_000, 'check-interval': 100, 'drain-timeout': 10_000 });
     envoy.failAnswers = Array.from({ length: 19 }, () => new AdminTimeoutError('POST /healthcheck/fail', 'slow'));
     const started = clock.now();
     const outcome = await drain.start();
@@ -158,7 +158,7 @@ describe('Drain', () => {
   });
 
   test('the deadline wins over check-delay: 0 connections before the delay is served is still timed-out', async () => {
-    const { envoy, drain } = makeTimedDrain([0], { checkDelayMs: 2_000, checkIntervalMs: 100, drainTimeoutMs: 3_000 });
+    const { envoy, drain } = makeTimedDrain([0], { 'check-delay': 2_000, 'check-interval': 100, 'drain-timeout': 3_000 });
     envoy.failAnswers = Array.from({ length: 15 }, () => new AdminStatusError('POST /healthcheck/fail', 503, 'busy'));
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections, outcome.durationMs], ['timed-out', 'deadline', 0, 3_000]);
@@ -166,7 +166,7 @@ describe('Drain', () => {
   });
 
   test('a /healthcheck/fail that never succeeds: the count never ends the drain, and the outcome says why', async () => {
-    const { envoy, drain } = makeTimedDrain([0], { checkDelayMs: 0, checkIntervalMs: 100, drainTimeoutMs: 1_000 });
+    const { envoy, drain } = makeTimedDrain([0], { 'check-delay': 0, 'check-interval': 100, 'drain-timeout': 1_000 });
     envoy.failAnswers = Array.from({ length: 100 }, () => new AdminStatusError('POST /healthcheck/fail', 503, 'busy'));
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.reason, outcome.healthChecksFailed], ['timed-out', 'deadline', false]);
@@ -176,7 +176,7 @@ describe('Drain', () => {
 
   test('min-open-connections: done as soon as the count is at or below it', async () => {
     const envoy = new FakeEnvoy([9, 5, 2, 0]);
-    const { drain } = makeDrain(envoy, { minOpenConnections: 2 });
+    const { drain } = makeDrain(envoy, { 'min-open-connections': 2 });
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.openConnections], ['drained', 2]);
     assert.equal(envoy.names().filter((name) => name === 'count').length, 3);
@@ -184,7 +184,7 @@ describe('Drain', () => {
 
   test('deadline: times out on time even while a poll hangs', async () => {
     const envoy = new FakeEnvoy([4, 'hang']);
-    const { drain } = makeDrain(envoy, { drainTimeoutMs: 150 });
+    const { drain } = makeDrain(envoy, { 'drain-timeout': 150 });
     const started = Date.now();
     const outcome = await drain.start();
     const elapsed = Date.now() - started;
@@ -195,7 +195,7 @@ describe('Drain', () => {
 
   test('deadline during check-delay ends the drain without a poll', async () => {
     const envoy = new FakeEnvoy([0]);
-    const { drain } = makeDrain(envoy, { checkDelayMs: 10_000, drainTimeoutMs: 80 });
+    const { drain } = makeDrain(envoy, { 'check-delay': 10_000, 'drain-timeout': 80 });
     const outcome = await drain.start();
     assert.equal(outcome.state, 'timed-out');
     assert.equal(outcome.openConnections, null);
@@ -212,7 +212,7 @@ describe('Drain', () => {
   });
 
   test('Envoy taken as exited during check-delay ends the drain; refusals are counted once per check, spaced by check-interval', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([refused()], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    const { clock, envoy, drain } = makeTimedDrain([refused()], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
     envoy.failAnswers = [refused(), refused(), refused()];
     const started = clock.now();
     const outcome = await drain.start();
@@ -225,7 +225,7 @@ describe('Drain', () => {
   });
 
   test('an admin API that never answered: refusals are retried until the deadline, which names the address', async () => {
-    const { clock, envoy, drain, log } = makeTimedDrain([refused()], { checkDelayMs: 60_000, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    const { clock, envoy, drain, log } = makeTimedDrain([refused()], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
     envoy.hasAnswered = false;
     envoy.failAnswers = Array.from({ length: 100 }, refused);
     const started = clock.now();
@@ -242,7 +242,7 @@ describe('Drain', () => {
   });
 
   test('an admin API that answers late, then exits: refusals count only after its first answer', async () => {
-    const { envoy, drain } = makeTimedDrain([3, refused()], { checkDelayMs: 0, checkIntervalMs: 5_000, drainTimeoutMs: 290_000 });
+    const { envoy, drain } = makeTimedDrain([3, refused()], { 'check-delay': 0, 'check-interval': 5_000, 'drain-timeout': 290_000 });
     envoy.hasAnswered = false;
     envoy.failAnswers = [refused(), refused(), refused(), refused()];
     const outcome = await drain.start();
@@ -262,7 +262,7 @@ describe('Drain', () => {
   });
 
   test('drain-delay: Envoy is left untouched for the delay, then check-delay and check-interval follow', async () => {
-    const { clock, envoy, drain, log } = makeTimedDrain([2, 0], { drainDelayMs: 10_000, checkDelayMs: 5_000, checkIntervalMs: 1_000, drainTimeoutMs: 60_000 });
+    const { clock, envoy, drain, log } = makeTimedDrain([2, 0], { 'drain-delay': 10_000, 'check-delay': 5_000, 'check-interval': 1_000, 'drain-timeout': 60_000 });
     const started = clock.now();
     const outcome = await drain.start();
     assert.deepEqual(
@@ -274,7 +274,7 @@ describe('Drain', () => {
   });
 
   test('the deadline can end a drain during drain-delay: nothing was sent to Envoy', async () => {
-    const { envoy, drain } = makeTimedDrain([0], { drainDelayMs: 10_000, drainTimeoutMs: 5_000 });
+    const { envoy, drain } = makeTimedDrain([0], { 'drain-delay': 10_000, 'drain-timeout': 5_000 });
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.reason, outcome.healthChecksFailed], ['timed-out', 'deadline', false]);
     assert.deepEqual(envoy.calls, []);
@@ -282,7 +282,7 @@ describe('Drain', () => {
 
   test('polls stay check-interval apart when the count may end the drain between two of them (no extra poll)', async () => {
     // /healthcheck/fail succeeds 30 ms in: the count may end the drain from 1_030, off the poll grid.
-    const { clock, envoy, drain, log } = makeTimedDrain([0], { checkDelayMs: 1_000, checkIntervalMs: 100, drainTimeoutMs: 10_000 });
+    const { clock, envoy, drain, log } = makeTimedDrain([0], { 'check-delay': 1_000, 'check-interval': 100, 'drain-timeout': 10_000 });
     envoy.failAnswers = [new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
     const started = clock.now();
     let failCalls = 0;
@@ -300,7 +300,7 @@ describe('Drain', () => {
   });
 
   test('a poll still waiting for Envoy at the deadline is logged and shown in /drain, not left as lastError null', async () => {
-    const { envoy, drain, log } = makeTimedDrain([3, 'hang'], { checkIntervalMs: 100, drainTimeoutMs: 1_000 });
+    const { envoy, drain, log } = makeTimedDrain([3, 'hang'], { 'check-interval': 100, 'drain-timeout': 1_000 });
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.openConnections], ['deadline', 3]);
     assert.match(outcome.lastError ?? '', /count open connections: no answer from Envoy's admin API before the drain deadline/);
@@ -311,7 +311,7 @@ describe('Drain', () => {
   });
 
   test('an admin port that answers 500 to everything is reported with what it answered, not as unreachable', async () => {
-    const { envoy, drain } = makeTimedDrain([new AdminStatusError('GET /stats', 500, 'oops')], { checkIntervalMs: 100, drainTimeoutMs: 1_000 });
+    const { envoy, drain } = makeTimedDrain([new AdminStatusError('GET /stats', 500, 'oops')], { 'check-interval': 100, 'drain-timeout': 1_000 });
     envoy.hasAnswered = false;
     envoy.failAnswers = Array.from({ length: 20 }, () => new AdminStatusError('POST /healthcheck/fail', 500, 'internal error'));
     envoy.drainAnswers = Array.from({ length: 20 }, () => new AdminStatusError('POST /drain_listeners', 500, 'internal error'));
@@ -334,7 +334,7 @@ describe('Drain', () => {
 
   test('snapshot shows what a person debugging a stuck pod needs', async () => {
     const envoy = new FakeEnvoy([6, 'hang']);
-    const { drain } = makeDrain(envoy, { drainTimeoutMs: 5_000, minOpenConnections: 1 });
+    const { drain } = makeDrain(envoy, { 'drain-timeout': 5_000, 'min-open-connections': 1 });
     assert.deepEqual(
       { state: drain.snapshot().state, startedAt: drain.snapshot().startedAt, polls: drain.snapshot().polls },
       { state: 'idle', startedAt: null, polls: 0 },

@@ -154,7 +154,7 @@ async function serve(t: TestContext, limits: ConnectionLimits): Promise<InProces
   const drain = new DrainSupervisor(
     envoy,
     {
-      drain: { drainDelayMs: 0, checkDelayMs: 0, checkIntervalMs: 20, minOpenConnections: 0, drainTimeoutMs: 20_000, refusalsBeforeExited: 3 },
+      drain: { 'drain-delay': 0, 'check-delay': 0, 'check-interval': 20, 'min-open-connections': 0, 'drain-timeout': 20_000, 'admin-refusals': 3 },
       recoverEnvoy: false,
       watchIntervalMs: 20,
     },

@@ -86,7 +86,7 @@ class ModelEnvoy implements SupervisedEnvoy {
   }
 }
 
-const DRAIN: DrainLoopSettings = { drainDelayMs: 0, checkDelayMs: 0, checkIntervalMs: 10, minOpenConnections: 0, drainTimeoutMs: 2_000, refusalsBeforeExited: 3 };
+const DRAIN: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': 10, 'min-open-connections': 0, 'drain-timeout': 2_000, 'admin-refusals': 3 };
 
 function supervise(envoy: ModelEnvoy, options: { recoverEnvoy?: boolean; journal?: DrainJournal; watchIntervalMs?: number } = {}) {
   const log = new MemoryLog();
