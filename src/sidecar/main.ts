@@ -1,17 +1,16 @@
 /**
- * Sidecar mode: `node dist/main.js mode=sidecar [flags]`. Wires the config, the Envoy admin client,
+ * Sidecar mode: `node dist/entry.cjs mode=sidecar [flags]` (the image: `mode=sidecar [flags]`). Wires the config, the Envoy admin client,
  * the drain and the HTTP server together, and owns the process-level concerns (signals, exit).
  *
  * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
  * matter (no fastify, no undici: see src/envoy/admin-client.ts; no pino: see json-log.ts; prom-client
  * only once /metrics is first asked for). `npm run bench` holds it to a bare node:http server.
  *
- * `npm run build` bundles this module and everything it imports into dist/sidecar/main.js (esbuild; only
- * ../errors.js and ../config/errors.js, whose classes src/main.ts tests with instanceof, and ./metrics.js
- * stay separate):
- * twenty-odd ESM modules took a third of the sidecar's start-up to resolve and link, and enough calls
- * to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of resident memory.
- * test/sidecar/bundle.test.ts checks what the bundle imports.
+ * `npm run build` bundles the sidecar (src/sidecar/command.ts and everything it imports) into one CommonJS
+ * file, dist/sidecar.cjs (esbuild), which the image's entry point requires without Node's ES module loader
+ * (src/entry.cts): twenty-odd ESM modules took a third of the sidecar's start-up to resolve and link, and
+ * enough calls to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of
+ * resident memory. test/sidecar/bundle.test.ts checks what the bundle requires.
  */
 import type { Registry } from 'prom-client';
 import { drainTimingErrors } from '../config/drain.js';
