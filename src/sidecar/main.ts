@@ -26,7 +26,8 @@ import { openJournal } from './journal.js';
 import { startDrainServer } from './server.js';
 import { DrainSupervisor } from './supervisor.js';
 
-export const SIDECAR_USAGE = `Usage: envoy-shutdown-manager mode=sidecar [flags]
+/** The --help text; written only when asked for, not at every start. */
+const sidecarUsage = (): string => `Usage: envoy-shutdown-manager mode=sidecar [flags]
 
 Runs next to Envoy. GET /shutdown (Envoy's preStop hook) fails Envoy's health checks, drains its
 listeners and blocks until its open downstream connections are at or below --min-open-connections, or
@@ -40,7 +41,7 @@ ${describeSettings(SIDECAR_SETTINGS)}
 
 /** Entry point used by src/main.ts. Resolves once the server listens; the process then runs until SIGTERM. */
 export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
-  const config = parseOrShowHelp(() => parseSidecarConfig(args, env), SIDECAR_USAGE);
+  const config = parseOrShowHelp(() => parseSidecarConfig(args, env), sidecarUsage);
   if (config === undefined) return;
   checkConsistency(config);
   // Handlers go in before the server listens: a SIGTERM right after the "listening" line must not meet
