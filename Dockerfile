@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# One image, two modes (see src/main.ts): the admission webhook by default, and the drain server that
+# One image, two modes (see src/entry.cts and src/main.ts): the admission webhook by default, and the drain server that
 # the webhook injects next to Envoy when started with the argument `mode=sidecar`.
 #
 # Base image: node:24-bookworm-slim for every stage. Distroless (gcr.io/distroless/nodejs24-debian12)
@@ -42,4 +42,6 @@ USER 65532:65532
 # 8443: webhook HTTPS (WEBHOOK_SETTINGS.port); 8090: sidecar drain server (serve-port).
 EXPOSE 8443 8090
 # Exec form: node is PID 1 and receives SIGTERM itself, which both modes rely on to shut down cleanly.
-ENTRYPOINT ["node", "/app/dist/main.js"]
+# entry.cjs starts the sidecar as CommonJS, without Node's ES module loader (see src/entry.cts), and hands
+# every other mode to main.js.
+ENTRYPOINT ["node", "/app/dist/entry.cjs"]

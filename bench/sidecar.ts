@@ -18,7 +18,7 @@ import { parseWebhookConfig } from '../src/config/webhook.js';
 import { sidecarArgs } from '../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
 import { EnvoyEmulator } from '../test/support/envoy-emulator.js';
-import { BUILT_MAIN } from '../test/support/process.js';
+import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnSidecar } from '../test/support/sidecar-process.js';
 import { freePort, loadAverage, median, mib, residentMib, summarize, type Figure } from './support.js';
 
@@ -75,7 +75,7 @@ async function timeToReady(command: 'sidecar' | 'floor', adminPort: number, stat
       `--state-dir=${stateDir}`,
     ];
     started = performance.now();
-    child = spawn(process.execPath, [BUILT_MAIN, ...args], {
+    child = spawn(process.execPath, [BUILT_ENTRY, ...args], {
       stdio: 'ignore',
       env: { PATH: process.env.PATH, SHUTDOWN_MANAGER_SHUTDOWN_TOKEN: 'bench-token-0123456789abcdef01234567' },
     });

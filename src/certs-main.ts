@@ -2,15 +2,11 @@
 /** Entry point of `npm run certs`; the command is src/cli/certs.ts. */
 import { processIo } from './cli/io.js';
 import { runCertsCommand } from './cli/certs.js';
-import { describeFailure } from './errors.js';
+import { reportFailure } from './errors.js';
 
 runCertsCommand(process.argv.slice(2), processIo()).then(
   (code) => {
     process.exitCode = code;
   },
-  (error: unknown) => {
-    const { text, exitCode } = describeFailure(error);
-    process.stderr.write(`certs: ${text}\n`);
-    process.exitCode = exitCode;
-  },
+  (error: unknown) => reportFailure(error, 'certs'),
 );

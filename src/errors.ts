@@ -26,3 +26,10 @@ export function describeFailure(error: unknown): { readonly text: string; readon
   const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
   return { text, exitCode: EXIT_FAILURE };
 }
+
+/** How every entry point ends on an error: `<program>: <message or stack>` on stderr, and the exit code set. */
+export function reportFailure(error: unknown, program = 'envoy-shutdown-manager'): void {
+  const { text, exitCode } = describeFailure(error);
+  process.stderr.write(`${program}: ${text}\n`);
+  process.exitCode = exitCode;
+}

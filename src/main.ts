@@ -6,7 +6,7 @@
  * src/sidecar/main.ts). Keep this module's own imports to what every mode needs.
  */
 import { processIo } from './cli/io.js';
-import { describeFailure, UsageError } from './errors.js';
+import { reportFailure, UsageError } from './errors.js';
 
 type Mode = 'webhook' | 'sidecar';
 
@@ -30,8 +30,10 @@ async function main(): Promise<void> {
   }
   const { mode, args } = splitMode(process.argv.slice(2));
   if (mode === 'sidecar') {
-    const { startSidecarFromArgs } = await import('./sidecar/main.js');
-    await startSidecarFromArgs(args, process.env);
+    // The bundle the image runs (see entry.cts), so that this path runs the same code.
+    const requireFromHere = process.getBuiltinModule('node:module').createRequire(import.meta.url);
+    const { runSidecarCommand } = requireFromHere('./sidecar.cjs') as typeof import('./sidecar/command.js');
+    await runSidecarCommand(args);
   } else {
     const { startWebhookFromArgs } = await import('./webhook/main.js');
     await startWebhookFromArgs(args, process.env);
@@ -39,8 +41,4 @@ async function main(): Promise<void> {
 }
 
 // A user-facing error (a bad flag, an unreadable certificate, a port in use) is printed as its message alone.
-main().catch((error: unknown) => {
-  const { text, exitCode } = describeFailure(error);
-  process.stderr.write(`envoy-shutdown-manager: ${text}\n`);
-  process.exitCode = exitCode;
-});
+main().catch((error: unknown) => reportFailure(error));

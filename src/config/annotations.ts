@@ -1,25 +1,9 @@
 /** Per-pod overrides: annotations under shutdown-manager.io/ override the webhook-wide drain defaults. */
 import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, resolvePodDrain, type PodDrainInput, type PodDrainValues } from './drain.js';
+import { ANNOTATION_PREFIX, ANNOTATIONS } from './annotation-names.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting } from './settings.js';
 import { expectedForm } from './values.js';
-
-export const ANNOTATION_PREFIX = 'shutdown-manager.io/';
-
-export const ANNOTATIONS = {
-  inject: `${ANNOTATION_PREFIX}inject`,
-  envoyContainer: `${ANNOTATION_PREFIX}envoy-container`,
-  status: `${ANNOTATION_PREFIX}status`,
-  nativeSidecar: `${ANNOTATION_PREFIX}native-sidecar`,
-  envoyAdminPort: `${ANNOTATION_PREFIX}envoy-admin-port`,
-  envoyDrainFlags: `${ANNOTATION_PREFIX}envoy-drain-flags`,
-  /** App containers whose preStop waits for Envoy's drain to end (comma-separated names). */
-  waitContainers: `${ANNOTATION_PREFIX}wait-containers`,
-  sidecarCpuRequest: `${ANNOTATION_PREFIX}sidecar-cpu-request`,
-  sidecarCpuLimit: `${ANNOTATION_PREFIX}sidecar-cpu-limit`,
-  sidecarMemoryRequest: `${ANNOTATION_PREFIX}sidecar-memory-request`,
-  sidecarMemoryLimit: `${ANNOTATION_PREFIX}sidecar-memory-limit`,
-} as const;
 
 /**
  * Every per-pod drain setting, by the name of its flag: an annotation with the same suffix overrides it.

@@ -5,7 +5,7 @@
  * above its limit is refused here rather than by the API server, whose message would name neither the
  * annotation nor the flag that set it.
  */
-import { ANNOTATIONS } from './annotations.js';
+import { ANNOTATIONS } from './annotation-names.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import { compareQuantities, type Quantity } from './quantity.js';
 import type { Setting } from './settings.js';

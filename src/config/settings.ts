@@ -33,13 +33,13 @@ export class HelpRequested extends Error {
   override readonly name = 'HelpRequested';
 }
 
-/** Runs `parse`; on --help prints `usage` and returns undefined, so that the caller simply stops. */
-export function parseOrShowHelp<Config>(parse: () => Config, usage: string): Config | undefined {
+/** Runs `parse`; on --help prints `usage()` and returns undefined, so that the caller simply stops. */
+export function parseOrShowHelp<Config>(parse: () => Config, usage: () => string): Config | undefined {
   try {
     return parse();
   } catch (error) {
     if (!(error instanceof HelpRequested)) throw error;
-    process.stdout.write(usage);
+    process.stdout.write(usage());
     return undefined;
   }
 }

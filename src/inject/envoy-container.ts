@@ -1,6 +1,6 @@
 /** Which container of a pod is Envoy: the one the user named, else the one called "envoy", else the only Envoy image. */
 import type { V1Container } from '@kubernetes/client-node';
-import { ANNOTATIONS } from '../config/annotations.js';
+import { ANNOTATIONS } from '../config/annotation-names.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError } from '../config/errors.js';
 

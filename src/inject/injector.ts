@@ -4,7 +4,8 @@
  * which keeps injection cheap and lets the JSON-patch diff skip unchanged parts by identity.
  */
 import type { V1Container, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan, type ResolvedPlan } from '../config/annotations.js';
+import { ANNOTATION_PREFIX, ANNOTATIONS } from '../config/annotation-names.js';
+import { resolvePodDrainPlan, type ResolvedPlan } from '../config/annotations.js';
 import type { PodDrainValues } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';

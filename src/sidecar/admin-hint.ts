@@ -1,5 +1,5 @@
 /** How to fix an Envoy admin API that cannot be reached: the one sentence the probe and the drain both log. */
-import { ANNOTATIONS } from '../config/annotations.js';
+import { ANNOTATIONS } from '../config/annotation-names.js';
 
 /** The pod annotation that sets the sidecar's --admin-port (Envoy Gateway's admin is 19000, Istio's 15000). */
 export const ADMIN_PORT_ANNOTATION = ANNOTATIONS.envoyAdminPort;

@@ -6,7 +6,9 @@
  * drained" (irreversible: Envoy must be restarted). Envoy itself does not say which: `drain_listeners`
  * leaves `/server_info` LIVE, and no stat shows it.
  */
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+// Synchronous calls: a few hundred bytes, twice per drain, in an in-memory emptyDir, and node:fs/promises (with
+// the readline and watcher modules it loads) would be loaded by every sidecar at start for them.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isJsonObject } from '../json.js';
 import type { DrainStepName } from './drain.js';
@@ -40,7 +42,13 @@ export function openJournal(directory: string): DrainJournal {
   return {
     enabled: true,
     location: path,
-    read: async () => parseEntry(await readFile(path, 'utf8').catch(() => undefined)),
+    read: async () => {
+      try {
+        return parseEntry(readFileSync(path, 'utf8'));
+      } catch {
+        return undefined; // no journal yet, or unreadable: nothing is known
+      }
+    },
     async record(step, envoyStartedAtMs, now) {
       // Steps of one drain accumulate; a drain of another process starts a fresh record.
       const sameProcess = current !== undefined && current.envoyStartedAtMs === envoyStartedAtMs;
@@ -52,10 +60,10 @@ export function openJournal(directory: string): DrainJournal {
         updatedAt: new Date(now).toISOString(),
       };
       // Write then rename: a crash mid-write leaves the previous record whole, never half a file.
-      await mkdir(directory, { recursive: true });
+      mkdirSync(directory, { recursive: true });
       const temporary = `${path}.${process.pid}.tmp`;
-      await writeFile(temporary, `${JSON.stringify(current)}\n`, { mode: 0o600 });
-      await rename(temporary, path);
+      writeFileSync(temporary, `${JSON.stringify(current)}\n`, { mode: 0o600 });
+      renameSync(temporary, path);
     },
   };
 }

@@ -1,17 +1,16 @@
 /**
- * Sidecar mode: `node dist/main.js mode=sidecar [flags]`. Wires the config, the Envoy admin client,
+ * Sidecar mode: `node dist/entry.cjs mode=sidecar [flags]` (the image: `mode=sidecar [flags]`). Wires the config, the Envoy admin client,
  * the drain and the HTTP server together, and owns the process-level concerns (signals, exit).
  *
  * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
  * matter (no fastify, no undici: see src/envoy/admin-client.ts; no pino: see json-log.ts; prom-client
  * only once /metrics is first asked for). `npm run bench` holds it to a bare node:http server.
  *
- * `npm run build` bundles this module and everything it imports into dist/sidecar/main.js (esbuild; only
- * ../errors.js and ../config/errors.js, whose classes src/main.ts tests with instanceof, and ./metrics.js
- * stay separate):
- * twenty-odd ESM modules took a third of the sidecar's start-up to resolve and link, and enough calls
- * to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of resident memory.
- * test/sidecar/bundle.test.ts checks what the bundle imports.
+ * `npm run build` bundles the sidecar (src/sidecar/command.ts and everything it imports) into one CommonJS
+ * file, dist/sidecar.cjs (esbuild), which the image's entry point requires without Node's ES module loader
+ * (src/entry.cts): twenty-odd ESM modules took a third of the sidecar's start-up to resolve and link, and
+ * enough calls to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of
+ * resident memory. test/sidecar/bundle.test.ts checks what the bundle requires.
  */
 import type { Registry } from 'prom-client';
 import { drainTimingErrors } from '../config/drain.js';
@@ -27,7 +26,8 @@ import { openJournal } from './journal.js';
 import { startDrainServer } from './server.js';
 import { DrainSupervisor } from './supervisor.js';
 
-export const SIDECAR_USAGE = `Usage: envoy-shutdown-manager mode=sidecar [flags]
+/** The --help text; written only when asked for, not at every start. */
+const sidecarUsage = (): string => `Usage: envoy-shutdown-manager mode=sidecar [flags]
 
 Runs next to Envoy. GET /shutdown (Envoy's preStop hook) fails Envoy's health checks, drains its
 listeners and blocks until its open downstream connections are at or below --min-open-connections, or
@@ -41,7 +41,7 @@ ${describeSettings(SIDECAR_SETTINGS)}
 
 /** Entry point used by src/main.ts. Resolves once the server listens; the process then runs until SIGTERM. */
 export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
-  const config = parseOrShowHelp(() => parseSidecarConfig(args, env), SIDECAR_USAGE);
+  const config = parseOrShowHelp(() => parseSidecarConfig(args, env), sidecarUsage);
   if (config === undefined) return;
   checkConsistency(config);
   // Handlers go in before the server listens: a SIGTERM right after the "listening" line must not meet

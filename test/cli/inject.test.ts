@@ -4,14 +4,14 @@ import { readFileSync } from 'node:fs';
 import { before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse, parseAllDocuments } from 'yaml';
-import { runBuiltMain, type Finished } from '../support/process.js';
+import { runBuiltEntry, type Finished } from '../support/process.js';
 
 type Json = any; // parsed manifests, navigated freely by the assertions
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
 
 function inject(args: string[], input?: string, env: Record<string, string> = {}): Promise<Finished> {
-  return runBuiltMain(['inject', ...args], { ...(input === undefined ? {} : { input }), env, timeoutMs: 15_000 });
+  return runBuiltEntry(['inject', ...args], { ...(input === undefined ? {} : { input }), env, timeoutMs: 15_000 });
 }
 
 /** Splits a YAML stream into its documents' source text, on the `---` lines. */

@@ -93,11 +93,11 @@ describe('Dockerfile', () => {
     assert.deepEqual(rest, [], 'mode and flags come from the pod spec, not the image');
     assert.ok(script !== undefined && posix.isAbsolute(script), 'an absolute script path');
 
-    // Where the build puts main.js: tsconfig.build.json's outDir, src/main.ts under its rootDir.
+    // Where the build puts the entry point: tsconfig.build.json's outDir, src/entry.cts under its rootDir.
     const tsconfig = JSON.parse(await readFile(join(REPO_ROOT, 'tsconfig.build.json'), 'utf8')) as {
       compilerOptions: { outDir: string; rootDir: string };
     };
-    await access(join(REPO_ROOT, tsconfig.compilerOptions.rootDir, 'main.ts'));
+    await access(join(REPO_ROOT, tsconfig.compilerOptions.rootDir, 'entry.cts'));
     assert.match(packageJson.scripts.build ?? '', /\btsc -[pb] tsconfig\.build\.json\b/);
     const build = stageNamed('build');
     assert.ok(all(build, 'RUN').some((run) => /\bnpm run build\b/.test(run.args)), 'the build stage runs npm run build');
@@ -109,7 +109,7 @@ describe('Dockerfile', () => {
       .find((candidate) => candidate.from === 'build' && candidate.sources.includes(emittedDir));
     assert.ok(copy, `the runtime copies ${emittedDir} from the build stage`);
     const copiedTo = posix.resolve(workdir(final), copy.destination);
-    assert.equal(script, posix.join(copiedTo, 'main.js'));
+    assert.equal(script, posix.join(copiedTo, 'entry.cjs'));
   });
 
   it('ships package.json next to dist, for "type": "module"', () => {

@@ -4,7 +4,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
-import { ANNOTATION_PREFIX, ANNOTATIONS, resolvePodDrainPlan } from '../../src/config/annotations.js';
+import { ANNOTATION_PREFIX, ANNOTATIONS } from '../../src/config/annotation-names.js';
+import { resolvePodDrainPlan } from '../../src/config/annotations.js';
 import { boolean } from '../../src/config/values.js';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
 import {

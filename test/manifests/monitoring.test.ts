@@ -14,7 +14,7 @@ import { parseAllDocuments } from 'yaml';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
 import { EnvoyEmulator } from '../support/envoy-emulator.js';
 import { sampleOf } from '../support/prometheus.js';
-import { REPO_ROOT, runBuiltMain, startWebhook, type WebhookProcess } from '../support/process.js';
+import { REPO_ROOT, runBuiltEntry, startWebhook, type WebhookProcess } from '../support/process.js';
 import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 import { FIXTURES, httpsRequest } from '../support/webhook.js';
 import {
@@ -156,7 +156,7 @@ describe('manifests/monitoring', () => {
     const [endpoint, ...others] = getArray(monitor, ['spec', 'podMetricsEndpoints']) as JsonObject[];
     assert.equal(others.length, 0);
     // The example Envoy Deployment, injected by the built CLI as a user would.
-    const result = await runBuiltMain(['inject', '-f', join(MANIFESTS_DIR, 'example', 'deployment.yaml')], { timeoutMs: 15_000 });
+    const result = await runBuiltEntry(['inject', '-f', join(MANIFESTS_DIR, 'example', 'deployment.yaml')], { timeoutMs: 15_000 });
     assert.equal(result.code, 0, result.stderr);
     const deployment = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as JsonObject).find((doc) => doc.kind === 'Deployment');
     const containers = getArray(deployment, ['spec', 'template', 'spec', 'containers']) as JsonObject[];

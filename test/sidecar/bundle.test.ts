@@ -1,38 +1,80 @@
 /**
  * What the sidecar loads at start, checked on the build (run `npm run build` first; `npm test` does): the
- * bundle that `npm run build` makes of dist/sidecar/main.js imports Node built-ins and the error classes that
- * src/main.ts shares with it, nothing else; prom-client only once /metrics is asked for. A dependency or
- * another project module imported by the sidecar would show here before it shows in every Envoy pod's memory.
+ * CommonJS bundle that `npm run build` makes of src/sidecar/command.ts (dist/sidecar.cjs) requires Node
+ * built-ins and nothing else; prom-client only once /metrics is asked for. A dependency or a project module
+ * left outside the bundle would show here before it shows in every Envoy pod's memory. The image's entry
+ * point (dist/entry.cjs) must hand the sidecar to that bundle, and every other mode to dist/main.js.
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { runBuiltEntry, runNode } from '../support/process.js';
 
-const BUNDLE = fileURLToPath(new URL('../../dist/sidecar/main.js', import.meta.url));
+const BUNDLE = fileURLToPath(new URL('../../dist/sidecar.cjs', import.meta.url));
+const BUILT_MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 
-test('the sidecar bundle imports only Node built-ins and the shared error classes', async () => {
-  const code = await readFile(BUNDLE, 'utf8');
-  const statics = [...code.matchAll(/^import\s[^;]*?from\s+"([^"]+)";/gms)].map((match) => match[1] as string);
-  const dynamics = [...code.matchAll(/\bimport\(\s*"([^"]+)"\s*\)/g)].map((match) => match[1] as string);
-  assert.ok(statics.length > 0, 'no import found: is dist/sidecar/main.js the bundle?');
-  for (const specifier of statics) {
-    assert.ok(specifier.startsWith('node:') || ['../config/errors.js', '../errors.js'].includes(specifier), `the sidecar imports ${specifier} at start`);
-  }
-  // An ESM import of node:http reads all its exports, and on Node 24 that loads undici (12 MiB): see src/envoy/admin-client.ts.
-  assert.ok(!statics.includes('node:http'), 'node:http is imported; use process.getBuiltinModule');
-  assert.ok(!statics.includes('node:crypto'), 'node:crypto is imported at start; it is loaded at the first token check');
-  assert.deepEqual(dynamics, ['./metrics.js']);
+describe('the sidecar bundle', () => {
+  test('requires only Node built-ins, and is CommonJS through and through', async () => {
+    const code = await readFile(BUNDLE, 'utf8');
+    const required = [...code.matchAll(/\brequire\(\s*"([^"]+)"\s*\)/g)].map((match) => match[1] as string);
+    assert.ok(required.length > 0, 'no require found: is dist/sidecar.cjs the bundle?');
+    for (const specifier of required) assert.ok(specifier.startsWith('node:'), `the sidecar requires ${specifier} at start`);
+    // An import() would bring in Node's ES module loader, which the CommonJS bundle exists to avoid.
+    assert.doesNotMatch(code, /\bimport\(/, 'the bundle imports an ES module');
+    assert.doesNotMatch(code, /^\s*(import|export)\s/m, 'ES module syntax left in the bundle');
+    // An ESM-style load of node:http reads all its exports, and on Node 24 that loads undici (12 MiB): see src/envoy/admin-client.ts.
+    assert.ok(!required.includes('node:http'), 'node:http is required at start; use process.getBuiltinModule');
+    assert.ok(!required.includes('node:crypto'), 'node:crypto is required at start; it is loaded at the first token check');
+  });
+
+  test("loads prom-client's classes from their own files, relative to the bundle, only when first scraped", async () => {
+    const code = await readFile(BUNDLE, 'utf8');
+    assert.doesNotMatch(code, /"prom-client"/, 'the index loads cluster, push gateway and default metrics: 10-16 MiB');
+    // import.meta.url is defined as __filename for the CommonJS bundle: createRequire resolves from dist/.
+    assert.match(code, /createRequire\(__filename\)/);
+    // The files are the index's own classes: the exposition is prom-client's, whatever the version.
+    const require = createRequire(BUNDLE);
+    const index = require('prom-client') as Record<string, unknown>;
+    for (const [name, file] of [['Registry', 'registry'], ['Gauge', 'gauge'], ['Counter', 'counter']] as const) {
+      assert.equal(require(`prom-client/lib/${file}`), index[name], `prom-client/lib/${file} is prom-client's ${name}`);
+    }
+  });
 });
 
-test("the sidecar's metrics take prom-client's classes from their own files, not its index", async () => {
-  const code = await readFile(fileURLToPath(new URL('../../dist/sidecar/metrics.js', import.meta.url)), 'utf8');
-  assert.doesNotMatch(code, /from\s+['"]prom-client['"]/, 'the index loads cluster, push gateway and default metrics: 10-16 MiB');
-  // The files are the index's own classes: the exposition is prom-client's, whatever the version.
-  const require = createRequire(import.meta.url);
-  const index = require('prom-client') as Record<string, unknown>;
-  for (const [name, file] of [['Registry', 'registry'], ['Gauge', 'gauge'], ['Counter', 'counter']] as const) {
-    assert.equal(require(`prom-client/lib/${file}`), index[name], `prom-client/lib/${file} is prom-client's ${name}`);
-  }
+describe("the image's entry point", () => {
+  const SIDECAR_USAGE = /^Usage: envoy-shutdown-manager mode=sidecar/;
+  const WEBHOOK_USAGE = /^Usage: envoy-shutdown-manager \[mode=webhook\]/;
+
+  test('runs the sidecar for mode=sidecar wherever it stands, and the webhook otherwise', async () => {
+    for (const [args, usage] of [
+      [['mode=sidecar', '--help'], SIDECAR_USAGE],
+      [['--help', 'mode=sidecar'], SIDECAR_USAGE],
+      [['--help'], WEBHOOK_USAGE],
+      [['mode=webhook', '--help'], WEBHOOK_USAGE],
+    ] as const) {
+      const run = await runBuiltEntry(args);
+      assert.equal(run.code, 0, `${args.join(' ')}: ${run.stderr}`);
+      assert.match(run.stdout, usage, args.join(' '));
+    }
+  });
+
+  test('reports a bad sidecar flag as dist/main.js does: the message alone, exit 2', async () => {
+    const viaEntry = await runBuiltEntry(['mode=sidecar', '--check-delay=soon']);
+    const viaMain = await runNode([BUILT_MAIN, 'mode=sidecar', '--check-delay=soon']);
+    assert.equal(viaEntry.code, 2);
+    assert.match(viaEntry.stderr, /^envoy-shutdown-manager: flag --check-delay: "soon" is not valid/);
+    assert.doesNotMatch(viaEntry.stderr, /\n\s+at /, 'no stack trace');
+    assert.deepEqual([viaMain.code, viaMain.stderr], [viaEntry.code, viaEntry.stderr]);
+  });
+
+  test('leaves inject and an unknown mode to dist/main.js', async () => {
+    const inject = await runBuiltEntry(['inject', '--help']);
+    assert.equal(inject.code, 0, inject.stderr);
+    assert.match(inject.stdout, /inject/);
+    const unknown = await runBuiltEntry(['mode=nope']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /unknown mode=nope; expected mode=webhook \(the default\) or mode=sidecar/);
+  });
 });

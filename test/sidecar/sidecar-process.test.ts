@@ -1,5 +1,5 @@
 /**
- * The built sidecar, spawned as `node dist/main.js mode=sidecar …` against the Envoy emulator, with real
+ * The built sidecar, spawned as `node dist/entry.cjs mode=sidecar …` (the image's entry point) against the Envoy emulator, with real
  * client connections held open. Run `npm run build` first (npm test does).
  */
 import assert from 'node:assert/strict';

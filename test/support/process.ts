@@ -12,7 +12,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const BUILT_MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
+/** The image's entry point (the Dockerfile's ENTRYPOINT): every mode and command, as a pod or a user starts it. */
+export const BUILT_ENTRY = fileURLToPath(new URL('../../dist/entry.cjs', import.meta.url));
 
 /** The environment for a spawned process under test: the caller's, minus any SHUTDOWN_MANAGER_* it happens to set. */
 export function cleanEnvironment(extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv {
@@ -21,7 +22,7 @@ export function cleanEnvironment(extra: Readonly<Record<string, string>> = {}): 
 }
 
 function assertBuilt(): void {
-  if (!existsSync(BUILT_MAIN)) throw new Error(`${BUILT_MAIN} is missing: run \`npm run build\` before these tests`);
+  if (!existsSync(BUILT_ENTRY)) throw new Error(`${BUILT_ENTRY} is missing: run \`npm run build\` before these tests`);
 }
 
 export interface Exit {
@@ -61,10 +62,10 @@ export async function runNode(args: readonly string[], options: RunOptions = {})
   return { code, signal, stdout, stderr };
 }
 
-/** `node dist/main.js ARGS` to its exit. */
-export function runBuiltMain(args: readonly string[], options: RunOptions = {}): Promise<Finished> {
+/** `node dist/entry.cjs ARGS` to its exit. */
+export function runBuiltEntry(args: readonly string[], options: RunOptions = {}): Promise<Finished> {
   assertBuilt();
-  return runNode([BUILT_MAIN, ...args], options);
+  return runNode([BUILT_ENTRY, ...args], options);
 }
 
 export type LogLine = Record<string, unknown>;
@@ -169,10 +170,10 @@ export async function startNode(args: readonly string[], options: StartOptions):
   }
 }
 
-/** `node dist/main.js ARGS`, once it logs its ready line. */
-export function startBuiltMain(args: readonly string[], options: StartOptions): Promise<LoggingProcess> {
+/** `node dist/entry.cjs ARGS`, once it logs its ready line. */
+export function startBuiltEntry(args: readonly string[], options: StartOptions): Promise<LoggingProcess> {
   assertBuilt();
-  return startNode([BUILT_MAIN, ...args], options);
+  return startNode([BUILT_ENTRY, ...args], options);
 }
 
 export interface WebhookProcess extends LoggingProcess {
@@ -182,8 +183,8 @@ export interface WebhookProcess extends LoggingProcess {
 
 export const WEBHOOK_LISTENING = (line: LogLine): boolean => line['msg'] === 'webhook listening';
 
-/** `node dist/main.js ARGS` as the webhook, once it listens. */
+/** `node dist/entry.cjs ARGS` as the webhook, once it listens. */
 export async function startWebhook(args: readonly string[], options: Omit<StartOptions, 'ready'> = {}): Promise<WebhookProcess> {
-  const webhook = await startBuiltMain(args, { ...options, ready: WEBHOOK_LISTENING });
+  const webhook = await startBuiltEntry(args, { ...options, ready: WEBHOOK_LISTENING });
   return { ...webhook, url: String(webhook.ready['url']) };
 }

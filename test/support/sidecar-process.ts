@@ -1,8 +1,8 @@
 /**
- * Runs the built sidecar (`node dist/main.js mode=sidecar …`) as a child process, as the pod does, and
+ * Runs the built sidecar (`node dist/entry.cjs mode=sidecar …`, as the image does) as a child process, as the pod does, and
  * reads its JSON logs (see process.ts).
  */
-import { runBuiltMain, startBuiltMain, type Finished, type LoggingProcess } from './process.js';
+import { runBuiltEntry, startBuiltEntry, type Finished, type LoggingProcess } from './process.js';
 
 export interface SidecarProcess extends LoggingProcess {
   readonly port: number;
@@ -25,7 +25,7 @@ export async function spawnSidecar(flags: readonly string[], options: SpawnOptio
 }
 
 /**
- * Starts `dist/main.js` with exactly `args` (the args of a pod spec, say) and `env` on top of a clean
+ * Starts `dist/entry.cjs` with exactly `args` (the args of a pod spec, say) and `env` on top of a clean
  * environment: no SHUTDOWN_MANAGER_* from the caller's, so that the given configuration is the whole of it.
  */
 export async function spawnSidecarWith(
@@ -34,7 +34,7 @@ export async function spawnSidecarWith(
   readyTimeoutMs = 10_000,
   fileLimit?: number,
 ): Promise<SidecarProcess> {
-  const sidecar = await startBuiltMain(args, {
+  const sidecar = await startBuiltEntry(args, {
     ready: (line) => line['event'] === 'listening',
     readyTimeoutMs,
     env,
@@ -46,5 +46,5 @@ export async function spawnSidecarWith(
 
 /** Runs the sidecar to completion (for --help and bad flags), bounded by `timeoutMs`. */
 export function runSidecarToExit(args: readonly string[], timeoutMs = 10_000): Promise<Finished> {
-  return runBuiltMain(['mode=sidecar', ...args], { timeoutMs });
+  return runBuiltEntry(['mode=sidecar', ...args], { timeoutMs });
 }

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { sampleOf } from '../support/prometheus.js';
-import { runBuiltMain } from '../support/process.js';
+import { runBuiltEntry } from '../support/process.js';
 import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
@@ -77,7 +77,7 @@ describe('the default selector, app=envoy', () => {
 });
 
 describe('a bad selector stops the webhook at start, exit code 2, naming the flag, the value and what is wrong', () => {
-  const run = (args: string[], env: Record<string, string> = {}) => runBuiltMain(args, { env });
+  const run = (args: string[], env: Record<string, string> = {}) => runBuiltEntry(args, { env });
 
   const cases: Array<[string[], Record<string, string>, RegExp]> = [
     [['--pod-selector=tier in edge'], {}, /flag --pod-selector: "tier in edge" is not valid; expected a Kubernetes label selector: .*, but "in" must be followed by values in parentheses, such as tier in \(a,b\); it has "edge" at character 9 instead/],
@@ -128,7 +128,7 @@ describe('inject --pod-selector', () => {
     '',
   ].join('\n');
   const inject = (args: string[]) =>
-    runBuiltMain(['inject', '-f', '-', ...args], { input: manifests, timeoutMs: 15_000, env: { SHUTDOWN_MANAGER_TOKEN_SEED: 'seed' } });
+    runBuiltEntry(['inject', '-f', '-', ...args], { input: manifests, timeoutMs: 15_000, env: { SHUTDOWN_MANAGER_TOKEN_SEED: 'seed' } });
   const containerNames = (stdout: string, index: number): string[] =>
     (parse(stdout.split(/^---\n/m)[index] ?? '') as Json).spec.template.spec.containers.map((c: Json) => c.name);
 

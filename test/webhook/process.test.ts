@@ -7,30 +7,30 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SERVICE_ACCOUNT_TOKEN_FILE } from '../../src/kube/client.js';
-import { runBuiltMain, startWebhook } from '../support/process.js';
+import { runBuiltEntry, startWebhook } from '../support/process.js';
 import { httpsRequest } from '../support/webhook.js';
 
 test('--help lists every flag with its default and environment variable', async () => {
-  const result = await runBuiltMain(['--help']);
+  const result = await runBuiltEntry(['--help']);
   assert.equal(result.code, 0, result.stderr);
   assert.match(result.stdout, /--check-delay\n.*\n\s+env SHUTDOWN_MANAGER_CHECK_DELAY, default 1m/);
   assert.match(result.stdout, /--termination-grace-period\n.*\n\s+env SHUTDOWN_MANAGER_TERMINATION_GRACE_PERIOD, default 300/);
 });
 
 test('a bad flag value exits 2 naming the flag', async () => {
-  const result = await runBuiltMain(['--check-interval=often']);
+  const result = await runBuiltEntry(['--check-interval=often']);
   assert.equal(result.code, 2);
   assert.match(result.stderr, /flag --check-interval: "often" is not valid; expected a Go duration/);
 });
 
 test('an unknown mode exits 2', async () => {
-  const result = await runBuiltMain(['mode=proxy']);
+  const result = await runBuiltEntry(['mode=proxy']);
   assert.equal(result.code, 2);
   assert.match(result.stderr, /unknown mode=proxy; expected mode=webhook \(the default\) or mode=sidecar/);
 });
 
 test('missing certificates are a clear error', async () => {
-  const result = await runBuiltMain(['--port=0', '--tls-cert-file=/nonexistent/tls.crt']);
+  const result = await runBuiltEntry(['--port=0', '--tls-cert-file=/nonexistent/tls.crt']);
   assert.equal(result.code, 1);
   assert.match(result.stderr, /cannot read the certificate \(--tls-cert-file\) \/nonexistent\/tls.crt: ENOENT/);
 });
@@ -72,7 +72,7 @@ test('with --dev-certs it generates certificates, serves HTTPS; on SIGTERM it fa
 
 // --self-signed-certs as users start it: refused clearly instead of spinning.
 const selfSigned = (env: Record<string, string> = {}) =>
-  runBuiltMain(['--port=0', '--address=127.0.0.1', '--self-signed-certs'], { env: { KUBERNETES_SERVICE_HOST: '', KUBERNETES_SERVICE_PORT: '', ...env } });
+  runBuiltEntry(['--port=0', '--address=127.0.0.1', '--self-signed-certs'], { env: { KUBERNETES_SERVICE_HOST: '', KUBERNETES_SERVICE_PORT: '', ...env } });
 
 test('outside a cluster, --self-signed-certs exits 1 at once and says why', async () => {
   const { code, stdout, stderr } = await selfSigned();
@@ -90,7 +90,7 @@ test('without a mounted token, --self-signed-certs exits 1 pointing at automount
 });
 
 test('--self-signed-certs with --dev-certs is a usage error', async () => {
-  const { code, stdout, stderr } = await runBuiltMain(['--port=0', '--address=127.0.0.1', '--self-signed-certs', '--dev-certs']);
+  const { code, stdout, stderr } = await runBuiltEntry(['--port=0', '--address=127.0.0.1', '--self-signed-certs', '--dev-certs']);
   assert.equal(code, 2);
   assert.match(stdout + stderr, /flag --dev-certs: "true" is not valid; expected false with --self-signed-certs/);
 });
