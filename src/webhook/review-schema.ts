@@ -1,6 +1,6 @@
 /**
  * The shape of what the API server sends, as JSON Schemas: the AdmissionReview envelope, and the Pod as far as
- * the injector reads it. Fastify's own validator (ajv) checks them; `describeViolation` turns its first error
+ * the injector reads it. schema-check.ts checks them as ajv would; `describeViolation` turns the first violation
  * into a sentence naming the field. Every `description` is the expected form as it appears in that sentence
  * ("… must be <description>"); a node without one is reported at its nearest described ancestor (a map of
  * strings is named as the map, not by the key that broke it).
@@ -130,7 +130,7 @@ export const ADMISSION_REVIEW_SCHEMA: JsonSchema = {
   },
 };
 
-/** One error as ajv (through Fastify) reports it. */
+/** One error as ajv reports it (schema-check.ts reports the same). */
 export interface SchemaViolation {
   readonly keyword: string;
   /** JSON pointer to the offending value, "" for the root. */
