@@ -59,7 +59,7 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
     const body = await readFile(FIXTURE, 'utf8');
     const ca = bundle.caCertPem;
 
-    const webhook = await startTarget('webhook', [join(ROOT, 'dist/main.js'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`], '--port=', ca);
+    const webhook = await startTarget('webhook', [join(ROOT, 'dist/entry.cjs'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`], '--port=', ca);
     targets.push(webhook);
     const realResponse = await post(webhook.url, ca, body);
     const responseFile = join(directory, 'response.json');

@@ -1,6 +1,6 @@
 /**
  * AdmissionReview in, AdmissionReview out: decoding, the decision, encoding. Pure, no HTTP; the Fastify
- * layer calls it with the schemas compiled by schema-check.ts. Only CREATE of a Pod is ever mutated, whatever
+ * layer calls it with the schemas compiled by ajv (review-schema.ts). Only CREATE of a Pod is ever mutated, whatever
  * the webhook configuration selects.
  */
 import type { V1Pod } from '@kubernetes/client-node';

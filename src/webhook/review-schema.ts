@@ -1,6 +1,6 @@
 /**
  * The shape of what the API server sends, as JSON Schemas: the AdmissionReview envelope, and the Pod as far as
- * the injector reads it. schema-check.ts checks them as ajv would; `describeViolation` turns the first violation
+ * the injector reads it, checked by ajv (compileReviewChecks); `describeViolation` turns the first violation
  * into a sentence naming the field. Every `description` is the expected form as it appears in that sentence
  * ("… must be <description>"); a node without one is reported at its nearest described ancestor (a map of
  * strings is named as the map, not by the key that broke it).
@@ -9,6 +9,7 @@
  * that makes no sense (a port of 0, a container without an image) is still the injector's to judge.
  * Unknown fields are allowed everywhere: the API server sends many that the injector never reads.
  */
+import type { ReviewSchemaChecks, SchemaCheck } from './admission.js';
 
 /** The subset of JSON Schema used here; ajv accepts it as is. */
 export interface JsonSchema {
@@ -130,7 +131,7 @@ export const ADMISSION_REVIEW_SCHEMA: JsonSchema = {
   },
 };
 
-/** One error as ajv reports it (schema-check.ts reports the same). */
+/** One error as ajv reports it. */
 export interface SchemaViolation {
   readonly keyword: string;
   /** JSON pointer to the offending value, "" for the root. */
@@ -207,4 +208,20 @@ function render(value: unknown, depth: number): string {
   if (depth === 0) return '{…}';
   const shown = keys.slice(0, 4).map((key) => `${JSON.stringify(key.slice(0, PREVIEW_LENGTH))}:${render((value as Record<string, unknown>)[key], depth - 1)}`);
   return `{${shown.join(',')}${keys.length > 4 ? ',…' : ''}}`;
+}
+
+/**
+ * The review's schemas compiled by ajv, the one validator the webhook loads (Fastify is given no route schema:
+ * see server.ts). The schemas must check the review, never repair it: coercion ("8080" → 8080, x → [x]) and
+ * defaults would change the pod that the patch is computed against, and the API server applies the patch to the
+ * unchanged one.
+ */
+export async function compileReviewChecks(): Promise<ReviewSchemaChecks> {
+  const { Ajv } = await import('ajv');
+  const ajv = new Ajv({ coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, addUsedSchema: false });
+  const compile = (schema: JsonSchema): SchemaCheck => {
+    const validate = ajv.compile(schema);
+    return (value) => (validate(value) ? undefined : (validate.errors?.[0] ?? { keyword: 'unknown', instancePath: '', params: {} }));
+  };
+  return { review: compile(ADMISSION_REVIEW_SCHEMA), pod: compile(POD_SCHEMA) };
 }
