@@ -85,6 +85,8 @@ interface PresentFlags {
  * is recognised too, as the user clearly meant it (Envoy itself would refuse it).
  */
 function presentDrainFlags(argv: readonly string[]): PresentFlags | undefined {
+  // Most pods have neither flag: splitting every element of their command and args would be wasted.
+  if (!argv.some((element) => element.includes(DRAIN_STRATEGY_FLAG) || element.includes(DRAIN_TIME_FLAG))) return undefined;
   const tokens = argv.flatMap((element) => element.trim().split(/\s+/)).filter((token) => token !== '');
   const valueOf = (flag: string): { found: boolean; value: string | undefined } => {
     for (let i = 0; i < tokens.length; i += 1) {

@@ -121,8 +121,7 @@ function cachedTemplate(plan: PodDrainValues, config: InjectionConfig, options: 
   const { token, native, resources, ...unkeyed } = options;
   // An option added later must join the key: this stops compiling until it does.
   const _everyOptionKeyed: Record<string, never> = unkeyed;
-  // Resources as the pod spec writes them: their exact values are bigints, which JSON cannot hold.
-  const key = JSON.stringify([plan, native, resourceRequirements(resources), token !== undefined]);
+  const key = `${jsonOf(plan)} ${jsonOf(resources)} ${native} ${token !== undefined}`;
   let template = byKey.get(key);
   if (template === undefined) {
     if (byKey.size >= TEMPLATES_PER_CONFIG) byKey.clear();
@@ -130,6 +129,23 @@ function cachedTemplate(plan: PodDrainValues, config: InjectionConfig, options: 
     byKey.set(key, template);
   }
   return template;
+}
+
+/**
+ * An object's part of a template key, kept per object: the settings of pods without annotations of ours, and the
+ * webhook's default resources, are objects shared by every such pod (see injector.ts), whose JSON was a fortieth
+ * of a review's CPU when written for each. Neither kind of object changes once made.
+ */
+const jsonByObject = new WeakMap<object, string>();
+
+function jsonOf(value: PodDrainValues | SidecarResources): string {
+  let json = jsonByObject.get(value);
+  if (json === undefined) {
+    // Resources as the pod spec writes them: their exact values are bigints, which JSON cannot hold.
+    json = JSON.stringify('cpuRequest' in value ? resourceRequirements(value) : value);
+    jsonByObject.set(value, json);
+  }
+  return json;
 }
 
 function deepFreeze<T>(value: T): T {
