@@ -55,6 +55,7 @@ export const POD_DRAIN_SETTINGS = {
 /**
  * A pod's drain, the one shape its settings keep from the webhook's flags and the pod's annotations to the
  * sidecar's flags and its drain loop: each value under the name of the flag (and annotation) that sets it.
+ * The injector calls a pod's resolved values its drain plan (`plan`).
  */
 export type PodDrainValues = ValuesOf<typeof POD_DRAIN_SETTINGS> & {
   /** The pod's terminationGracePeriodSeconds. */

@@ -147,7 +147,7 @@ interface PodSettings extends ResolvedPlan {
 
 /** The pod's annotations over the webhook's defaults; throws ConfigErrors naming every bad annotation at once. */
 function readPodSettings(pod: V1Pod, config: InjectionConfig): PodSettings {
-  if (!hasOwnAnnotation(pod.metadata?.annotations)) return defaultSettings(config, pod.spec?.terminationGracePeriodSeconds);
+  if (!hasAnnotationOfOurs(pod.metadata?.annotations)) return defaultSettings(config, pod.spec?.terminationGracePeriodSeconds);
   return resolvePodSettings(pod, config);
 }
 
@@ -155,8 +155,9 @@ function readPodSettings(pod: V1Pod, config: InjectionConfig): PodSettings {
  * The settings of a pod without a single annotation of ours, most pods of a cluster, depend on the webhook's
  * configuration and the pod's grace period alone. Resolving them (plan, checks, resources) was a fifth of the
  * injector's time per pod; they are kept per configuration and grace period, bounded like the sidecar's
- * templates, and frozen: every such pod shares them. A failure (a grace period too short for the defaults)
- * is not kept: it throws again for each pod, as it did.
+ * templates, and frozen: every such pod shares them. The listeners array frozen with them is the webhook's own
+ * default, which nothing writes to either. A failure would not be kept, but cannot happen: such a pod's grace
+ * period is never below the default, and the defaults were checked at start.
  */
 const defaultSettingsByConfig = new WeakMap<InjectionConfig, Map<number | undefined, PodSettings>>();
 const DEFAULT_SETTINGS_PER_CONFIG = 256;
@@ -176,7 +177,7 @@ function defaultSettings(config: InjectionConfig, gracePeriodSeconds: number | u
   return settings;
 }
 
-function hasOwnAnnotation(annotations: Readonly<Record<string, string>> | undefined): boolean {
+function hasAnnotationOfOurs(annotations: Readonly<Record<string, string>> | undefined): boolean {
   for (const key in annotations) if (key.startsWith(ANNOTATION_PREFIX)) return true;
   return false;
 }

@@ -61,13 +61,14 @@ function sidecarHook(path: string, plan: PodDrainValues, token: string | undefin
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
 export function sidecarArgs(plan: PodDrainValues): string[] {
-  const { 'termination-grace-period': _boundByDrainTimeout, listeners, ...settings } = plan;
+  const { 'termination-grace-period': _boundByDrainTimeout, listeners, 'drain-timeout': drainTimeout, ...settings } = plan;
   return [
     'mode=sidecar',
     ...toFlags(SIDECAR_SETTINGS, {
       ...settings,
       // Only when restricted: the sidecar's default already counts every listener.
       ...(listeners.length > 0 ? { listeners } : {}),
+      'drain-timeout': drainTimeout,
       'state-dir': STATE_DIR,
     }),
   ];

@@ -69,8 +69,7 @@ export function openJournal(directory: string): DrainJournal {
 }
 
 /** Anything unreadable is no record: the caller then knows nothing, which it must handle anyway. */
-function parseEntry(text: string | undefined): JournalEntry | undefined {
-  if (text === undefined) return undefined;
+function parseEntry(text: string): JournalEntry | undefined {
   let document: unknown;
   try {
     document = JSON.parse(text);

@@ -1,6 +1,7 @@
 /**
- * Sidecar mode: `node dist/entry.cjs mode=sidecar [flags]` (the image: `mode=sidecar [flags]`). Wires the config, the Envoy admin client,
- * the drain and the HTTP server together, and owns the process-level concerns (signals, exit).
+ * Sidecar mode: `node dist/entry.cjs mode=sidecar [flags]` (the image: `mode=sidecar [flags]`). Wires the
+ * config, the Envoy admin client, the drain and the HTTP server together, and owns the process-level
+ * concerns (signals, exit).
  *
  * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
  * matter (no fastify, no undici: see src/envoy/admin-client.ts; no pino: see json-log.ts; prom-client
@@ -39,7 +40,7 @@ Flags (each can also be set by its environment variable):
 ${describeSettings(SIDECAR_SETTINGS)}
 `;
 
-/** Entry point used by src/main.ts. Resolves once the server listens; the process then runs until SIGTERM. */
+/** Sidecar mode, as command.ts runs it. Resolves once the server listens; the process then runs until SIGTERM. */
 export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
   const config = parseOrShowHelp(() => parseSidecarConfig(args, env), sidecarUsage);
   if (config === undefined) return;
@@ -54,7 +55,7 @@ export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.
 /** Settings that are each valid but cannot work together: the webhook's checks, on the sidecar's own flags. */
 function checkConsistency(config: SidecarConfig): void {
   const errors = drainTimingErrors(config, (name) => `flag --${name}`, 'lower --check-delay or raise --drain-timeout');
-  // main.ts reports ConfigErrors as a usage error (exit 2).
+  // Reported as a usage error (exit 2), by reportFailure in command.ts.
   if (errors.length > 0) throw new ConfigErrors(errors);
 }
 

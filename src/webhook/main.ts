@@ -8,7 +8,7 @@ import { openTlsSource } from '../certs/source.js';
 import { EXIT_FAILURE } from '../errors.js';
 import { startWebhookServer } from './server.js';
 
-const usage = (): string => `Usage: envoy-shutdown-manager [mode=webhook] [flags]
+const webhookUsage = (): string => `Usage: envoy-shutdown-manager [mode=webhook] [flags]
 
 Runs the mutating admission webhook that injects the shutdown-manager sidecar into Envoy pods.
 Every flag can also be set by its environment variable. Drain settings are the defaults that pod
@@ -19,7 +19,7 @@ ${describeSettings(WEBHOOK_SETTINGS)}
 `;
 
 export async function startWebhookFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
-  const config = parseOrShowHelp(() => parseWebhookConfig(args, env), usage);
+  const config = parseOrShowHelp(() => parseWebhookConfig(args, env), webhookUsage);
   if (config === undefined) return;
   const logger = createLogger(config.logLevel, 'webhook');
 

@@ -1,6 +1,6 @@
 /**
- * Runs the built sidecar (`node dist/entry.cjs mode=sidecar …`, as the image does) as a child process, as the pod does, and
- * reads its JSON logs (see process.ts).
+ * Runs the built sidecar as a child process, as the image does in a pod (`node dist/entry.cjs mode=sidecar …`),
+ * and reads its JSON logs (see process.ts).
  */
 import { runBuiltEntry, startBuiltEntry, type Finished, type LoggingProcess } from './process.js';
 

@@ -1,0 +1,79 @@
+/**
+ * The drain settings keep one shape from the injector to the sidecar: the flags the injector writes into the
+ * pod are read back by the sidecar as the very values the injector resolved, in an order that does not change
+ * between releases (pod specs are compared by people and by GitOps diffs). And the settings of a pod without
+ * annotations of ours, resolved once per configuration, are those the full resolution gives.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, test } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { ANNOTATION_PREFIX } from '../../src/config/annotation-names.js';
+import { resolvePodDrainPlan } from '../../src/config/annotations.js';
+import { parseSidecarConfig } from '../../src/config/sidecar.js';
+import { parseWebhookConfig } from '../../src/config/webhook.js';
+import { injectPod } from '../../src/inject/injector.js';
+import { sidecarArgs } from '../../src/inject/sidecar.js';
+
+const config = parseWebhookConfig([], {}).injection;
+const review = JSON.parse(readFileSync(new URL('../fixtures/admission/deployment-envoy-pod.json', import.meta.url), 'utf8')) as {
+  request: { object: V1Pod };
+};
+
+describe('sidecarArgs', () => {
+  test('writes every resolved setting as a flag, in the settings table order, listeners before the deadline', () => {
+    const { plan } = resolvePodDrainPlan({ [`${ANNOTATION_PREFIX}listeners`]: 'ingress_http,ingress_https' }, config.defaults, 120);
+    assert.deepEqual(sidecarArgs(plan), [
+      'mode=sidecar',
+      '--check-interval=5s',
+      '--check-delay=1m',
+      '--drain-delay=0s',
+      '--min-open-connections=0',
+      '--serve-port=8090',
+      '--admin-port=9001',
+      '--recover-envoy=true',
+      '--listeners=ingress_http,ingress_https',
+      '--drain-timeout=4m50s', // the default grace period, 300 s, raises the pod's 120 s
+      '--state-dir=/var/run/shutdown-manager',
+    ]);
+    assert.ok(!sidecarArgs(config.defaults).some((arg) => arg.startsWith('--listeners')), 'no --listeners when every listener counts');
+  });
+
+  test('the sidecar reads back exactly the values the injector resolved', () => {
+    const annotations = {
+      [`${ANNOTATION_PREFIX}check-interval`]: '250ms',
+      [`${ANNOTATION_PREFIX}check-delay`]: '1m30s',
+      [`${ANNOTATION_PREFIX}drain-delay`]: '5s',
+      [`${ANNOTATION_PREFIX}min-open-connections`]: '3',
+      [`${ANNOTATION_PREFIX}envoy-admin-port`]: '19000',
+      [`${ANNOTATION_PREFIX}listeners`]: 'a, b',
+      [`${ANNOTATION_PREFIX}recover-envoy`]: 'false',
+    };
+    const { plan } = resolvePodDrainPlan(annotations, config.defaults, 600);
+    const [mode, ...flags] = sidecarArgs(plan);
+    assert.equal(mode, 'mode=sidecar');
+    const { 'termination-grace-period': _notTheSidecars, ...passed } = plan;
+    const read = parseSidecarConfig(flags, {});
+    for (const [name, value] of Object.entries(passed)) assert.deepEqual(read[name as keyof typeof read], value, name);
+  });
+});
+
+describe('settings of a pod without annotations of ours', () => {
+  for (const gracePeriod of [undefined, 30, 600]) {
+    test(`are those of the full resolution (grace period ${gracePeriod ?? 'unset'})`, () => {
+      const pod = structuredClone(review.request.object);
+      pod.spec = { ...pod.spec, containers: pod.spec?.containers ?? [], terminationGracePeriodSeconds: gracePeriod };
+      // An annotation of ours that restates a default takes the uncached path to the same settings.
+      const annotated = structuredClone(pod);
+      annotated.metadata = { ...annotated.metadata, annotations: { ...annotated.metadata?.annotations, [`${ANNOTATION_PREFIX}check-delay`]: '1m' } };
+      for (let round = 0; round < 2; round += 1) {
+        const cached = injectPod(pod, config, 'token');
+        const resolved = injectPod(annotated, config, 'token');
+        assert.ok(cached.action === 'inject' && resolved.action === 'inject');
+        assert.deepEqual(cached.plan, resolved.plan);
+        assert.deepEqual(cached.pod.spec, resolved.pod.spec);
+        assert.ok(Object.isFrozen(cached.plan), 'shared between pods, so frozen');
+      }
+    });
+  }
+});
