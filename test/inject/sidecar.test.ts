@@ -21,22 +21,18 @@ const review = JSON.parse(readFileSync(new URL('../fixtures/admission/deployment
 };
 
 describe('sidecarArgs', () => {
-  test('writes every resolved setting as a flag, in the settings table order, listeners before the deadline', () => {
-    const { plan } = resolvePodDrainPlan({ [`${ANNOTATION_PREFIX}listeners`]: 'ingress_http,ingress_https' }, config.defaults, 120);
+  test('puts --listeners, when restricted, where it always stood: just before --drain-timeout', () => {
+    // The order of the default flags is pinned by test/webhook/mutate.test.ts.
+    const unrestricted = sidecarArgs(config.defaults);
+    assert.ok(!unrestricted.some((arg) => arg.startsWith('--listeners')), 'no --listeners when every listener counts');
+    const { plan } = resolvePodDrainPlan({ [`${ANNOTATION_PREFIX}listeners`]: 'ingress_http,ingress_https' }, config.defaults, undefined);
+    const deadlineAt = unrestricted.findIndex((arg) => arg.startsWith('--drain-timeout='));
+    assert.ok(deadlineAt > 0);
     assert.deepEqual(sidecarArgs(plan), [
-      'mode=sidecar',
-      '--check-interval=5s',
-      '--check-delay=1m',
-      '--drain-delay=0s',
-      '--min-open-connections=0',
-      '--serve-port=8090',
-      '--admin-port=9001',
-      '--recover-envoy=true',
+      ...unrestricted.slice(0, deadlineAt),
       '--listeners=ingress_http,ingress_https',
-      '--drain-timeout=4m50s', // the default grace period, 300 s, raises the pod's 120 s
-      '--state-dir=/var/run/shutdown-manager',
+      ...unrestricted.slice(deadlineAt),
     ]);
-    assert.ok(!sidecarArgs(config.defaults).some((arg) => arg.startsWith('--listeners')), 'no --listeners when every listener counts');
   });
 
   test('the sidecar reads back exactly the values the injector resolved', () => {
