@@ -175,7 +175,7 @@ function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: S
       failureThreshold: 6,
     },
     lifecycle: { preStop: waitHook(plan, options.token) },
-    // Defaults near what it uses (46 MiB resident on Node 20, 55 MiB on Node 24, idle or draining 1,000
+    // Defaults near what it uses (46 MiB resident on Node 20, 54 MiB on Node 24, idle or draining 1,000
     // connections: npm run bench), so the scheduler counts it; the limits leave room for a burst of
     // connections to count. Flags and annotations may change them.
     resources: resourceRequirements(options.resources),
