@@ -7,18 +7,19 @@
  */
 import { processIo } from './cli/io.js';
 import { reportFailure, UsageError } from './errors.js';
-import commandLine from './command-line.cjs';
 
 type Mode = 'webhook' | 'sidecar';
 
 function splitMode(argv: readonly string[]): { mode: Mode; args: string[] } {
-  const { modeArg, rest } = commandLine.splitModeArgument(argv);
-  if (modeArg === undefined) return { mode: 'webhook', args: rest };
-  const mode = modeArg.slice('mode='.length);
+  const args = [...argv];
+  const index = args.findIndex((arg) => arg.startsWith('mode='));
+  if (index === -1) return { mode: 'webhook', args };
+  const [modeArg] = args.splice(index, 1);
+  const mode = modeArg?.slice('mode='.length);
   if (mode !== 'webhook' && mode !== 'sidecar') {
     throw new UsageError(`unknown ${modeArg}; expected mode=webhook (the default) or mode=sidecar`);
   }
-  return { mode, args: rest };
+  return { mode, args };
 }
 
 async function main(): Promise<void> {
