@@ -1,22 +1,36 @@
 /**
- * Time, for every loop that waits: the drain, the supervisor's watch for a new Envoy, the start-up probe of
- * Envoy's admin API and the self-managed certificate loop. Production reads the real clock; tests drive a
- * virtual one (test/support/virtual-clock.ts) or fire timers by hand (test/support/manual-timers.ts), so
- * that timing is asserted exactly instead of measured on a busy machine.
+ * Time, for every part of the sidecar (the drain, the supervisor's watch for a new Envoy, the start-up probe,
+ * the admin client, the server's connection limits, the journal) and for the self-managed certificate loop:
+ * one abstraction, so that a reader finds in one place why a wall-clock step cannot move a deadline.
+ *
+ * - `now()` is **monotonic**: every duration, deadline and interval is measured on it. It is the kernel's
+ *   CLOCK_MONOTONIC (process.hrtime), which NTP steps and `date -s` never move and which every process on a
+ *   node shares, so that a restarted sidecar can compare it with what an earlier one wrote in its journal.
+ * - `wallNow()` is the wall clock, for timestamps shown to people (logs, /drain) and nothing else.
+ *
+ * Production reads the real clocks; tests drive a virtual one (test/support/virtual-clock.ts, which can also
+ * step its wall clock) or fire timers by hand (test/support/manual-timers.ts).
  */
 export interface Clock {
-  /** Milliseconds since the epoch. */
+  /** Monotonic milliseconds from an arbitrary origin: for durations, deadlines and intervals only. */
   now(): number;
+  /** Milliseconds since the epoch: for timestamps shown to people only. */
+  wallNow(): number;
   /** Resolves after `ms`, or rejects as soon as `signal` aborts: every loop that sleeps can be stopped at once. */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
 }
 
+/** CLOCK_MONOTONIC in milliseconds (libuv's uv_hrtime). */
+const monotonicNow = (): number => Number(process.hrtime.bigint()) / 1e6;
+
 /**
- * Plain timers rather than node:timers/promises, one module fewer for every sidecar to load at start. An
- * aborted sleep rejects with the signal's reason: callers check their signal, never the error.
+ * Plain timers rather than node:timers/promises, one module fewer for every sidecar to load at start. Node's
+ * timers run on libuv's monotonic clock too. An aborted sleep rejects with the signal's reason: callers check
+ * their signal, never the error.
  */
 export const systemClock: Clock = {
-  now: () => Date.now(),
+  now: monotonicNow,
+  wallNow: () => Date.now(),
   sleep: (ms, signal) =>
     new Promise((resolve, reject) => {
       if (signal.aborted) return reject(signal.reason);
@@ -32,3 +46,37 @@ export const systemClock: Clock = {
       signal.addEventListener('abort', onAbort, { once: true });
     }),
 };
+
+/**
+ * The wall-clock ISO timestamp of a monotonic instant, for people: read against the wall clock now, so that
+ * a step of the wall clock shifts shown times but never the order or length of anything measured.
+ */
+export function isoAt(clock: Clock, monotonicMs: number): string {
+  return new Date(clock.wallNow() - (clock.now() - monotonicMs)).toISOString();
+}
+
+/** isoAt, or null for an instant that has not happened. */
+export function isoAtOrNull(clock: Clock, monotonicMs: number | undefined): string | null {
+  return monotonicMs === undefined ? null : isoAt(clock, monotonicMs);
+}
+
+/**
+ * A timer owned by the code that waits on it, cleared when that code is done: not AbortSignal.timeout, whose
+ * timer Node 20 may collect before it fires when nothing else holds the signal, and which leaks a little
+ * each time it is composed with a long-lived signal by AbortSignal.any.
+ */
+export class OwnedTimer {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(ms: number, onFire: () => void) {
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      onFire();
+    }, Math.max(0, ms));
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}

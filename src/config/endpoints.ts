@@ -14,6 +14,11 @@ export const SIDECAR_PATHS = {
   wait: '/wait',
   drain: '/drain',
   metrics: '/metrics',
+  /**
+   * The sidecar's readiness probe: 503 until Envoy's admin API has answered once, then 200 for the life of
+   * the process (latched), so that a wrong admin address stops a rollout when the pod starts, not when it dies.
+   */
+  ready: '/ready',
 } as const;
 
 /** Name of the injected container, also used to recognise a pod that already has it. */

@@ -8,8 +8,9 @@
  * even when importing only its Client; node:http costs about 2 MiB. One request every few seconds on
  * loopback needs nothing more.
  */
+import { systemClock, type Clock } from '../clock.js';
 import { isJsonObject } from '../json.js';
-import { countDownstreamConnections, DOWNSTREAM_CX_ACTIVE_FILTER, parseJsonStats, type ConnectionCount } from './stats.js';
+import { countDownstreamConnections, CONNECTION_STATS_FILTER, parseJsonStats, type ConnectionCount } from './stats.js';
 
 /**
  * As CommonJS loads it, not by an ESM import: importing a built-in reads every one of its exports, and on
@@ -31,6 +32,8 @@ export interface EnvoyAdminOptions {
    * drain period): listeners left UNSPECIFIED, as Contour's and Envoy Gateway's are, are then not drained.
    */
   readonly inboundOnly?: boolean;
+  /** For read times and the age of answers; default the system clock. */
+  readonly clock?: Clock;
 }
 
 /** Envoy's server states, as `/ready` names them. */
@@ -43,19 +46,36 @@ const SERVER_STATES: readonly string[] = ['LIVE', 'DRAINING', 'PRE_INITIALIZING'
  */
 export interface EnvoyProcessInfo {
   readonly state: EnvoyServerState;
-  /** `uptime_current_epoch`, whole seconds as Envoy reports them. */
-  readonly uptimeSeconds: number;
   /**
-   * When this process started, estimated as read time minus uptime. Envoy floors its uptime to the
-   * second, so the estimate is up to a second late: compare two estimates with that tolerance.
+   * `uptime_current_epoch`, whole seconds as Envoy reports them. Envoy measures it on its wall clock, so a
+   * step of the node's clock moves it, below zero after a step back: an estimate, never an identity proof.
+   */
+  readonly uptimeSeconds: number;
+  /** `command_line_options.restart_epoch`: raised by each hot restart; null when not reported. */
+  readonly restartEpoch: number | null;
+  /**
+   * When this process started, on the monotonic clock (Clock.now): read time minus uptime. Envoy floors its
+   * uptime to the second, so the estimate is up to a second late: compare two estimates with that tolerance.
    */
   readonly startedAtMs: number;
+  /** Clock.now() when the answer was read. */
   readonly readAtMs: number;
 }
 
+/**
+ * What kind of failure an admin call met, as the drain reports it: nothing listens (`refused`), something
+ * took the call but gave no complete answer in time (`timeout`: it may have acted on it), something answered
+ * but not as Envoy does (`invalid-answer`: a status, a body, an upgrade, a size or nesting beyond bounds),
+ * or the connection failed otherwise (`transport`: a reset, a name that does not resolve).
+ */
+export type AdminFailureKind = 'refused' | 'timeout' | 'invalid-answer' | 'transport';
+
+export const ADMIN_FAILURE_KINDS: readonly AdminFailureKind[] = ['refused', 'timeout', 'invalid-answer', 'transport'];
+
 /** Base of every admin failure; `endpoint` is what was called, e.g. "POST /healthcheck/fail". */
-export class EnvoyAdminError extends Error {
+export abstract class EnvoyAdminError extends Error {
   override readonly name: string = 'EnvoyAdminError';
+  abstract readonly kind: AdminFailureKind;
 
   constructor(
     readonly endpoint: string,
@@ -69,16 +89,19 @@ export class EnvoyAdminError extends Error {
 /** Nothing listens on the admin port: Envoy has exited (or not started). */
 export class AdminRefusedError extends EnvoyAdminError {
   override readonly name = 'AdminRefusedError';
+  readonly kind = 'refused';
 }
 
 /** No complete answer within the timeout: Envoy is overloaded or stuck. */
 export class AdminTimeoutError extends EnvoyAdminError {
   override readonly name = 'AdminTimeoutError';
+  readonly kind = 'timeout';
 }
 
 /** Envoy answered with a status other than 200. */
 export class AdminStatusError extends EnvoyAdminError {
   override readonly name = 'AdminStatusError';
+  readonly kind = 'invalid-answer';
 
   constructor(
     endpoint: string,
@@ -92,11 +115,13 @@ export class AdminStatusError extends EnvoyAdminError {
 /** Envoy answered 200 with a body that is not what the endpoint returns (for stats, see StatsParseError in cause). */
 export class AdminResponseError extends EnvoyAdminError {
   override readonly name = 'AdminResponseError';
+  readonly kind = 'invalid-answer';
 }
 
 /** Any other transport failure (connection reset, DNS…). */
 export class AdminTransportError extends EnvoyAdminError {
   override readonly name = 'AdminTransportError';
+  readonly kind = 'transport';
 }
 
 /**
@@ -110,7 +135,7 @@ export interface AdminAnswer {
   readonly status: number;
   /** The body's beginning on one line (whitespace collapsed): at most 120 characters, then an ellipsis. */
   readonly excerpt: string;
-  /** Date.now() when the answer was read (or cut, past the size limit). */
+  /** Clock.now() (monotonic) when the answer was read (or cut, past the size limit). */
   readonly at: number;
 }
 
@@ -135,7 +160,11 @@ export class EnvoyAdminClient {
 
   private latestAnswer: AdminAnswer | undefined;
 
-  constructor(private readonly options: EnvoyAdminOptions) {}
+  private readonly clock: Clock;
+
+  constructor(private readonly options: EnvoyAdminOptions) {
+    this.clock = options.clock ?? systemClock;
+  }
 
   /** Describes the target, for logs and error messages. */
   get target(): string {
@@ -189,10 +218,10 @@ export class EnvoyAdminClient {
    * `GET /server_info`: the process's state and uptime. Uptimes are protobuf JSON durations (`"12s"`,
    * `"0.500s"`); anything else is an AdminResponseError.
    */
-  async serverInfo(signal?: AbortSignal, now: () => number = Date.now): Promise<EnvoyProcessInfo> {
+  async serverInfo(signal?: AbortSignal): Promise<EnvoyProcessInfo> {
     const endpoint = 'GET /server_info';
     const body = await this.call('GET', '/server_info', signal);
-    const readAtMs = now();
+    const readAtMs = this.clock.now();
     let document: unknown;
     try {
       document = JSON.parse(body);
@@ -206,7 +235,10 @@ export class EnvoyAdminClient {
       throw new AdminResponseError(endpoint, `answered without a known "state" and an "uptime_current_epoch": ${JSON.stringify(body.slice(0, 120))}`);
     }
     this.answered = true;
-    return { state: state as EnvoyServerState, uptimeSeconds: seconds, startedAtMs: readAtMs - seconds * 1000, readAtMs };
+    const options = isJsonObject(document) ? document['command_line_options'] : undefined;
+    const epoch = isJsonObject(options) ? options['restart_epoch'] : undefined;
+    const restartEpoch = typeof epoch === 'number' && Number.isSafeInteger(epoch) && epoch >= 0 ? epoch : null;
+    return { state: state as EnvoyServerState, uptimeSeconds: seconds, restartEpoch, startedAtMs: readAtMs - seconds * 1000, readAtMs };
   }
 
   /** `POST /healthcheck/ok`: undoes /healthcheck/fail (the only part of a drain that can be undone). */
@@ -239,7 +271,8 @@ export class EnvoyAdminClient {
    * never "0 connections".
    */
   async countOpenConnections(signal?: AbortSignal): Promise<ConnectionCount> {
-    const path = `/stats?format=json&usedonly&filter=${encodeURIComponent(DOWNSTREAM_CX_ACTIVE_FILTER)}`;
+    // Not `usedonly`: that leaves out a listener that never had a connection, which would pass for a typo.
+    const path = `/stats?format=json&filter=${encodeURIComponent(CONNECTION_STATS_FILTER)}`;
     const body = await this.call('GET', path, signal);
     let count: ConnectionCount;
     try {
@@ -314,7 +347,7 @@ export class EnvoyAdminClient {
   }
 
   private noteAnswer(endpoint: string, status: number | undefined, body: string): void {
-    this.latestAnswer = { endpoint, status: status ?? 0, excerpt: answerExcerpt(body), at: Date.now() };
+    this.latestAnswer = { endpoint, status: status ?? 0, excerpt: answerExcerpt(body), at: this.clock.now() };
   }
 
   private classify(endpoint: string, error: Error, timeout: AbortSignal, caller: AbortSignal | undefined): EnvoyAdminError {
@@ -331,8 +364,13 @@ export class EnvoyAdminClient {
   }
 }
 
-/** `"12s"`, `"0.500s"` (protobuf JSON Duration) → whole seconds; undefined for anything else. */
+/**
+ * `"12s"`, `"0.500s"`, `"-3580s"` (protobuf JSON Duration) → whole seconds, truncated toward zero; undefined
+ * for anything else. Negative: Envoy's wall clock stepped back past its start.
+ */
 function parseProtobufSeconds(text: string): number | undefined {
-  const match = /^(\d{1,12})(?:\.\d{1,9})?s$/.exec(text);
-  return match === null ? undefined : Number(match[1]);
+  const match = /^(-?)(\d{1,12})(?:\.\d{1,9})?s$/.exec(text);
+  if (match === null) return undefined;
+  const seconds = Number(match[2]);
+  return match[1] === '-' && seconds !== 0 ? -seconds : seconds;
 }

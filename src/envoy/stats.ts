@@ -70,8 +70,15 @@ function connectionCountOf(stat: string, value: number): number {
   return value;
 }
 
-/** The regex sent as `/stats?filter=`: keeps the answer small. Envoy evaluates it with RE2, partial match. */
-export const DOWNSTREAM_CX_ACTIVE_FILTER = '^listener\\..*\\.downstream_cx_active$';
+/**
+ * The regex sent as `/stats?filter=`: keeps the answer small. Envoy evaluates it with RE2, partial match. It
+ * takes every listener's `downstream_cx_active` gauge, and the admin listener's `downstream_cx_total`
+ * counter, which tells one Envoy process from the next (see ConnectionCount.adminConnectionsTotal).
+ */
+export const CONNECTION_STATS_FILTER = '^listener\\.(.*\\.downstream_cx_active|admin\\.downstream_cx_total)$';
+
+/** The admin listener's connection counter: every admin call opens a connection, so it grows with each of ours. */
+export const ADMIN_CONNECTIONS_TOTAL = 'listener.admin.downstream_cx_total';
 
 const EXCERPT_LENGTH = 120;
 
@@ -117,8 +124,16 @@ export interface ConnectionCount {
   readonly total: number;
   /** The count of each listener that was counted, by stat name. */
   readonly byListener: Readonly<Record<string, number>>;
-  /** Listeners asked for by name that Envoy does not report (a typo, or a listener not used yet). */
+  /** Listeners asked for by name that Envoy does not have (a typo, or a listener not added yet). */
   readonly missingListeners: readonly string[];
+  /** Every listener Envoy reported but the admin and internal ones: named when some asked for are missing. */
+  readonly availableListeners: readonly string[];
+  /**
+   * `listener.admin.downstream_cx_total` in the same answer; null when absent. A counter only grows within
+   * one Envoy process, and every admin call of ours opens a connection (no keep-alive), so between two of our
+   * reads of one process it grows strictly: a value not above the last one seen is another process.
+   */
+  readonly adminConnectionsTotal: number | null;
 }
 
 const LISTENER_ACTIVE = /^listener\.(.+)\.downstream_cx_active$/;
@@ -144,15 +159,22 @@ export function countDownstreamConnections(
 ): ConnectionCount {
   const wanted = options.listeners !== undefined && options.listeners.length > 0 ? new Set(options.listeners) : undefined;
   const byListener: Record<string, number> = {};
+  const available = new Set<string>();
+  let adminConnectionsTotal: number | null = null;
   let total = 0;
   for (const { name, value } of samples) {
+    if (name === ADMIN_CONNECTIONS_TOTAL) {
+      adminConnectionsTotal = Number.isSafeInteger(value) && value >= 0 ? value : null;
+      continue;
+    }
     const listener = listenerOfActiveConnections(name);
     if (listener === undefined) continue;
+    if (!isExcludedListener(listener)) available.add(listener);
     if (wanted === undefined ? isExcludedListener(listener) : !wanted.has(listener)) continue;
     const open = connectionCountOf(name, value);
     byListener[listener] = (byListener[listener] ?? 0) + open;
     total += open;
   }
   const missingListeners = wanted === undefined ? [] : [...wanted].filter((listener) => !(listener in byListener));
-  return { total, byListener, missingListeners };
+  return { total, byListener, missingListeners, availableListeners: [...available].sort(), adminConnectionsTotal };
 }

@@ -37,6 +37,8 @@ export interface DrainEndpoints {
   wait(windowMs: number): Promise<DrainOutcome | undefined>;
   /** GET /drain. */
   snapshot(): object;
+  /** GET /ready: ready once Envoy's admin API has answered (latched); `detail` says what is wrong when not. */
+  readiness(): { readonly ready: boolean; readonly detail: string };
 }
 
 export interface DrainServer {

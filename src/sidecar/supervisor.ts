@@ -139,6 +139,12 @@ export class DrainSupervisor {
     return report;
   }
 
+  /** Ready once Envoy's admin API has answered, for the life of the process. */
+  readiness(): { readonly ready: boolean; readonly detail: string } {
+    if (this.envoy.hasAnswered) return { ready: true, detail: `Envoy's admin API answered at ${this.envoy.address}` };
+    return { ready: false, detail: `Envoy's admin API has not answered at ${this.envoy.address} yet` };
+  }
+
   snapshot(): SupervisorSnapshot {
     const process = this.envoyProcess;
     return {

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import {
   countDownstreamConnections,
-  DOWNSTREAM_CX_ACTIVE_FILTER,
+  CONNECTION_STATS_FILTER,
   ImplausibleStatError,
   listenerOfActiveConnections,
   MAX_PLAUSIBLE_CONNECTIONS,
@@ -132,7 +132,7 @@ describe('counting open downstream connections', () => {
   });
 
   test('the filter sent to Envoy selects exactly the listener gauges', () => {
-    const filter = new RegExp(DOWNSTREAM_CX_ACTIVE_FILTER);
+    const filter = new RegExp(CONNECTION_STATS_FILTER);
     const selected = parseJsonStats(fixture('stats.json')).filter((sample) => filter.test(sample.name));
     assert.deepEqual(selected, parseJsonStats(fixture('stats-filtered.json')));
   });

@@ -21,6 +21,10 @@ export class ManualTimers implements Clock {
     return this.clock;
   }
 
+  wallNow(): number {
+    return Date.parse('2026-01-01T00:00:00Z') + this.clock;
+  }
+
   sleep(delayMs: number, signal: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(signal.reason);

@@ -6,13 +6,24 @@ import type { Clock } from '../../src/clock.js';
  * pending promise callback), so timing assertions are exact on any machine, however loaded.
  */
 export class VirtualClock implements Clock {
-  private nowMs = Date.parse('2026-01-01T00:00:00Z');
+  private nowMs = 1_000_000;
+  /** Wall clock minus monotonic clock: `stepWall` moves it, as NTP stepping or `date -s` would. */
+  private wallOffsetMs = Date.parse('2026-01-01T00:00:00Z') - 1_000_000;
   private readonly timers: { at: number; seq: number; fire: () => void }[] = [];
   private seq = 0;
   private advancing = false;
 
   now(): number {
     return this.nowMs;
+  }
+
+  wallNow(): number {
+    return this.nowMs + this.wallOffsetMs;
+  }
+
+  /** Steps the wall clock by `ms` (negative: backwards); monotonic time, and so every timer, is unmoved. */
+  stepWall(ms: number): void {
+    this.wallOffsetMs += ms;
   }
 
   sleep(ms: number, signal: AbortSignal): Promise<void> {
