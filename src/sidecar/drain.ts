@@ -1,14 +1,26 @@
 /**
- * The drain, as a state machine that knows Envoy only through the three calls it needs and nothing of
- * HTTP routes: idle → draining → drained | timed-out | interrupted.
+ * The drain, as a state machine that knows Envoy only through the three calls it needs and nothing of HTTP
+ * routes: idle → draining → drained | timed-out | interrupted. Its promises, each kept in one place:
  *
- * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both
- * containers' hooks at the same time, so every caller awaits the same outcome.
+ * - **It ends by its deadline, whatever Envoy does.** The outcome is a promise settled once, by `settle`, and
+ *   the deadline timer settles it on its own (`armTimers`): no pending admin call is awaited by the callers,
+ *   so an admin answer that never ends cannot hold a /shutdown, a /wait or a SIGTERM.
+ * - **It drains the process it started on.** Every stats read carries the mark of the process that answered
+ *   (src/envoy/identity.ts); the first read pins it (`observeProcess`), and an answer from another process
+ *   ends the drain at once: the pinned one has exited, and another process's count must not end its drain.
+ * - **A clock step cannot move it.** Every instant is on the monotonic Clock.now(); the wall clock is only
+ *   read to show times to people (src/clock.ts).
+ * - **It reports what happened**: refused, timed out and answered-but-not-as-Envoy are told apart, and
+ *   listeners named but not found are named, with the ones Envoy has.
+ *
+ * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both containers'
+ * hooks at the same time, so every caller awaits the same outcome.
  */
-import { AdminRefusedError, AdminResponseError, AdminStatusError } from '../envoy/admin-client.js';
+import { EnvoyAdminError, type AdminFailureKind } from '../envoy/admin-client.js';
+import { compareProcess, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
-import { systemClock, type Clock } from '../clock.js';
+import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
 import type { SidecarLog } from './log.js';
 import type { SidecarConfig } from '../config/sidecar.js';
 
@@ -16,7 +28,7 @@ import type { SidecarConfig } from '../config/sidecar.js';
 export interface EnvoyDrainTarget {
   /** `host:port`, for messages. */
   readonly address: string;
-  /** Whether the admin API has answered once in this process's life (the start-up probe or any call). */
+  /** Whether the admin API has given a valid answer once in this process's life (the start-up probe or any call). */
   readonly hasAnswered: boolean;
   failHealthChecks(signal: AbortSignal): Promise<void>;
   drainListeners(signal: AbortSignal): Promise<void>;
@@ -36,16 +48,26 @@ export type DrainLoopSettings = Pick<
 export type DrainState = 'idle' | 'draining' | 'drained' | 'timed-out' | 'interrupted';
 
 export type DrainEndReason =
-  /** Open connections at or below min-open-connections. */
+  /** Open connections at or below min-open-connections, check-delay after the health checks failed. */
   | 'connections-closed'
   /** Envoy's admin port, which answered before, refused connections several times in a row: Envoy is gone, and its connections with it. */
   | 'envoy-exited'
+  /** Another Envoy process answers on the admin port: the one being drained has exited, and its connections with it. */
+  | 'envoy-replaced'
   /** drain-timeout elapsed first. */
   | 'deadline'
-  /** drain-timeout elapsed, and Envoy's admin API never answered in this process's life (a wrong admin port?). */
+  /** Envoy's admin API never gave a valid answer in this process's life (a wrong admin address?). */
   | 'admin-unreachable'
   /** The sidecar was told to stop (SIGTERM) before the drain ended. */
   | 'interrupted';
+
+/** The last admin failure of a drain, by kind (see AdminFailureKind). */
+export interface AdminFailureReport {
+  readonly kind: AdminFailureKind;
+  readonly message: string;
+  /** Failures of each kind during this drain. */
+  readonly counts: Readonly<Record<AdminFailureKind, number>>;
+}
 
 export interface DrainOutcome {
   readonly state: Exclude<DrainState, 'idle' | 'draining'>;
@@ -61,11 +83,17 @@ export interface DrainOutcome {
   readonly envoyAdmin: string;
   /** The last admin failure, as logged; null when every call succeeded. */
   readonly lastError: string | null;
+  /** The last admin failure and its kind; null when every call succeeded. */
+  readonly adminFailure: AdminFailureReport | null;
   /**
    * The last HTTP answer of the admin port that was not what Envoy answers (a 500, an HTML page): such a
    * port is reachable, so "never reachable" would send the operator looking at the network.
    */
   readonly lastInvalidAnswer: string | null;
+  /** Listeners named by --listeners that Envoy did not have at the last read; the count could not end the drain. */
+  readonly missingListeners: readonly string[];
+  /** The listeners Envoy had at the last read (named when some asked for are missing). */
+  readonly availableListeners: readonly string[];
 }
 
 /** What /drain shows: enough to understand a pod stuck in Terminating. */
@@ -79,6 +107,8 @@ export interface DrainSnapshot {
   readonly remainingMs: number | null;
   readonly openConnections: number | null;
   readonly openConnectionsByListener: Readonly<Record<string, number>> | null;
+  readonly missingListeners: readonly string[];
+  readonly availableListeners: readonly string[] | null;
   readonly lastPollAt: string | null;
   readonly polls: number;
   readonly minOpenConnections: number;
@@ -88,95 +118,136 @@ export interface DrainSnapshot {
   readonly listenersDraining: boolean;
   readonly consecutiveRefusals: number;
   readonly lastError: string | null;
+  readonly adminFailure: AdminFailureReport | null;
   /** `host:port` of Envoy's admin API. */
   readonly envoyAdmin: string;
   /** False while the admin API has never answered: refusals then do not mean that Envoy exited. */
   readonly envoyAdminEverReachable: boolean;
+  /** The mark of the Envoy process this drain is pinned to (see src/envoy/identity.ts); null before the first read. */
+  readonly pinnedProcess: ProcessMark;
 }
 
 export type DrainStepName = 'fail health checks' | 'drain listeners';
 
-/** Told before each initiation call is sent, so that a record of it survives this process (see journal.ts). */
-export type BeforeStep = (step: DrainStepName) => Promise<void>;
+/**
+ * Told before each initiation call is sent (`intended`: it may reach Envoy) and once Envoy took it
+ * (`accepted`), so that a record of it survives this process (see journal.ts). Never rejects.
+ */
+export type StepHook = (step: DrainStepName, progress: 'intended' | 'accepted') => Promise<void>;
+
+/** The drain that ended before this one (see DrainOptions.previous). */
+export interface PreviousDrain {
+  readonly mark: ProcessMark;
+  /** Monotonic; undefined if that drain's POST /healthcheck/fail was never taken. */
+  readonly healthChecksFailedAtMs: number | undefined;
+}
+
+export interface DrainOptions {
+  /**
+   * The drain that ended before this one. If this drain finds the same process, that process's health checks
+   * have been failing since then: check-delay counts from that, and a repeated /shutdown ends quickly.
+   */
+  readonly previous?: PreviousDrain;
+  readonly onStep?: StepHook;
+}
 
 interface InitiationStep {
   readonly name: DrainStepName;
-  readonly run: (signal: AbortSignal) => Promise<void>;
+  readonly call: (signal: AbortSignal) => Promise<void>;
   done: boolean;
 }
 
-/** Thrown inside the run when the deadline or an interruption stops it; never escapes the class. */
-class Stopped extends Error {
-  override readonly name = 'Stopped';
-}
+/** At most one warning per kind of admin failure in this long: a broken admin must not flood the log. */
+const FAILURE_LOG_EVERY_MS = 30_000;
+
+const NO_FAILURES: Readonly<Record<AdminFailureKind, number>> = { refused: 0, timeout: 0, 'invalid-answer': 0, transport: 0 };
 
 export class Drain {
   private state: DrainState = 'idle';
   private outcome: Promise<DrainOutcome> | undefined;
+  private resolveOutcome: ((outcome: DrainOutcome) => void) | undefined;
+  private rejectOutcome: ((error: unknown) => void) | undefined;
   private startedAtMs: number | undefined;
   private finishedAtMs: number | undefined;
   private endReason: DrainEndReason | null = null;
+  /** Aborted when the drain ends, however: cancels every sleep, timer and pending admin call at once. */
+  private readonly ended = new AbortController();
+  /** The process this drain drains: undefined until the first read answered (see observeProcess). */
+  private pin: ProcessMark | undefined;
   private lastCount: ConnectionCount | undefined;
   private lastPollAtMs: number | undefined;
   private polls = 0;
   private consecutiveRefusals = 0;
   private lastError: string | null = null;
-  /** See DrainOutcome.lastInvalidAnswer. */
   private lastInvalidAnswer: string | null = null;
-  /** When the last poll was sent: polls are check-interval apart, from one start to the next. */
-  private lastPollSentAtMs: number | undefined;
+  private lastFailure: { kind: AdminFailureKind; message: string } | undefined;
+  private readonly failureCounts: Record<AdminFailureKind, number> = { ...NO_FAILURES };
+  private readonly failureLoggedAt = new Map<AdminFailureKind, number>();
+  private loggedMissing = '';
+  private warnedUnmarked = false;
+  /** The admin call in flight, if any: named when the deadline cuts it. */
+  private pendingCall: string | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
   private healthChecksFailedAtMs: number | undefined;
-  /** Aborted at the deadline or on interrupt(): cancels the pending sleep or admin call at once. */
-  private readonly stop = new AbortController();
-  /** Aborted when the drain ends, to cancel the deadline timer. */
-  private readonly finished = new AbortController();
   private readonly steps: InitiationStep[];
+  private readonly onStep: StepHook;
 
   constructor(
     private readonly envoy: EnvoyDrainTarget,
     private readonly settings: DrainLoopSettings,
     private readonly log: SidecarLog,
     private readonly clock: Clock = systemClock,
-    beforeStep: BeforeStep = async () => undefined,
+    private readonly options: DrainOptions = {},
   ) {
+    this.onStep = options.onStep ?? (async () => undefined);
     this.steps = [
-      {
-        name: 'fail health checks',
-        run: async (signal) => {
-          await beforeStep('fail health checks');
-          await envoy.failHealthChecks(signal);
-          this.healthChecksFailedAtMs = this.clock.now();
-        },
-        done: false,
-      },
-      {
-        name: 'drain listeners',
-        run: async (signal) => {
-          await beforeStep('drain listeners');
-          await envoy.drainListeners(signal);
-        },
-        done: false,
-      },
+      { name: 'fail health checks', call: (signal) => envoy.failHealthChecks(signal), done: false },
+      { name: 'drain listeners', call: (signal) => envoy.drainListeners(signal), done: false },
     ];
   }
 
   /**
-   * Starts the drain on the first call; every call returns the same outcome. Admin failures are retried,
-   * never thrown: it rejects only if the clock or the logger throws (a bug).
+   * Starts the drain on the first call; every call returns the same outcome, settled by the drain deadline at
+   * the latest. `startedAtMs` (monotonic; first call only, default now): when the /shutdown that asked for it
+   * arrived, so that any time spent before counts against the deadline. Admin failures are retried, never
+   * thrown: it rejects only on a bug (the clock or the logger throwing).
    */
-  start(): Promise<DrainOutcome> {
-    this.outcome ??= this.run();
+  start(startedAtMs?: number): Promise<DrainOutcome> {
+    if (this.outcome === undefined) {
+      this.outcome = new Promise<DrainOutcome>((resolve, reject) => {
+        this.resolveOutcome = resolve;
+        this.rejectOutcome = reject;
+      });
+      this.state = 'draining';
+      this.startedAtMs = startedAtMs ?? this.clock.now();
+      this.armTimers();
+      this.run().catch((error: unknown) => this.fail(error));
+    }
     return this.outcome;
   }
 
   /** Ends a running drain now (the sidecar is stopping); its callers get an 'interrupted' outcome. */
   interrupt(): void {
-    if (this.state === 'draining') this.stop.abort('interrupted' satisfies DrainEndReason);
+    if (this.state === 'draining') this.settle('interrupted');
   }
 
   get current(): DrainState {
     return this.state;
+  }
+
+  /** The mark of the process drained, and when its health checks failed: for the drain that may follow. */
+  get asPrevious(): PreviousDrain {
+    return { mark: this.pin ?? null, healthChecksFailedAtMs: this.healthChecksFailedAtMs };
+  }
+
+  /** Monotonic instant the drain ended; undefined while it has not. */
+  get finishedAt(): number | undefined {
+    return this.finishedAtMs;
+  }
+
+  /** Reads taken so far (for counters that must keep counting across drains). */
+  get pollCount(): number {
+    return this.polls;
   }
 
   snapshot(): DrainSnapshot {
@@ -187,229 +258,60 @@ export class Drain {
     return {
       state: this.state,
       reason: this.endReason,
-      startedAt: isoOrNull(started),
-      deadline: isoOrNull(deadline),
-      finishedAt: isoOrNull(this.finishedAtMs),
+      startedAt: isoAtOrNull(this.clock, started),
+      deadline: isoAtOrNull(this.clock, deadline),
+      finishedAt: isoAtOrNull(this.clock, this.finishedAtMs),
       elapsedMs: started === undefined ? null : end - started,
       remainingMs: deadline === undefined ? null : Math.max(0, deadline - end),
       openConnections: this.lastCount?.total ?? null,
       openConnectionsByListener: this.lastCount?.byListener ?? null,
-      lastPollAt: isoOrNull(this.lastPollAtMs),
+      missingListeners: this.lastCount?.missingListeners ?? [],
+      availableListeners: this.lastCount?.availableListeners ?? null,
+      lastPollAt: isoAtOrNull(this.clock, this.lastPollAtMs),
       polls: this.polls,
       minOpenConnections: this.settings['min-open-connections'],
       healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
-      healthChecksFailedAt: isoOrNull(this.healthChecksFailedAtMs),
+      healthChecksFailedAt: isoAtOrNull(this.clock, this.healthChecksFailedAtMs),
       listenersDraining: this.steps[1]?.done ?? false,
       consecutiveRefusals: this.consecutiveRefusals,
       lastError: this.lastError,
+      adminFailure: this.failureReport(),
       envoyAdmin: this.envoy.address,
       envoyAdminEverReachable: this.envoy.hasAnswered,
+      pinnedProcess: this.pin ?? null,
     };
   }
 
-  private async run(): Promise<DrainOutcome> {
-    this.state = 'draining';
-    this.startedAtMs = this.clock.now();
-    this.armDeadline();
-    const {
-      'drain-delay': drainDelayMs,
-      'check-delay': checkDelayMs,
-      'check-interval': checkIntervalMs,
-      'min-open-connections': minOpenConnections,
-      'drain-timeout': drainTimeoutMs,
-    } = this.settings;
-    this.log.info(
-      {
-        event: 'drain_started',
-        deadline: isoOrNull(this.startedAtMs + drainTimeoutMs),
-        drain_timeout_ms: drainTimeoutMs,
-        drain_delay_ms: drainDelayMs,
-        check_delay_ms: checkDelayMs,
-        check_interval_ms: checkIntervalMs,
-        min_connections: minOpenConnections,
-      },
-      drainDelayMs > 0
-        ? `drain started: Envoy keeps serving for the drain delay of ${drainDelayMs} ms, then its health checks fail and its listeners drain`
-        : 'drain started: failing Envoy health checks and draining its listeners',
-    );
-    try {
-      if (drainDelayMs > 0) await this.sleep(drainDelayMs);
-      for (;;) {
-        const ended = await this.check();
-        if (ended !== undefined) return this.finish(ended);
-        await this.sleep(this.msUntilNextCheck());
-      }
-    } catch (error) {
-      if (!(error instanceof Stopped)) throw error;
-      if (this.stop.signal.reason === 'interrupted') return this.finish('interrupted');
-      return this.finish(this.envoy.hasAnswered ? 'deadline' : 'admin-unreachable');
-    }
-  }
+  // --- the race: whichever comes first settles the outcome, once ---------------------------------------
 
   /**
-   * One round of admin calls: the initiation calls that have not succeeded yet (a slow Envoy may accept
-   * them later), then a poll once check-delay has passed since the drain started. A refusal ends the
-   * round, so that refusals are counted once per check interval: "Envoy has exited" then means "refused
-   * for a few intervals", not "refused 3 times in 1 ms".
+   * The deadline, and the earlier end of a drain whose admin API never answered: both on timers of their own,
+   * so that they fire whatever the loop is waiting for.
    */
-  private async check(): Promise<DrainEndReason | undefined> {
-    for (const step of this.steps) {
-      if (step.done) continue;
-      try {
-        await step.run(this.stop.signal);
-        step.done = true;
-        this.consecutiveRefusals = 0;
-        this.log.info({ event: 'drain_step', step: step.name }, `Envoy admin: ${step.name} done`);
-      } catch (error) {
-        const ended = this.recordFailure(error, step.name);
-        if (ended !== undefined || error instanceof AdminRefusedError) return ended;
-      }
-    }
-    return this.clock.now() >= this.nextPollAtMs() ? this.poll() : undefined;
-  }
-
-  /**
-   * Polls start check-delay after the drain delay, then follow check-interval from one poll's start to the
-   * next, as the README says, whatever the steps or the count did in between. A count that may end the
-   * drain only later (see countMayEndFromMs) waits for the next poll on that grid, never for an extra one.
-   */
-  private nextPollAtMs(): number {
-    const { 'drain-delay': drainDelayMs, 'check-delay': checkDelayMs, 'check-interval': checkIntervalMs } = this.settings;
-    if (this.lastPollSentAtMs !== undefined) return this.lastPollSentAtMs + checkIntervalMs;
-    return (this.startedAtMs ?? 0) + drainDelayMs + checkDelayMs;
-  }
-
-  /**
-   * Load balancers notice the pod leaving only once Envoy fails its health checks, so the count may end
-   * the drain only check-delay after POST /healthcheck/fail succeeded, however late that was. Undefined
-   * while it has not: only the deadline (or Envoy exiting) ends such a drain.
-   */
-  private countMayEndFromMs(): number | undefined {
-    const failedAt = this.healthChecksFailedAtMs;
-    return failedAt === undefined ? undefined : failedAt + this.settings['check-delay'];
-  }
-
-  /** Until the next poll; steps not done yet are retried every check-interval meanwhile. */
-  private msUntilNextCheck(): number {
-    const untilPoll = this.nextPollAtMs() - this.clock.now();
-    if (this.steps.every((step) => step.done)) return Math.max(0, untilPoll);
-    // A poll already due did not happen: a refused step ended the round. Both wait for the next interval.
-    return untilPoll > 0 ? Math.min(this.settings['check-interval'], untilPoll) : this.settings['check-interval'];
-  }
-
-  private async poll(): Promise<DrainEndReason | undefined> {
-    this.lastPollSentAtMs = this.clock.now();
-    try {
-      const count = await this.envoy.countOpenConnections(this.stop.signal);
-      this.consecutiveRefusals = 0;
-      this.lastCount = count;
-      this.lastPollAtMs = this.clock.now();
-      this.polls += 1;
-      const mayEnd = this.countMayEndFromMs();
-      const delayServed = mayEnd !== undefined && this.clock.now() >= mayEnd;
-      this.logPoll(count, delayServed);
-      return delayServed && count.total <= this.settings['min-open-connections'] ? 'connections-closed' : undefined;
-    } catch (error) {
-      return this.recordFailure(error, 'count open connections');
-    }
-  }
-
-  /** `delayServed` false: a count at or below the minimum does not end the drain yet (see countMayEndFromMs). */
-  private logPoll(count: ConnectionCount, delayServed: boolean): void {
-    const started = this.startedAtMs ?? 0;
-    const now = this.clock.now();
-    this.log.info(
-      {
-        event: 'poll',
-        open_connections: count.total,
-        min_connections: this.settings['min-open-connections'],
-        elapsed_ms: now - started,
-        remaining_ms: Math.max(0, started + this.settings['drain-timeout'] - now),
-        by_listener: count.byListener,
-        ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
-        ...(delayServed ? {} : { check_delay_pending: true }),
-      },
-      'polled open connections',
-    );
-  }
-
-  /**
-   * Logs a failed admin call; answers 'envoy-exited' once enough refusals came in a row from an admin API
-   * that answered before. One that never answered is retried until the deadline: a refusal then is as
-   * likely a wrong admin port as an Envoy gone, and a wrong port must not let the pod go with open connections.
-   */
-  private recordFailure(error: unknown, action: string): DrainEndReason | undefined {
-    if (this.stop.signal.aborted) {
-      if (this.stop.signal.reason === 'deadline') this.recordCutByDeadline(action);
-      throw new Stopped();
-    }
-    const message = error instanceof Error ? error.message : String(error);
-    this.lastError = message;
-    if (error instanceof AdminStatusError || error instanceof AdminResponseError) this.lastInvalidAnswer = message;
-    const everAnswered = this.envoy.hasAnswered;
-    if (error instanceof AdminRefusedError) {
-      this.consecutiveRefusals += 1;
-      if (everAnswered && this.consecutiveRefusals >= this.settings['admin-refusals']) return 'envoy-exited';
-    } else {
-      this.consecutiveRefusals = 0;
-    }
-    this.log.warn(
-      {
-        event: 'admin_error',
-        action,
-        error: error instanceof Error ? error.name : 'Error',
-        error_message: message,
-        consecutive_refusals: this.consecutiveRefusals,
-        envoy_admin_ever_reachable: everAnswered,
-      },
-      everAnswered
-        ? `Envoy admin call failed (${action}); retrying at the next check`
-        : `Envoy admin call failed (${action}) and the admin API has never answered: ${adminPortHint(this.envoy.address)}; retrying until the deadline`,
-    );
-    return undefined;
-  }
-
-  /** A call still waiting for Envoy when the deadline came: the one thing that explains a drain with no count. */
-  private recordCutByDeadline(action: string): void {
-    this.lastError = `${action}: no answer from Envoy's admin API before the drain deadline`;
-    this.log.warn(
-      { event: 'admin_error', action, error: 'DeadlineReached', error_message: this.lastError, consecutive_refusals: this.consecutiveRefusals },
-      `Envoy admin call (${action}) was still waiting for an answer when the drain deadline came`,
-    );
-  }
-
-  private async sleep(ms: number): Promise<void> {
-    try {
-      await this.clock.sleep(ms, this.stop.signal);
-    } catch (error) {
-      if (this.stop.signal.aborted) throw new Stopped();
-      throw error;
-    }
-  }
-
-  private armDeadline(): void {
-    this.clock.sleep(this.settings['drain-timeout'], this.finished.signal).then(
-      () => this.stop.abort('deadline' satisfies DrainEndReason),
+  private armTimers(): void {
+    const elapsed = this.clock.now() - (this.startedAtMs ?? 0);
+    this.clock.sleep(this.settings['drain-timeout'] - elapsed, this.ended.signal).then(
+      () => this.settle(this.envoy.hasAnswered ? 'deadline' : 'admin-unreachable'),
       () => undefined, // the drain ended first
     );
+    this.clock.sleep(this.unansweredCutoffAtMs() - this.clock.now(), this.ended.signal).then(
+      () => this.endIfNeverAnswered(),
+      () => undefined,
+    );
   }
 
-  private finish(reason: DrainEndReason): DrainOutcome {
-    this.finishedAtMs = this.clock.now();
-    this.finished.abort();
+  private get isOver(): boolean {
+    return this.endReason !== null;
+  }
+
+  private settle(reason: DrainEndReason): void {
+    if (this.isOver) return;
     this.endReason = reason;
+    this.finishedAtMs = this.clock.now();
     this.state = stateAfter(reason);
-    const outcome: DrainOutcome = {
-      state: this.state,
-      reason,
-      healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
-      openConnections: this.lastCount?.total ?? null,
-      durationMs: this.finishedAtMs - (this.startedAtMs ?? this.finishedAtMs),
-      minOpenConnections: this.settings['min-open-connections'],
-      envoyAdmin: this.envoy.address,
-      lastError: this.lastError,
-      lastInvalidAnswer: this.lastInvalidAnswer,
-    };
+    if (this.pendingCall !== undefined && reason !== 'interrupted') this.noteCutCall(this.pendingCall);
+    this.ended.abort(reason);
+    const outcome = this.outcomeNow(reason);
     this.log.info(
       {
         event: 'drain_finished',
@@ -418,10 +320,335 @@ export class Drain {
         open_connections: outcome.openConnections,
         min_connections: this.settings['min-open-connections'],
         duration_ms: outcome.durationMs,
+        ...(outcome.adminFailure === null ? {} : { admin_failure: outcome.adminFailure.kind }),
+        ...(outcome.missingListeners.length > 0 ? { missing_listeners: outcome.missingListeners } : {}),
       },
       describeOutcome(outcome),
     );
-    return outcome;
+    this.resolveOutcome?.(outcome);
+  }
+
+  /** A bug in the loop: the callers get an error (500), and the drain counts as interrupted. */
+  private fail(error: unknown): void {
+    if (this.isOver) return;
+    this.endReason = 'interrupted';
+    this.finishedAtMs = this.clock.now();
+    this.state = 'interrupted';
+    this.ended.abort(error);
+    this.rejectOutcome?.(error);
+  }
+
+  // --- the loop ----------------------------------------------------------------------------------------
+
+  /**
+   * Rounds until the drain is settled: each reads Envoy (the count, and which process answered), then sends the
+   * initiation calls not taken yet, once the drain delay is over. Every await in it ends when the drain does
+   * (sleeps and admin calls get `ended.signal`), and every round is at least a millisecond after the last.
+   */
+  private async run(): Promise<void> {
+    this.logStarted();
+    while (!this.isOver) {
+      const roundAtMs = this.clock.now();
+      await this.round();
+      if (this.isOver) return;
+      const nextAtMs = Math.max(roundAtMs + 1, this.nextRoundAtMs(roundAtMs));
+      try {
+        await this.clock.sleep(nextAtMs - this.clock.now(), this.ended.signal);
+      } catch {
+        return; // ended
+      }
+    }
+  }
+
+  private async round(): Promise<void> {
+    const answered = await this.readEnvoy();
+    if (this.isOver) return;
+    if (answered !== 'refused' && this.clock.now() >= this.stepsDueAtMs()) await this.sendSteps();
+    if (this.isOver) return;
+    if (this.clock.now() >= this.unansweredCutoffAtMs()) this.endIfNeverAnswered();
+  }
+
+  /**
+   * Rounds follow check-interval from one start to the next; the first round after the drain delay comes at
+   * its end, and one comes exactly when a count may first end the drain (check-delay after the health checks
+   * failed), so that the drain ends then rather than up to an interval later.
+   */
+  private nextRoundAtMs(lastRoundAtMs: number): number {
+    const candidates = [lastRoundAtMs + this.settings['check-interval']];
+    const stepsDue = this.stepsDueAtMs();
+    if (stepsDue > lastRoundAtMs) candidates.push(stepsDue);
+    const mayEnd = this.countMayEndFromMs();
+    if (mayEnd !== undefined && mayEnd > lastRoundAtMs) candidates.push(mayEnd);
+    return Math.min(...candidates);
+  }
+
+  private stepsDueAtMs(): number {
+    return (this.startedAtMs ?? 0) + this.settings['drain-delay'];
+  }
+
+  /**
+   * An admin API that never answered holds the pod only as long as a `sleep` preStop would: the drain delay
+   * and the check delay, so that endpoints propagate. Holding longer helps no one: Envoy was never told to
+   * drain, so its connections are cut at the end anyway.
+   */
+  private unansweredCutoffAtMs(): number {
+    return (this.startedAtMs ?? 0) + this.settings['drain-delay'] + this.settings['check-delay'];
+  }
+
+  /**
+   * Ends the drain as admin-unreachable if the admin API never answered and nothing it did suggests that it got
+   * our calls: a call that timed out may have reached an overloaded Envoy, which may be draining, so such a
+   * drain runs on to its deadline.
+   */
+  private endIfNeverAnswered(): void {
+    if (this.isOver || this.envoy.hasAnswered || this.failureCounts.timeout > 0) return;
+    this.settle('admin-unreachable');
+  }
+
+  /**
+   * Load balancers notice the pod leaving only once Envoy fails its health checks, so the count may end the
+   * drain only check-delay after POST /healthcheck/fail succeeded, however late that was. Undefined while it
+   * has not: only the deadline (or Envoy exiting) ends such a drain.
+   */
+  private countMayEndFromMs(): number | undefined {
+    const failedAt = this.healthChecksFailedAtMs;
+    return failedAt === undefined ? undefined : failedAt + this.settings['check-delay'];
+  }
+
+  // --- reading Envoy -----------------------------------------------------------------------------------
+
+  /** One stats read: which process answered, and its count. Settles the drain when that says it is over. */
+  private async readEnvoy(): Promise<'answered' | 'refused' | 'failed'> {
+    const sentAtMs = this.clock.now();
+    let count: ConnectionCount;
+    try {
+      count = await this.adminCall('count open connections', (signal) => this.envoy.countOpenConnections(signal));
+    } catch (error) {
+      return this.onAdminFailure(error, 'count open connections');
+    }
+    if (this.isOver) return 'answered';
+    this.consecutiveRefusals = 0;
+    if (this.observeProcess(count.adminConnectionsTotal) === 'replaced') {
+      this.settle('envoy-replaced');
+      return 'answered';
+    }
+    this.recordCount(count, sentAtMs);
+    if (this.countEndsDrain(count, sentAtMs)) this.settle('connections-closed');
+    return 'answered';
+  }
+
+  /**
+   * The one place that decides which process a read came from. The first read pins the process (inheriting
+   * the previous drain's health-check failure if it is the same one); every later read must come from it.
+   */
+  private observeProcess(mark: ProcessMark): ProcessVerdict | 'pinned' {
+    if (mark === null) this.warnUnmarked();
+    if (this.pin === undefined) {
+      this.pin = mark;
+      const previous = this.options.previous;
+      if (previous !== undefined && compareProcess(previous.mark, mark) === 'same') this.inheritFrom(previous);
+      return 'pinned';
+    }
+    const verdict = compareProcess(this.pin, mark);
+    if (verdict === 'replaced') {
+      this.log.warn(
+        { event: 'envoy_replaced', pinned_admin_connections: this.pin, seen_admin_connections: mark },
+        'another Envoy process answers on the admin port: the one being drained has exited, and its connections with it',
+      );
+      return verdict;
+    }
+    this.pin = mark ?? this.pin;
+    return verdict;
+  }
+
+  private inheritFrom(previous: PreviousDrain): void {
+    const failedAt = previous.healthChecksFailedAtMs;
+    if (failedAt !== undefined && (this.healthChecksFailedAtMs === undefined || failedAt < this.healthChecksFailedAtMs)) {
+      this.healthChecksFailedAtMs = failedAt;
+    }
+  }
+
+  /** A count ends the drain only if it was asked for check-delay after the health checks failed, and is whole. */
+  private countEndsDrain(count: ConnectionCount, sentAtMs: number): boolean {
+    const mayEnd = this.countMayEndFromMs();
+    if (mayEnd === undefined || sentAtMs < mayEnd) return false;
+    if (count.missingListeners.length > 0) return false;
+    return count.total <= this.settings['min-open-connections'];
+  }
+
+  private recordCount(count: ConnectionCount, sentAtMs: number): void {
+    this.lastCount = count;
+    this.lastPollAtMs = this.clock.now();
+    this.polls += 1;
+    if (count.missingListeners.length > 0) this.warnMissingListeners(count);
+    const started = this.startedAtMs ?? 0;
+    const mayEnd = this.countMayEndFromMs();
+    this.log.info(
+      {
+        event: 'poll',
+        open_connections: count.total,
+        min_connections: this.settings['min-open-connections'],
+        elapsed_ms: sentAtMs - started,
+        remaining_ms: Math.max(0, started + this.settings['drain-timeout'] - this.clock.now()),
+        by_listener: count.byListener,
+        ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
+        ...(mayEnd === undefined || sentAtMs < mayEnd ? { check_delay_pending: true } : {}),
+      },
+      'polled open connections',
+    );
+  }
+
+  /** Once per set of missing names: the count of such a drain can never end it, so say why, with the fix. */
+  private warnMissingListeners(count: ConnectionCount): void {
+    const key = count.missingListeners.join(',');
+    if (key === this.loggedMissing) return;
+    this.loggedMissing = key;
+    this.log.error(
+      { event: 'listeners_missing', missing_listeners: count.missingListeners, available_listeners: count.availableListeners },
+      `--listeners names ${count.missingListeners.join(', ')}, which Envoy does not have (it has: ${count.availableListeners.join(', ') || 'none'}): ` +
+        'their connections cannot be counted, so only the deadline or Envoy exiting ends this drain; fix the shutdown-manager.io/listeners annotation',
+    );
+  }
+
+  private warnUnmarked(): void {
+    if (this.warnedUnmarked) return;
+    this.warnedUnmarked = true;
+    this.log.warn(
+      { event: 'envoy_unmarked' },
+      "Envoy's stats do not report listener.admin.downstream_cx_total: an Envoy replaced during the drain cannot be told from the one being drained",
+    );
+  }
+
+  // --- telling Envoy to drain --------------------------------------------------------------------------
+
+  /** The initiation calls not taken yet; a refusal ends the round (it is counted once per round). */
+  private async sendSteps(): Promise<void> {
+    for (const step of this.steps) {
+      if (step.done) continue;
+      await this.onStep(step.name, 'intended').catch(() => undefined);
+      if (this.isOver) return;
+      try {
+        await this.adminCall(step.name, step.call);
+      } catch (error) {
+        if ((await this.onAdminFailure(error, step.name)) === 'refused') return;
+        continue;
+      }
+      if (this.isOver) return;
+      step.done = true;
+      this.consecutiveRefusals = 0;
+      if (step.name === 'fail health checks') this.healthChecksFailedAtMs ??= this.clock.now();
+      this.log.info({ event: 'drain_step', step: step.name }, `Envoy admin: ${step.name} done`);
+      await this.onStep(step.name, 'accepted').catch(() => undefined);
+      if (this.isOver) return;
+    }
+  }
+
+  /** Runs one admin call, noting it as pending so that a deadline that cuts it can say so. */
+  private async adminCall<T>(name: string, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    this.pendingCall = name;
+    try {
+      return await call(this.ended.signal);
+    } finally {
+      this.pendingCall = undefined;
+    }
+  }
+
+  /**
+   * Records a failed admin call, and settles the drain as envoy-exited once enough refusals came in a row from
+   * an admin API that answered before. One that never answered is retried until its cutoff: a refusal then is
+   * as likely a wrong admin port as an Envoy gone, and a wrong port must not pass for a drained Envoy.
+   */
+  private async onAdminFailure(error: unknown, action: string): Promise<'refused' | 'failed'> {
+    if (this.isOver) return 'failed'; // cut by the end itself
+    const kind: AdminFailureKind = error instanceof EnvoyAdminError ? error.kind : 'transport';
+    const message = error instanceof Error ? error.message : String(error);
+    this.lastError = message;
+    this.lastFailure = { kind, message };
+    this.failureCounts[kind] += 1;
+    if (kind === 'invalid-answer') this.lastInvalidAnswer = message;
+    this.consecutiveRefusals = kind === 'refused' ? this.consecutiveRefusals + 1 : 0;
+    if (kind === 'refused' && this.envoy.hasAnswered && this.consecutiveRefusals >= this.settings['admin-refusals']) {
+      this.settle('envoy-exited');
+      return 'refused';
+    }
+    this.logFailure(kind, action, message);
+    return kind === 'refused' ? 'refused' : 'failed';
+  }
+
+  /**
+   * At most one warning per kind every FAILURE_LOG_EVERY_MS; for an admin API that never answered, one per
+   * drain: the line that ends the drain says the rest.
+   */
+  private logFailure(kind: AdminFailureKind, action: string, message: string): void {
+    const everAnswered = this.envoy.hasAnswered;
+    const now = this.clock.now();
+    const last = this.failureLoggedAt.get(kind);
+    if (!everAnswered && this.failureLoggedAt.size > 0) return;
+    if (last !== undefined && now - last < FAILURE_LOG_EVERY_MS) return;
+    this.failureLoggedAt.set(kind, now);
+    this.log.warn(
+      {
+        event: 'admin_error',
+        action,
+        kind,
+        error_message: message,
+        failures: { ...this.failureCounts },
+        consecutive_refusals: this.consecutiveRefusals,
+        envoy_admin_ever_reachable: everAnswered,
+      },
+      everAnswered
+        ? `Envoy admin call failed (${action}, ${kind}); retrying every check interval (at most one such line per ${FAILURE_LOG_EVERY_MS / 1000}s)`
+        : `Envoy admin call failed (${action}, ${kind}) and the admin API has never answered: ${adminPortHint(this.envoy.address)}`,
+    );
+  }
+
+  /** A call still waiting for Envoy when the drain ended: the one thing that explains a drain with no count. */
+  private noteCutCall(action: string): void {
+    this.lastError = `${action}: no answer from Envoy's admin API before the drain ended`;
+    this.log.warn(
+      { event: 'admin_error', action, kind: 'cut', error_message: this.lastError, consecutive_refusals: this.consecutiveRefusals },
+      `Envoy admin call (${action}) was still waiting for an answer when the drain ended`,
+    );
+  }
+
+  private failureReport(): AdminFailureReport | null {
+    return this.lastFailure === undefined ? null : { ...this.lastFailure, counts: { ...this.failureCounts } };
+  }
+
+  private outcomeNow(reason: DrainEndReason): DrainOutcome {
+    const finished = this.finishedAtMs ?? this.clock.now();
+    return {
+      state: stateAfter(reason),
+      reason,
+      healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
+      openConnections: this.lastCount?.total ?? null,
+      durationMs: finished - (this.startedAtMs ?? finished),
+      minOpenConnections: this.settings['min-open-connections'],
+      envoyAdmin: this.envoy.address,
+      lastError: this.lastError,
+      adminFailure: this.failureReport(),
+      lastInvalidAnswer: this.lastInvalidAnswer,
+      missingListeners: this.lastCount?.missingListeners ?? [],
+      availableListeners: this.lastCount?.availableListeners ?? [],
+    };
+  }
+
+  private logStarted(): void {
+    const { 'drain-delay': drainDelayMs, 'check-delay': checkDelayMs, 'check-interval': checkIntervalMs } = this.settings;
+    this.log.info(
+      {
+        event: 'drain_started',
+        deadline: isoAtOrNull(this.clock, (this.startedAtMs ?? 0) + this.settings['drain-timeout']),
+        drain_timeout_ms: this.settings['drain-timeout'],
+        drain_delay_ms: drainDelayMs,
+        check_delay_ms: checkDelayMs,
+        check_interval_ms: checkIntervalMs,
+        min_connections: this.settings['min-open-connections'],
+      },
+      drainDelayMs > 0
+        ? `drain started: Envoy keeps serving for the drain delay of ${drainDelayMs} ms, then its health checks fail and its listeners drain`
+        : 'drain started: failing Envoy health checks and draining its listeners',
+    );
   }
 }
 
@@ -435,18 +662,48 @@ export function describeOutcome(outcome: DrainOutcome): string {
       return `drained: ${open} open connections (at most ${minOpenConnections} allowed) after ${seconds}s`;
     case 'envoy-exited':
       return `drained: Envoy's admin API refuses connections, Envoy has exited (after ${seconds}s)`;
+    case 'envoy-replaced':
+      return `drained: another Envoy process answers on the admin port, so the one being drained has exited with its connections (after ${seconds}s); the next /shutdown drains the new one`;
     case 'deadline':
-      if (!outcome.healthChecksFailed) {
-        return `drain deadline reached after ${seconds}s: Envoy never took POST /healthcheck/fail, so load balancers were not told to stop sending (${open} connections open); letting the pod terminate`;
-      }
-      return `drain deadline reached after ${seconds}s with ${open} connections still open (at most ${minOpenConnections} wanted); letting the pod terminate`;
+      return `drain deadline reached after ${seconds}s: ${deadlineCause(outcome, open)}; letting the pod terminate`;
     case 'admin-unreachable':
-      if (outcome.lastInvalidAnswer !== null) {
-        return `drain deadline reached after ${seconds}s: Envoy's admin API at ${outcome.envoyAdmin} answered, but never as Envoy does (last: ${outcome.lastInvalidAnswer}), so Envoy was not drained and its connections were not counted; letting the pod terminate`;
-      }
-      return `drain deadline reached after ${seconds}s: Envoy's admin API was never reachable at ${outcome.envoyAdmin}, so Envoy was not drained and its connections were not counted; letting the pod terminate`;
+      return `drain ended after ${seconds}s: ${unreachableCause(outcome)}, so Envoy was not drained and its connections were not counted; letting the pod terminate`;
     case 'interrupted':
       return `drain interrupted after ${seconds}s: the shutdown manager is stopping, ${open} connections were open`;
+  }
+}
+
+function deadlineCause(outcome: DrainOutcome, open: string): string {
+  if (outcome.missingListeners.length > 0) {
+    return `the listeners ${outcome.missingListeners.join(', ')} named by --listeners do not exist (Envoy has: ${outcome.availableListeners.join(', ') || 'none'}), so the drain could not count their connections`;
+  }
+  if (!outcome.healthChecksFailed) {
+    return `Envoy never took POST /healthcheck/fail${failureClause(outcome)}, so load balancers were not told to stop sending (${open} connections open)`;
+  }
+  if (outcome.openConnections === null) return `no count of open connections could be read${failureClause(outcome)}`;
+  return `${open} connections still open (at most ${outcome.minOpenConnections} wanted)`;
+}
+
+function failureClause(outcome: DrainOutcome): string {
+  const failure = outcome.adminFailure;
+  return failure === null ? '' : ` (last admin failure: ${failure.kind}: ${failure.message})`;
+}
+
+/** Refused, slow and not-Envoy are three different fixes: say which this was. */
+function unreachableCause(outcome: DrainOutcome): string {
+  const address = outcome.envoyAdmin;
+  if (outcome.lastInvalidAnswer !== null) {
+    return `Envoy's admin API at ${address} answered, but never as Envoy does (last: ${outcome.lastInvalidAnswer})`;
+  }
+  switch (outcome.adminFailure?.kind) {
+    case 'timeout':
+      return `Envoy's admin API at ${address} took connections but never answered in time (an overloaded Envoy, or not Envoy)`;
+    case 'transport':
+      return `Envoy's admin API at ${address} could not be reached (${outcome.adminFailure.message})`;
+    case 'refused':
+      return `Envoy's admin API was never reachable at ${address}: nothing listens there (${adminPortHint(address)})`;
+    default:
+      return `Envoy's admin API never answered at ${address}`;
   }
 }
 
@@ -454,6 +711,7 @@ function stateAfter(reason: DrainEndReason): DrainOutcome['state'] {
   switch (reason) {
     case 'connections-closed':
     case 'envoy-exited':
+    case 'envoy-replaced':
       return 'drained';
     case 'deadline':
     case 'admin-unreachable':
@@ -461,8 +719,4 @@ function stateAfter(reason: DrainEndReason): DrainOutcome['state'] {
     case 'interrupted':
       return 'interrupted';
   }
-}
-
-function isoOrNull(ms: number | undefined): string | null {
-  return ms === undefined ? null : new Date(ms).toISOString();
 }

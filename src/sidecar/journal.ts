@@ -13,12 +13,14 @@ import { join } from 'node:path';
 import { isJsonObject } from '../json.js';
 import type { DrainStepName } from './drain.js';
 
+export type StepProgress = 'intended' | 'accepted';
+
 export interface JournalEntry {
-  /** Start of the Envoy process the steps went to (see EnvoyProcessInfo.startedAtMs); null if unknown. */
+  /** Start of the Envoy process the steps went to, on the monotonic clock (EnvoyProcessInfo.startedAtMs); null if unknown. */
   readonly envoyStartedAtMs: number | null;
-  readonly healthChecksFailed: boolean;
-  /** Set before `drain_listeners` is sent: a crash during that call counts as drained, to be safe. */
-  readonly listenersDrained: boolean;
+  readonly healthChecks: StepProgress | null;
+  readonly listenersDrain: StepProgress | null;
+  /** Wall-clock ISO time of the last record, for people. */
   readonly updatedAt: string;
 }
 
@@ -27,11 +29,19 @@ export interface DrainJournal {
   readonly enabled: boolean;
   readonly location: string | null;
   read(): Promise<JournalEntry | undefined>;
-  /** Records that `step` is about to be sent to the Envoy process started at `envoyStartedAtMs`. */
-  record(step: DrainStepName, envoyStartedAtMs: number | null, now: number): Promise<void>;
+  /** Records that `step` is about to be sent (intended) or was answered OK (accepted) for the process started at envoyStartedAtMs. */
+  record(step: DrainStepName, progress: StepProgress, envoyStartedAtMs: number | null, wallNowMs: number): Promise<void>;
 }
 
 const FILE_NAME = 'drain.json';
+
+const RANK: Record<StepProgress, number> = { intended: 1, accepted: 2 };
+
+function further(a: StepProgress | null, b: StepProgress | null): StepProgress | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return RANK[a] >= RANK[b] ? a : b;
+}
 
 export function openJournal(directory: string): DrainJournal {
   if (directory === '') {
@@ -46,20 +56,17 @@ export function openJournal(directory: string): DrainJournal {
       try {
         return parseEntry(readFileSync(path, 'utf8'));
       } catch {
-        return undefined; // no journal yet, or unreadable: nothing is known
+        return undefined;
       }
     },
-    async record(step, envoyStartedAtMs, now) {
-      // Steps of one drain accumulate; a drain of another process starts a fresh record.
-      const sameProcess = current !== undefined && current.envoyStartedAtMs === envoyStartedAtMs;
-      const previous = sameProcess ? current : undefined;
+    async record(step, progress, envoyStartedAtMs, wallNowMs) {
+      const previous = current !== undefined && current.envoyStartedAtMs === envoyStartedAtMs ? current : undefined;
       current = {
         envoyStartedAtMs,
-        healthChecksFailed: (previous?.healthChecksFailed ?? false) || step === 'fail health checks',
-        listenersDrained: (previous?.listenersDrained ?? false) || step === 'drain listeners',
-        updatedAt: new Date(now).toISOString(),
+        healthChecks: step === 'fail health checks' ? further(previous?.healthChecks ?? null, progress) : (previous?.healthChecks ?? null),
+        listenersDrain: step === 'drain listeners' ? further(previous?.listenersDrain ?? null, progress) : (previous?.listenersDrain ?? null),
+        updatedAt: new Date(wallNowMs).toISOString(),
       };
-      // Write then rename: a crash mid-write leaves the previous record whole, never half a file.
       mkdirSync(directory, { recursive: true });
       const temporary = `${path}.${process.pid}.tmp`;
       writeFileSync(temporary, `${JSON.stringify(current)}\n`, { mode: 0o600 });
@@ -68,7 +75,10 @@ export function openJournal(directory: string): DrainJournal {
   };
 }
 
-/** Anything unreadable is no record: the caller then knows nothing, which it must handle anyway. */
+function progressOf(value: unknown): StepProgress | null | undefined {
+  return value === null || value === 'intended' || value === 'accepted' ? value : undefined;
+}
+
 function parseEntry(text: string): JournalEntry | undefined {
   let document: unknown;
   try {
@@ -77,10 +87,10 @@ function parseEntry(text: string): JournalEntry | undefined {
     return undefined;
   }
   if (!isJsonObject(document)) return undefined;
-  const { envoyStartedAtMs, healthChecksFailed, listenersDrained, updatedAt } = document;
+  const { envoyStartedAtMs, updatedAt } = document;
+  const healthChecks = progressOf(document['healthChecks']);
+  const listenersDrain = progressOf(document['listenersDrain']);
   const startedOk = envoyStartedAtMs === null || (typeof envoyStartedAtMs === 'number' && Number.isFinite(envoyStartedAtMs));
-  if (!startedOk || typeof healthChecksFailed !== 'boolean' || typeof listenersDrained !== 'boolean' || typeof updatedAt !== 'string') {
-    return undefined;
-  }
-  return { envoyStartedAtMs: envoyStartedAtMs as number | null, healthChecksFailed, listenersDrained, updatedAt };
+  if (!startedOk || healthChecks === undefined || listenersDrain === undefined || typeof updatedAt !== 'string') return undefined;
+  return { envoyStartedAtMs: envoyStartedAtMs as number | null, healthChecks, listenersDrain, updatedAt };
 }

@@ -77,10 +77,11 @@ export async function startSidecar(
     timeoutMs: config['admin-timeout'],
     listeners: config.listeners,
     inboundOnly: config['drain-inbound-only'],
+    clock: systemClock,
   });
   const supervisor = new DrainSupervisor(
     envoy,
-    { drain: config, recoverEnvoy: config['recover-envoy'], watchIntervalMs: config['check-interval'] },
+    { drain: config, recoverEnvoy: config['recover-envoy'], watchIntervalMs: config['check-interval'], readTimeoutMs: config['admin-timeout'] },
     openJournal(config['state-dir']),
     log,
     systemClock,
@@ -132,9 +133,13 @@ export async function startSidecar(
     },
     `shutdown manager listening on ${server.address.includes(':') ? `[${server.address}]` : server.address}:${server.port}`,
   );
-  const probe = startAdminProbe(envoy, log);
-  // Once Envoy's admin API has answered: was this Envoy left draining by an earlier sidecar?
-  const recovered = probe.finished.then(() => (envoy.hasAnswered ? supervisor.recover() : null));
+  const probe = startAdminProbe(envoy, log, undefined, systemClock);
+  // Once Envoy's admin API has answered: was this Envoy left draining by an earlier sidecar? Then watch it.
+  const recovered = probe.finished.then(async () => {
+    if (!envoy.hasAnswered) return;
+    await supervisor.recover();
+    await supervisor.watch();
+  });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>

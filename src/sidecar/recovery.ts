@@ -41,7 +41,7 @@ export function isSameProcess(startedAtMs: number | null, process: EnvoyProcessI
  */
 export function decideRecovery(envoy: EnvoyProcessInfo, journal: JournalEntry | undefined): RecoveryDecision {
   const record = journal !== undefined && isSameProcess(journal.envoyStartedAtMs, envoy) ? journal : undefined;
-  if (record?.listenersDrained === true) {
+  if (record?.listenersDrain != null) {
     return {
       action: 'restart-envoy',
       listenersDrained: true,
@@ -51,7 +51,7 @@ export function decideRecovery(envoy: EnvoyProcessInfo, journal: JournalEntry | 
   if (envoy.state !== 'DRAINING') {
     return { action: 'none', listenersDrained: record === undefined ? 'unknown' : false, why: `Envoy is ${envoy.state}` };
   }
-  if (record?.healthChecksFailed === true) {
+  if (record?.healthChecks != null) {
     return {
       action: 'pass-health-checks',
       listenersDrained: false,

@@ -1,25 +1,34 @@
 /**
- * The drain across the life of the sidecar, which can outlive several Envoy processes:
+ * Owns the drain across the life of the sidecar process, which may see more than one Envoy process:
  *
- * - `shutdown()` (Envoy's preStop, GET /shutdown) starts the drain or joins the one running. Once a drain
- *   has ended, it is kept (hooks are delivered at least once: a repeat gets the same answer) unless Envoy
- *   has been restarted since; then the drain is re-armed and the new process is drained.
- * - `wait()` (the sidecar's own preStop, GET /wait) never starts a drain: it joins one that is running or
- *   that starts within a short window. So a kubelet restarting the sidecar alone leaves Envoy serving.
+ * - `shutdown()` (Envoy's preStop, GET /shutdown) starts the drain, or joins the one running. After a drain
+ *   ended it asks which process answers now: the drained one (or none) gets the ended drain's answer again (the
+ *   kubelet delivers hooks at least once); another one, or one that cannot be identified, is drained (draining
+ *   an Envoy drained already costs nothing, skipping a new one loses its connections).
+ * - `wait()` (the sidecar's own preStop, GET /wait) never starts a drain: it joins one that is running or that
+ *   starts within a short window, or answers with the one that ended. So a kubelet restarting the sidecar
+ *   alone leaves Envoy serving.
+ * - `watch()` runs once Envoy's admin API has answered: it reads Envoy every watch interval (with backoff
+ *   while it fails, every failure logged at a bounded rate), so that the admin API's reachability is known
+ *   and a new Envoy process after a drain re-arms it (/drain shows idle again).
  * - `recover()` runs once at start: an Envoy found left draining is brought back (see recovery.ts).
+ *
+ * Processes are told apart by their mark (src/envoy/identity.ts), in one place: `lastMark` is the mark of the
+ * process last read, and every read is compared with it.
  *
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
-import type { EnvoyProcessInfo } from '../envoy/admin-client.js';
-import type { Clock } from '../clock.js';
+import { EnvoyAdminError, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
+import { compareProcess, type ProcessMark } from '../envoy/identity.js';
+import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
-import type { DrainJournal } from './journal.js';
+import type { DrainJournal, StepProgress } from './journal.js';
 import type { SidecarLog } from './log.js';
 import { decideRecovery, type RecoveryAction, type RecoveryDecision } from './recovery.js';
 
 /** What the supervisor needs from Envoy's admin API beyond the drain's calls; EnvoyAdminClient implements it. */
 export interface SupervisedEnvoy extends EnvoyDrainTarget {
-  serverInfo(signal?: AbortSignal, now?: () => number): Promise<EnvoyProcessInfo>;
+  serverInfo(signal?: AbortSignal): Promise<EnvoyProcessInfo>;
   passHealthChecks(signal?: AbortSignal): Promise<void>;
   quit(signal?: AbortSignal): Promise<void>;
 }
@@ -28,8 +37,10 @@ export interface SupervisorOptions {
   readonly drain: DrainLoopSettings;
   /** Bring back an Envoy found left draining at start (--recover-envoy). */
   readonly recoverEnvoy: boolean;
-  /** How often to look for a new Envoy process once a drain has ended. */
+  /** How often to read Envoy while no drain runs (the check interval). */
   readonly watchIntervalMs: number;
+  /** The bound of one identity read (the admin timeout): a /shutdown after a drain waits no longer to decide. */
+  readonly readTimeoutMs: number;
 }
 
 export interface RecoveryReport extends RecoveryDecision {
@@ -43,23 +54,43 @@ export interface RecoveryReport extends RecoveryDecision {
   readonly error: string | null;
 }
 
+/** What the watch last saw of Envoy's admin API. */
+export interface AdminWatch {
+  /** Whether the last read got a valid answer; null before the first read. */
+  readonly up: boolean | null;
+  readonly lastReadAt: string | null;
+  /** The kind of the last failure while it lasts; null once Envoy answers again. */
+  readonly failing: AdminFailureKind | null;
+}
+
 /** /drain: the current drain, and what happened around it. */
 export interface SupervisorSnapshot extends DrainSnapshot {
   /** How many times the drain was re-armed for a new Envoy process. */
   readonly rearms: number;
+  /** Reads of Envoy by every drain of this process (a counter: never goes down when a drain is re-armed). */
+  readonly pollsTotal: number;
   /** The Envoy process last seen through /server_info. */
   readonly envoyProcess: { readonly state: string; readonly startedAt: string; readonly uptimeSeconds: number } | null;
   readonly recovery: RecoveryReport | null;
+  readonly watch: AdminWatch;
 }
 
-/** An identity read must not hold back the health-check failure for long: the drain matters more. */
-const IDENTITY_READ_TIMEOUT_MS = 500;
-/** Envoy floors its uptime to the second: a process counts as new only if it started clearly after the drain. */
-const UPTIME_GRANULARITY_MS = 1_000;
+/** An identity read for the journal must not hold back the health-check failure for long: the drain matters more. */
+const JOURNAL_IDENTITY_WAIT_MS = 500;
+/** First retry delay of the watch after a failure; doubled up to the watch interval. */
+const WATCH_RETRY_MIN_MS = 100;
+/** At most one line per this long about a failing watch, with the count since the last one. */
+const WATCH_LOG_EVERY_MS = 60_000;
+
+type MarkRead = { readonly ok: true; readonly mark: ProcessMark } | { readonly ok: false; readonly kind: AdminFailureKind; readonly message: string };
 
 export class DrainSupervisor {
   private drain: Drain;
   private rearmCount = 0;
+  /** Reads by drains that were replaced by a re-arm. */
+  private pollsOfEndedDrains = 0;
+  /** The mark of the Envoy process last read (see the header). */
+  private lastMark: ProcessMark = null;
   private envoyProcess: EnvoyProcessInfo | undefined;
   private recovery: RecoveryReport | null = null;
   /** A /shutdown after a drain ended, deciding whether Envoy is new: waiters and SIGTERM wait for it. */
@@ -67,6 +98,12 @@ export class DrainSupervisor {
   private readonly startWaiters = new Set<() => void>();
   private readonly stopping = new AbortController();
   private journalWarned = false;
+  private watchState: { up: boolean | null; lastReadAtMs: number | undefined; failing: AdminFailureKind | null } = {
+    up: null,
+    lastReadAtMs: undefined,
+    failing: null,
+  };
+  private watching = false;
 
   constructor(
     private readonly envoy: SupervisedEnvoy,
@@ -83,23 +120,23 @@ export class DrainSupervisor {
     return this.drain.current;
   }
 
-  /** Starts the drain, joins the running one, or re-arms it for a new Envoy process. */
+  /** Starts the drain, joins the running one, or decides whether Envoy is a new process after one ended. */
   shutdown(): Promise<DrainOutcome> {
-    if (this.drain.current === 'idle') return this.startDrain();
+    const arrivedAtMs = this.clock.now();
+    if (this.drain.current === 'idle') return this.startDrain(arrivedAtMs);
     if (this.drain.current === 'draining' || this.drain.current === 'interrupted') return this.drain.start();
-    this.deciding ??= this.rearmIfEnvoyRestarted().finally(() => (this.deciding = undefined));
+    this.deciding ??= this.drainIfNewProcess(arrivedAtMs).finally(() => (this.deciding = undefined));
     return this.deciding;
   }
 
   /**
-   * Joins a drain that runs or starts within `windowMs`; undefined when none did. Never starts one: the
-   * kubelet runs this container's hook on a restart of this container alone, and Envoy must keep serving.
+   * Joins a drain that runs or starts within `windowMs`, or answers with the one that ended; undefined when none
+   * did. Never starts one: the kubelet runs this container's hook on a restart of this container alone, and
+   * Envoy must keep serving.
    */
   async wait(windowMs: number): Promise<DrainOutcome | undefined> {
-    if (this.drain.current === 'draining') return this.drain.start();
     if (this.deciding !== undefined) return this.deciding;
-    // The kubelet sends both hooks at once, but this one may come late, after a short drain ended.
-    if (this.endedWithin(windowMs)) return this.drain.start();
+    if (this.drain.current !== 'idle') return this.drain.start();
     const started = await this.nextStart(windowMs);
     return started ? this.drain.start() : undefined;
   }
@@ -115,6 +152,12 @@ export class DrainSupervisor {
     this.stopping.abort();
     this.drain.interrupt();
     for (const wake of this.startWaiters) wake();
+  }
+
+  /** Ready once Envoy's admin API has answered, for the life of the process. */
+  readiness(): { readonly ready: boolean; readonly detail: string } {
+    if (this.envoy.hasAnswered) return { ready: true, detail: `Envoy's admin API answered at ${this.envoy.address}` };
+    return { ready: false, detail: `Envoy's admin API has not answered at ${this.envoy.address} yet: is the admin address right?` };
   }
 
   /**
@@ -139,10 +182,38 @@ export class DrainSupervisor {
     return report;
   }
 
-  /** Ready once Envoy's admin API has answered, for the life of the process. */
-  readiness(): { readonly ready: boolean; readonly detail: string } {
-    if (this.envoy.hasAnswered) return { ready: true, detail: `Envoy's admin API answered at ${this.envoy.address}` };
-    return { ready: false, detail: `Envoy's admin API has not answered at ${this.envoy.address} yet` };
+  /**
+   * Reads Envoy every watch interval until the process stops, from the first call on (main.ts calls it once
+   * the admin API has answered). Resolves when stopping.
+   */
+  async watch(): Promise<void> {
+    if (this.watching) return;
+    this.watching = true;
+    const intervalMs = this.options.watchIntervalMs;
+    let delayMs = intervalMs;
+    let retryMs: number | undefined;
+    const failures = this.failureLogger();
+    while (!this.stopping.signal.aborted) {
+      try {
+        await this.clock.sleep(delayMs, this.stopping.signal);
+      } catch {
+        return; // stopping
+      }
+      if (this.drain.current === 'draining' || this.deciding !== undefined) continue; // the drain reads Envoy itself
+      const read = await this.readMark();
+      if (this.stopping.signal.aborted) return;
+      this.noteWatch(read);
+      if (read.ok) {
+        failures.recovered();
+        retryMs = undefined;
+        delayMs = intervalMs;
+        this.afterWatchRead(read.mark);
+      } else {
+        failures.failed(read.kind, read.message);
+        retryMs = retryMs === undefined ? Math.min(intervalMs, WATCH_RETRY_MIN_MS) : Math.min(intervalMs, retryMs * 2);
+        delayMs = retryMs;
+      }
+    }
   }
 
   snapshot(): SupervisorSnapshot {
@@ -150,18 +221,172 @@ export class DrainSupervisor {
     return {
       ...this.drain.snapshot(),
       rearms: this.rearmCount,
+      pollsTotal: this.pollsOfEndedDrains + this.drain.pollCount,
       envoyProcess:
         process === undefined
           ? null
-          : { state: process.state, startedAt: new Date(process.startedAtMs).toISOString(), uptimeSeconds: process.uptimeSeconds },
+          : { state: process.state, startedAt: isoAt(this.clock, process.startedAtMs), uptimeSeconds: process.uptimeSeconds },
       recovery: this.recovery,
+      watch: {
+        up: this.watchState.up,
+        lastReadAt: this.watchState.lastReadAtMs === undefined ? null : isoAt(this.clock, this.watchState.lastReadAtMs),
+        failing: this.watchState.failing,
+      },
     };
+  }
+
+  // --- drains ------------------------------------------------------------------------------------------
+
+  private newDrain(previous?: Drain): Drain {
+    return new Drain(this.envoy, this.options.drain, this.log, this.clock, {
+      ...(previous === undefined ? {} : { previous: { ...previous.asPrevious, mark: this.lastMark } }),
+      onStep: (step, progress) => this.onStep(step, progress),
+    });
+  }
+
+  private startDrain(arrivedAtMs: number): Promise<DrainOutcome> {
+    const drain = this.drain;
+    const outcome = drain.start(arrivedAtMs);
+    for (const wake of this.startWaiters) wake();
+    void outcome.then(
+      () => {
+        const mark = drain.asPrevious.mark;
+        if (this.drain === drain && mark !== null) this.lastMark = mark;
+      },
+      () => undefined,
+    );
+    return outcome;
+  }
+
+  /**
+   * A /shutdown after a drain ended: one identity read, bounded by the admin timeout and counted against the
+   * next drain's deadline. The drained process, or none at all, gets the ended drain's answer again; another
+   * process, or one that cannot be told, is drained.
+   */
+  private async drainIfNewProcess(arrivedAtMs: number): Promise<DrainOutcome> {
+    const ended = this.drain;
+    const read = await this.readMark();
+    if (this.drain !== ended) return this.drain.start(); // the watch re-armed meanwhile
+    if (!read.ok && read.kind === 'refused') return ended.start(); // no Envoy: nothing to drain
+    if (read.ok && compareProcess(this.lastMark, read.mark) === 'same') {
+      this.lastMark = read.mark;
+      return ended.start();
+    }
+    const why = read.ok
+      ? 'a /shutdown came after the last drain had ended, and another Envoy process answers'
+      : `a /shutdown came after the last drain had ended, and Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`;
+    this.rearm(why);
+    return this.startDrain(arrivedAtMs);
+  }
+
+  private afterWatchRead(mark: ProcessMark): void {
+    const ended = this.drain.current === 'drained' || this.drain.current === 'timed-out';
+    const verdict = compareProcess(this.lastMark, mark);
+    if (mark !== null) this.lastMark = mark;
+    if (ended && verdict === 'replaced') this.rearm('Envoy was restarted after the last drain');
+  }
+
+  private rearm(why: string): void {
+    const previous = this.drain;
+    const before = previous.snapshot();
+    this.rearmCount += 1;
+    this.pollsOfEndedDrains += previous.pollCount;
+    this.drain = this.newDrain(previous);
+    this.log.info(
+      { event: 'drain_rearmed', previous_state: before.state, previous_reason: before.reason, rearms: this.rearmCount },
+      `the drain is re-armed (${why}): the next /shutdown drains the Envoy process running then`,
+    );
+  }
+
+  private drainEverStarted(): boolean {
+    return this.rearmCount > 0 || this.drain.current !== 'idle' || this.deciding !== undefined;
+  }
+
+  // --- reading Envoy -----------------------------------------------------------------------------------
+
+  /** A stats read for its mark, bounded by the read timeout whatever the call does. */
+  private async readMark(): Promise<MarkRead> {
+    const cancel = new AbortController();
+    const read = this.envoy.countOpenConnections(cancel.signal).then(
+      (count): MarkRead => ({ ok: true, mark: count.adminConnectionsTotal }),
+      (error: unknown): MarkRead => ({ ok: false, kind: kindOf(error), message: messageOf(error) }),
+    );
+    const answer = await within(read, this.options.readTimeoutMs, {
+      ok: false,
+      kind: 'timeout',
+      message: `no answer within ${this.options.readTimeoutMs} ms`,
+    } satisfies MarkRead);
+    cancel.abort();
+    return answer;
+  }
+
+  private noteWatch(read: MarkRead): void {
+    this.watchState = { up: read.ok, lastReadAtMs: this.clock.now(), failing: read.ok ? null : read.kind };
+  }
+
+  /**
+   * The watch's log lines: the first failure, then at most one line per WATCH_LOG_EVERY_MS with how many
+   * failed since; one line when Envoy answers again. After a drain, an Envoy that stopped answering is the
+   * expected end of a pod, not a warning.
+   */
+  private failureLogger(): { failed(kind: AdminFailureKind, message: string): void; recovered(): void } {
+    let since = 0;
+    let loggedAtMs: number | undefined;
+    return {
+      failed: (kind, message) => {
+        since += 1;
+        const now = this.clock.now();
+        if (loggedAtMs !== undefined && now - loggedAtMs < WATCH_LOG_EVERY_MS) return;
+        loggedAtMs = now;
+        const afterDrain = this.drain.current !== 'idle';
+        const fields = { event: 'envoy_admin_watch_failed', kind, error_message: message, failures_since_last_line: since, envoy_admin: this.envoy.address };
+        const text = `Envoy's admin API does not answer (${kind}: ${message}); retrying with backoff up to every ${this.options.watchIntervalMs} ms`;
+        if (afterDrain) this.log.info(fields, text);
+        else this.log.warn(fields, text);
+        since = 0;
+      },
+      recovered: () => {
+        if (loggedAtMs === undefined) return;
+        this.log.info({ event: 'envoy_admin_watch_recovered', failures_since_last_line: since }, "Envoy's admin API answers again");
+        loggedAtMs = undefined;
+        since = 0;
+      },
+    };
+  }
+
+  private async readEnvoyProcess(): Promise<EnvoyProcessInfo> {
+    const process = await this.envoy.serverInfo(this.stopping.signal);
+    this.envoyProcess = process;
+    return process;
+  }
+
+  // --- the journal and recovery ------------------------------------------------------------------------
+
+  /**
+   * Journals each step before it is sent and once Envoy took it. Before the first step, the process is read
+   * for the journal (briefly: the drain matters more); a journal that cannot be written never holds the drain back.
+   */
+  private async onStep(step: DrainStepName, progress: StepProgress): Promise<void> {
+    if (!this.journal.enabled) return;
+    if (step === 'fail health checks' && progress === 'intended') {
+      await within(this.readEnvoyProcess().catch(() => undefined), JOURNAL_IDENTITY_WAIT_MS, undefined);
+    }
+    try {
+      await this.journal.record(step, progress, this.envoyProcess?.startedAtMs ?? null, this.clock.wallNow());
+    } catch (error) {
+      if (this.journalWarned) return;
+      this.journalWarned = true;
+      this.log.warn(
+        { event: 'journal_failed', location: this.journal.location, error: messageOf(error) },
+        `cannot write the drain journal at ${String(this.journal.location)} (${messageOf(error)}): a restarted shutdown manager will not know whether Envoy's listeners were drained`,
+      );
+    }
   }
 
   private async act(process: EnvoyProcessInfo, decision: RecoveryDecision): Promise<RecoveryReport> {
     const base = {
       ...decision,
-      at: new Date(this.clock.now()).toISOString(),
+      at: new Date(this.clock.wallNow()).toISOString(),
       envoyState: process.state,
       envoyUptimeSeconds: process.uptimeSeconds,
     };
@@ -172,7 +397,7 @@ export class DrainSupervisor {
       return { ...base, action: 'none', disabled: true, error: null };
     }
     try {
-      await (decision.action === 'pass-health-checks' ? this.envoy.passHealthChecks() : this.envoy.quit());
+      await (decision.action === 'pass-health-checks' ? this.envoy.passHealthChecks(this.stopping.signal) : this.envoy.quit(this.stopping.signal));
     } catch (error) {
       this.log.error({ ...fields, error: messageOf(error) }, `Envoy was left draining (${decision.why}), and bringing it back failed: ${messageOf(error)}`);
       return { ...base, disabled: false, error: messageOf(error) };
@@ -180,116 +405,6 @@ export class DrainSupervisor {
     const did = decision.action === 'pass-health-checks' ? 'sent POST /healthcheck/ok' : 'sent POST /quitquitquit so that the kubelet starts a fresh Envoy';
     this.log.warn(fields, `Envoy was left draining with no pod deletion under way (${decision.why}): ${did}`);
     return { ...base, disabled: false, error: null };
-  }
-
-  private endedWithin(windowMs: number): boolean {
-    const { finishedAt, state } = this.drain.snapshot();
-    if (finishedAt === null || state === 'interrupted') return false;
-    return this.clock.now() - Date.parse(finishedAt) <= windowMs;
-  }
-
-  private drainEverStarted(): boolean {
-    return this.rearmCount > 0 || this.drain.current !== 'idle' || this.deciding !== undefined;
-  }
-
-  private newDrain(): Drain {
-    return new Drain(this.envoy, this.options.drain, this.log, this.clock, (step) => this.beforeStep(step));
-  }
-
-  private startDrain(): Promise<DrainOutcome> {
-    const outcome = this.drain.start();
-    for (const wake of this.startWaiters) wake();
-    void outcome.then(() => this.watchForNewEnvoy(), () => undefined);
-    return outcome;
-  }
-
-  private async rearmIfEnvoyRestarted(): Promise<DrainOutcome> {
-    const ended = this.drain;
-    let process: EnvoyProcessInfo;
-    try {
-      process = await this.readEnvoyProcess();
-    } catch {
-      // No Envoy answering: nothing to drain, the answer stays what it was.
-      return ended.start();
-    }
-    if (this.drain !== ended) return this.drain.start(); // the watcher re-armed meanwhile
-    if (!this.isNewProcess(process, ended)) return ended.start();
-    this.rearm(process, 'a /shutdown came after the last drain had ended');
-    return this.startDrain();
-  }
-
-  /**
-   * After a drain ended, looks every watch interval for a new Envoy process (a container restart) and
-   * re-arms, so that /drain and the metrics show that the next deletion will drain again.
-   */
-  private async watchForNewEnvoy(): Promise<void> {
-    const ended = this.drain;
-    if (ended.current === 'interrupted') return;
-    while (!this.stopping.signal.aborted && this.drain === ended) {
-      try {
-        await this.clock.sleep(this.options.watchIntervalMs, this.stopping.signal);
-      } catch {
-        return; // stopping
-      }
-      if (this.drain !== ended || this.deciding !== undefined) return;
-      const process = await this.readEnvoyProcess().catch(() => undefined);
-      if (process !== undefined && this.drain === ended && this.deciding === undefined && this.isNewProcess(process, ended)) {
-        this.rearm(process, 'Envoy was restarted after the last drain');
-        return;
-      }
-    }
-  }
-
-  /**
-   * The drained process never comes back: once its admin port refused (it exited), or once its health
-   * checks failed (no one undoes that but this sidecar's recovery), any Envoy that answers LIVE or starts
-   * up is another one; and so is any process that started after the drain began.
-   */
-  private isNewProcess(process: EnvoyProcessInfo, ended: Drain): boolean {
-    const snapshot = ended.snapshot();
-    if (snapshot.reason === 'envoy-exited') return true;
-    const drainStartedAt = snapshot.startedAt === null ? undefined : Date.parse(snapshot.startedAt);
-    if (drainStartedAt !== undefined && process.startedAtMs - UPTIME_GRANULARITY_MS > drainStartedAt) return true;
-    return snapshot.healthChecksFailed && process.state !== 'DRAINING';
-  }
-
-  private rearm(process: EnvoyProcessInfo, why: string): void {
-    const previous = this.drain.snapshot();
-    this.rearmCount += 1;
-    this.drain = this.newDrain();
-    this.log.info(
-      {
-        event: 'drain_rearmed',
-        previous_state: previous.state,
-        previous_reason: previous.reason,
-        envoy_state: process.state,
-        envoy_uptime_s: process.uptimeSeconds,
-        rearms: this.rearmCount,
-      },
-      `a new Envoy process is running (up ${process.uptimeSeconds}s; ${why}): the next /shutdown drains it`,
-    );
-  }
-
-  private async readEnvoyProcess(): Promise<EnvoyProcessInfo> {
-    const process = await this.envoy.serverInfo(AbortSignal.any([this.stopping.signal, AbortSignal.timeout(IDENTITY_READ_TIMEOUT_MS)]), () => this.clock.now());
-    this.envoyProcess = process;
-    return process;
-  }
-
-  /** Journals the step before it is sent; a journal that cannot be written never holds the drain back. */
-  private async beforeStep(step: DrainStepName): Promise<void> {
-    if (!this.journal.enabled) return;
-    if (step === 'fail health checks') await this.readEnvoyProcess().catch(() => undefined);
-    try {
-      await this.journal.record(step, this.envoyProcess?.startedAtMs ?? null, this.clock.now());
-    } catch (error) {
-      if (this.journalWarned) return;
-      this.journalWarned = true;
-      this.log.warn(
-        { event: 'journal_failed', location: this.journal.location, error: messageOf(error) },
-        `cannot write the drain journal at ${String(this.journal.location)} (${messageOf(error)}): a restarted shutdown manager will not know whether Envoy's listeners were drained`,
-      );
-    }
   }
 
   private async nextStart(windowMs: number): Promise<boolean> {
@@ -301,7 +416,7 @@ export class DrainSupervisor {
     };
     this.startWaiters.add(wake);
     try {
-      await this.clock.sleep(windowMs, AbortSignal.any([waiting.signal, this.stopping.signal]));
+      await this.clock.sleep(windowMs, waiting.signal);
     } catch {
       // woken: a drain started, or the process is stopping
     } finally {
@@ -309,6 +424,19 @@ export class DrainSupervisor {
     }
     return started;
   }
+}
+
+/** `promise`, or `fallback` after `ms`, whichever first; the timer is owned and cleared here. */
+function within<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: OwnedTimer | undefined;
+  const late = new Promise<T>((resolve) => {
+    timer = new OwnedTimer(ms, () => resolve(fallback));
+  });
+  return Promise.race([promise, late]).finally(() => timer?.clear());
+}
+
+function kindOf(error: unknown): AdminFailureKind {
+  return error instanceof EnvoyAdminError ? error.kind : 'transport';
 }
 
 function messageOf(error: unknown): string {

@@ -1,357 +1,319 @@
+/**
+ * The drain state machine on virtual time (exact timings on any machine), against a scripted Envoy whose
+ * admin counter marks its process as real Envoy's does (src/envoy/identity.ts). The spawned sidecar against
+ * real sockets is in sidecar-process.test.ts and drain-promises.test.ts.
+ */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
-import type { Clock } from '../../src/clock.js';
-import { describeOutcome, Drain, type DrainLoopSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { describeOutcome, Drain, type DrainLoopSettings, type DrainOptions, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { VirtualClock } from '../support/virtual-clock.js';
 
-type Answer = number | Error | 'hang';
+/** A count, an error, `hang` (settles only when aborted) or `stuck` (never settles, even when aborted). */
+type Answer = number | Error | 'hang' | 'stuck';
 
-/** A scripted Envoy: each count call takes the next answer (the last one repeats); records every call. */
+/** A scripted Envoy: each call takes the next answer of its queue (the last one repeats); records every call. */
 class FakeEnvoy implements EnvoyDrainTarget {
   readonly address = '127.0.0.1:9001';
   readonly calls: { name: string; at: number }[] = [];
-  failAnswers: (Error | undefined)[] = [];
-  drainAnswers: (Error | undefined)[] = [];
+  failAnswers: Answer[] = [0];
+  drainAnswers: Answer[] = [0];
   /** As after the sidecar's start-up probe got an answer; false for an admin port that never answered. */
   hasAnswered = true;
+  /** listener.admin.downstream_cx_total of the process answering now: +1 per call, 0 for a new process. */
+  private adminConnections = 100;
+  missingListeners: string[] = [];
 
   constructor(
     private readonly countAnswers: Answer[],
-    private readonly now: () => number = Date.now,
+    private readonly clock: VirtualClock,
   ) {}
 
-  async failHealthChecks(): Promise<void> {
-    this.calls.push({ name: 'fail', at: this.now() });
-    const answer = this.failAnswers.shift();
-    if (answer !== undefined) throw answer;
-    this.hasAnswered = true;
+  /** Another Envoy process takes the admin port. */
+  replace(): void {
+    this.adminConnections = 0;
   }
 
-  async drainListeners(): Promise<void> {
-    this.calls.push({ name: 'drain', at: this.now() });
-    const answer = this.drainAnswers.shift();
-    if (answer !== undefined) throw answer;
-    this.hasAnswered = true;
+  failHealthChecks(signal: AbortSignal): Promise<void> {
+    return this.answer('fail', this.failAnswers, signal).then(() => undefined);
+  }
+
+  drainListeners(signal: AbortSignal): Promise<void> {
+    return this.answer('drain', this.drainAnswers, signal).then(() => undefined);
   }
 
   async countOpenConnections(signal: AbortSignal): Promise<ConnectionCount> {
-    this.calls.push({ name: 'count', at: this.now() });
-    const answer = this.countAnswers.length > 1 ? this.countAnswers.shift() : this.countAnswers[0];
-    if (answer === 'hang') {
-      return new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
-    }
-    if (answer instanceof Error) throw answer;
-    this.hasAnswered = true;
-    return { total: answer ?? 0, byListener: { '0.0.0.0_8080': answer ?? 0 }, missingListeners: [] };
+    const total = await this.answer('count', this.countAnswers, signal);
+    return {
+      total,
+      byListener: { ingress: total },
+      missingListeners: this.missingListeners,
+      availableListeners: ['ingress'],
+      adminConnectionsTotal: this.adminConnections,
+    };
   }
 
   names(): string[] {
     return this.calls.map((call) => call.name);
   }
-}
 
+  private answer(name: string, queue: Answer[], signal: AbortSignal): Promise<number> {
+    this.calls.push({ name, at: this.clock.now() });
+    this.adminConnections += 1;
+    const answer = queue.length > 1 ? queue.shift() : queue[0];
+    if (answer === 'stuck') return new Promise(() => undefined);
+    if (answer === 'hang') {
+      return new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+    }
+    if (answer instanceof Error) return Promise.reject(answer);
+    this.hasAnswered = true;
+    return Promise.resolve(answer ?? 0);
+  }
+}
 
 const SETTINGS: DrainLoopSettings = {
   'drain-delay': 0,
   'check-delay': 0,
-  'check-interval': 10,
+  'check-interval': 1_000,
   'min-open-connections': 0,
-  'drain-timeout': 2_000,
+  'drain-timeout': 60_000,
   'admin-refusals': 3,
 };
 
 const refused = (): AdminRefusedError => new AdminRefusedError('GET /stats', 'connection refused');
+const timedOut = (): AdminTimeoutError => new AdminTimeoutError('GET /stats', 'no complete answer within 2000 ms');
+const status500 = (): AdminStatusError => new AdminStatusError('GET /stats', 500, 'upstream connect error');
 
-function makeDrain(envoy: FakeEnvoy, settings: Partial<DrainLoopSettings> = {}, clock?: Clock) {
+function makeDrain(countAnswers: Answer[], settings: Partial<DrainLoopSettings> = {}, options: DrainOptions = {}, clock = new VirtualClock()) {
+  const envoy = new FakeEnvoy(countAnswers, clock);
   const log = new MemoryLog();
-  const drain = new Drain(envoy, { ...SETTINGS, ...settings }, log, clock);
-  return { drain, log };
+  const drain = new Drain(envoy, { ...SETTINGS, ...settings }, log, clock, options);
+  const startedAt = clock.now();
+  /** [call, ms after the start] for every admin call. */
+  const timeline = (): [string, number][] => envoy.calls.map((call) => [call.name, call.at - startedAt]);
+  return { clock, envoy, log, drain, startedAt, timeline };
 }
 
-/** A drain on virtual time, for exact timing assertions. */
-function makeTimedDrain(countAnswers: Answer[], settings: Partial<DrainLoopSettings>) {
-  const clock = new VirtualClock();
-  const envoy = new FakeEnvoy(countAnswers, () => clock.now());
-  return { clock, envoy, ...makeDrain(envoy, settings, clock) };
-}
-
-describe('Drain', () => {
-  test('fails health checks, drains listeners, then polls until connections are gone', async () => {
-    const envoy = new FakeEnvoy([3, 2, 0]);
-    const { drain, log } = makeDrain(envoy);
+describe('Drain: the happy path', () => {
+  test('reads Envoy (pinning its process), fails health checks, drains listeners, then reads every check-interval', async () => {
+    const { drain, log, timeline } = makeDrain([3, 2, 0], { 'check-interval': 5_000 });
     assert.equal(drain.current, 'idle');
     const outcome = await drain.start();
-    assert.deepEqual(envoy.names(), ['fail', 'drain', 'count', 'count', 'count']);
-    assert.equal(outcome.state, 'drained');
-    assert.equal(outcome.reason, 'connections-closed');
-    assert.equal(outcome.openConnections, 0);
-    assert.equal(drain.current, 'drained');
-    const polls = log.events('poll');
-    assert.deepEqual(polls.map((poll) => poll['open_connections']), [3, 2, 0]);
-    for (const poll of polls) {
-      assert.equal(poll['min_connections'], 0);
-      assert.equal(typeof poll['elapsed_ms'], 'number');
-      assert.equal(typeof poll['remaining_ms'], 'number');
-    }
-    assert.equal(log.events('drain_started').length, 1);
+    assert.deepEqual(timeline(), [['count', 0], ['fail', 0], ['drain', 0], ['count', 5_000], ['count', 10_000]]);
+    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections, outcome.durationMs], ['drained', 'connections-closed', 0, 10_000]);
+    assert.deepEqual(log.events('poll').map((poll) => poll['open_connections']), [3, 2, 0]);
     assert.deepEqual(log.events('drain_finished').map((line) => [line['state'], line['reason']]), [['drained', 'connections-closed']]);
   });
 
   test('single flight: every caller, concurrent or later, gets the same outcome of one drain', async () => {
-    const envoy = new FakeEnvoy([1, 0]);
-    const { drain } = makeDrain(envoy);
+    const { drain, envoy } = makeDrain([1, 0]);
     const [first, second] = await Promise.all([drain.start(), drain.start()]);
     assert.equal(first, second);
     assert.equal(await drain.start(), first);
     assert.deepEqual(envoy.names().filter((name) => name !== 'count'), ['fail', 'drain']);
   });
 
-  test('waits check-delay before the first poll, then check-interval between polls', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([1, 1, 0], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
-    const started = clock.now();
-    await drain.start();
-    assert.deepEqual(
-      envoy.calls.map((call) => [call.name, call.at - started]),
-      [['fail', 0], ['drain', 0], ['count', 60_000], ['count', 65_000], ['count', 70_000]],
-    );
+  test('check-delay: reads go on meanwhile, and the drain ends on the read exactly check-delay after /healthcheck/fail', async () => {
+    const { drain, timeline, log } = makeDrain([0], { 'check-delay': 12_000, 'check-interval': 5_000 });
+    const outcome = await drain.start();
+    assert.deepEqual(timeline(), [['count', 0], ['fail', 0], ['drain', 0], ['count', 5_000], ['count', 10_000], ['count', 12_000]]);
+    assert.equal(outcome.durationMs, 12_000);
+    assert.deepEqual(log.events('poll').map((poll) => poll['check_delay_pending'] ?? false), [true, true, true, false]);
   });
 
-  test('initiation calls that failed are retried every check-interval; check-delay counts from the successful /healthcheck/fail', async () => {
-    const { clock, envoy, drain, log } = makeTimedDrain([0], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
-    envoy.failAnswers = [new AdminStatusError('POST /healthcheck/fail', 500, 'busy'), new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
-    const started = clock.now();
+  test('check-delay counts from the /healthcheck/fail Envoy took, however late', async () => {
+    const { drain, envoy, timeline } = makeDrain([0], { 'check-delay': 3_000 });
+    envoy.failAnswers = [timedOut(), status500(), 0];
     const outcome = await drain.start();
-    assert.deepEqual(
-      envoy.calls.map((call) => [call.name, call.at - started]),
-      [['fail', 0], ['drain', 0], ['fail', 5_000], ['fail', 10_000], ['count', 60_000], ['count', 65_000], ['count', 70_000]],
-      'retried at each interval; polls from check-delay after the start, but 0 connections ends the drain only check-delay after the health checks failed',
-    );
-    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 70_000]);
-    assert.deepEqual(log.events('poll').map((poll) => poll['check_delay_pending']), [true, true, undefined]);
-    assert.equal(drain.snapshot().healthChecksFailedAt, new Date(started + 10_000).toISOString());
-  });
-
-  test('one refused /healthcheck/fail from an Envoy that answered before does not skip check-delay', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([0], { 'check-delay': 2_000, 'check-interval': 50, 'drain-timeout': 10_000 });
-    envoy.failAnswers = [refused()];
-    const started = clock.now();
-    const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.reason], ['drained', 'connections-closed']);
-    assert.equal(outcome.durationMs, 2_050, 'check-delay after the /healthcheck/fail that succeeded at 50 ms');
-    assert.deepEqual(
-      envoy.calls.map((call) => [call.name, call.at - started]),
-      [['fail', 0], ['fail', 50], ['drain', 50], ['count', 2_000], ['count', 2_050]],
-    );
-  });
-
-  test('a /healthcheck/fail that times out until late still gets the whole check-delay after it', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([0], { 'check-delay': 2_000, 'check-interval': 100, 'drain-timeout': 10_000 });
-    envoy.failAnswers = Array.from({ length: 19 }, () => new AdminTimeoutError('POST /healthcheck/fail', 'slow'));
-    const started = clock.now();
-    const outcome = await drain.start();
-    assert.equal(envoy.calls.find((call) => call.name === 'drain')?.at, started, 'drain_listeners is not held back by the failing step');
-    assert.equal(envoy.calls.filter((call) => call.name === 'fail').at(-1)?.at, started + 1_900);
-    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 3_900]);
-  });
-
-  test('the deadline wins over check-delay: 0 connections before the delay is served is still timed-out', async () => {
-    const { envoy, drain } = makeTimedDrain([0], { 'check-delay': 2_000, 'check-interval': 100, 'drain-timeout': 3_000 });
-    envoy.failAnswers = Array.from({ length: 15 }, () => new AdminStatusError('POST /healthcheck/fail', 503, 'busy'));
-    const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections, outcome.durationMs], ['timed-out', 'deadline', 0, 3_000]);
-    assert.equal(outcome.healthChecksFailed, true);
-  });
-
-  test('a /healthcheck/fail that never succeeds: the count never ends the drain, and the outcome says why', async () => {
-    const { envoy, drain } = makeTimedDrain([0], { 'check-delay': 0, 'check-interval': 100, 'drain-timeout': 1_000 });
-    envoy.failAnswers = Array.from({ length: 100 }, () => new AdminStatusError('POST /healthcheck/fail', 503, 'busy'));
-    const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.reason, outcome.healthChecksFailed], ['timed-out', 'deadline', false]);
-    assert.match(describeOutcome(outcome), /Envoy never took POST \/healthcheck\/fail/);
-    assert.ok(envoy.names().filter((name) => name === 'count').length >= 9, 'still polled, for /drain and the metrics');
+    const fails = timeline().filter(([name]) => name === 'fail');
+    assert.deepEqual(fails, [['fail', 0], ['fail', 1_000], ['fail', 2_000]]);
+    assert.equal(outcome.durationMs, 5_000, 'taken at 2 s, so the count may end it from 5 s');
   });
 
   test('min-open-connections: done as soon as the count is at or below it', async () => {
-    const envoy = new FakeEnvoy([9, 5, 2, 0]);
-    const { drain } = makeDrain(envoy, { 'min-open-connections': 2 });
-    const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.openConnections], ['drained', 2]);
-    assert.equal(envoy.names().filter((name) => name === 'count').length, 3);
+    const { drain } = makeDrain([5, 3, 2], { 'min-open-connections': 2 });
+    assert.deepEqual([(await drain.start()).openConnections], [2]);
   });
 
-  test('deadline: times out on time even while a poll hangs', async () => {
-    const envoy = new FakeEnvoy([4, 'hang']);
-    const { drain } = makeDrain(envoy, { 'drain-timeout': 150 });
-    const started = Date.now();
+  test('drain-delay: Envoy is only read during the delay, then told to drain', async () => {
+    const { drain, timeline } = makeDrain([1, 1, 1, 0], { 'drain-delay': 2_500, 'check-interval': 1_000 });
+    await drain.start();
+    assert.deepEqual(timeline().slice(0, 6), [['count', 0], ['count', 1_000], ['count', 2_000], ['count', 2_500], ['fail', 2_500], ['drain', 2_500]]);
+  });
+});
+
+describe('Drain: it ends by its deadline, whatever Envoy does', () => {
+  test('a read that never settles, even when aborted, cannot hold the outcome past the deadline', async () => {
+    const { drain, envoy, log } = makeDrain([0, 'stuck'], { 'check-delay': 5_000, 'drain-timeout': 20_000 });
+    envoy.failAnswers = [0];
     const outcome = await drain.start();
-    const elapsed = Date.now() - started;
-    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections], ['timed-out', 'deadline', 4]);
-    assert.ok(elapsed >= 145 && elapsed < 400, `ended after ${elapsed} ms`);
-    assert.equal(drain.snapshot().remainingMs, 0);
+    assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs], ['timed-out', 'deadline', 20_000]);
+    assert.match(String(drain.snapshot().lastError), /count open connections: no answer from Envoy's admin API before the drain ended/);
+    assert.equal(log.events('admin_error').filter((line) => line['kind'] === 'cut').length, 1);
   });
 
-  test('deadline during check-delay ends the drain without a poll', async () => {
-    const envoy = new FakeEnvoy([0]);
-    const { drain } = makeDrain(envoy, { 'check-delay': 10_000, 'drain-timeout': 80 });
+  test('a /healthcheck/fail that never settles: the deadline still answers, saying Envoy never took it', async () => {
+    const { drain, envoy } = makeDrain([0], { 'drain-timeout': 7_000 });
+    envoy.failAnswers = ['stuck'];
     const outcome = await drain.start();
-    assert.equal(outcome.state, 'timed-out');
-    assert.equal(outcome.openConnections, null);
-    assert.deepEqual(envoy.names(), ['fail', 'drain']);
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.healthChecksFailed], ['deadline', 7_000, false]);
+    assert.match(describeOutcome(outcome), /Envoy never took POST \/healthcheck\/fail/);
   });
 
-  test('Envoy refusing connections a few checks in a row counts as drained; a success resets the count', async () => {
-    const envoy = new FakeEnvoy([refused(), refused(), 5, refused(), refused(), refused()]);
-    const { drain, log } = makeDrain(envoy);
-    const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections], ['drained', 'envoy-exited', 5]);
-    assert.equal(envoy.names().filter((name) => name === 'count').length, 6);
-    assert.deepEqual(log.events('admin_error').map((line) => line['consecutive_refusals']), [1, 2, 1, 2]);
+  test('the deadline counts from when the drain was asked for, not from when it started', async () => {
+    const { drain, clock } = makeDrain(['hang'], { 'drain-timeout': 10_000 });
+    const askedAt = clock.now() - 4_000;
+    const outcome = await drain.start(askedAt);
+    assert.equal(outcome.durationMs, 10_000);
+    assert.equal(clock.now() - askedAt, 10_000);
   });
 
-  test('Envoy taken as exited during check-delay ends the drain; refusals are counted once per check, spaced by check-interval', async () => {
-    const { clock, envoy, drain } = makeTimedDrain([refused()], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
-    envoy.failAnswers = [refused(), refused(), refused()];
-    const started = clock.now();
+  test('the deadline wins over check-delay: 0 connections before the delay is served is still timed-out', async () => {
+    const { drain } = makeDrain([0], { 'check-delay': 50_000, 'drain-timeout': 30_000 });
     const outcome = await drain.start();
-    assert.equal(outcome.reason, 'envoy-exited');
-    assert.deepEqual(
-      envoy.calls.map((call) => [call.name, call.at - started]),
-      [['fail', 0], ['fail', 5_000], ['fail', 10_000]],
-      'a refused round stops at its first call; two intervals between three refusals',
-    );
+    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections], ['timed-out', 'deadline', 0]);
   });
 
-  test('an admin API that never answered: refusals are retried until the deadline, which names the address', async () => {
-    const { clock, envoy, drain, log } = makeTimedDrain([refused()], { 'check-delay': 60_000, 'check-interval': 5_000, 'drain-timeout': 290_000 });
+  test('a step of the wall clock moves neither the deadline nor the durations; shown times follow the wall clock', async () => {
+    const { drain, clock } = makeDrain([4], { 'drain-timeout': 10_000 });
+    const outcome = drain.start();
+    await clock.sleep(3_000, new AbortController().signal);
+    clock.stepWall(-3_600_000);
+    const during = drain.snapshot();
+    assert.equal(during.elapsedMs, 3_000);
+    assert.equal(during.remainingMs, 7_000);
+    const result = await outcome;
+    assert.deepEqual([result.reason, result.durationMs], ['deadline', 10_000]);
+    const after = drain.snapshot();
+    assert.equal(Date.parse(String(after.finishedAt)) - Date.parse(String(after.startedAt)), 10_000);
+  });
+});
+
+describe('Drain: it drains the process it started on', () => {
+  test('another process answering mid-drain ends the drain at once as envoy-replaced (drained): its count is not used', async () => {
+    const { drain, envoy, clock, log } = makeDrain([7], { 'check-delay': 10_000, 'drain-timeout': 60_000 });
+    const outcome = drain.start();
+    await clock.sleep(3_500, new AbortController().signal);
+    envoy.replace();
+    const result = await outcome;
+    assert.deepEqual([result.state, result.reason, result.durationMs], ['drained', 'envoy-replaced', 4_000]);
+    assert.equal(result.openConnections, 7, "the last count is the drained process's, not the new one's");
+    assert.equal(log.events('envoy_replaced').length, 1);
+    assert.match(describeOutcome(result), /another Envoy process answers on the admin port/);
+  });
+
+  test('a process replaced before its count is low never ends the drain by the new one having 0 connections', async () => {
+    const { drain, envoy, clock } = makeDrain([9, 9, 0], { 'check-delay': 0 });
+    const outcome = drain.start();
+    await clock.sleep(1_500, new AbortController().signal);
+    envoy.replace();
+    const result = await outcome;
+    assert.equal(result.reason, 'envoy-replaced');
+    assert.equal(result.openConnections, 9);
+  });
+
+  test('a drain that finds the process of the previous drain inherits its failed health checks: a repeated /shutdown ends quickly', async () => {
+    const first = makeDrain([0], { 'check-delay': 30_000 });
+    await first.drain.start();
+    const previous = first.drain.asPrevious;
+    assert.notEqual(previous.healthChecksFailedAtMs, undefined);
+    const { drain } = makeDrain([0], { 'check-delay': 30_000 }, { previous: { ...previous, mark: 50 } }, first.clock);
+    const outcome = await drain.start();
+    assert.equal(outcome.durationMs, 0, 'same process (mark above the previous one), health checks failing long enough');
+    const other = makeDrain([0], { 'check-delay': 30_000 }, { previous: { ...previous, mark: 10_000 } }, first.clock);
+    assert.equal((await other.drain.start()).durationMs, 30_000, 'a mark below the previous one is another process: the whole check-delay');
+  });
+});
+
+describe('Drain: it never says drained with connections it could not count', () => {
+  test('a listener named in --listeners that Envoy does not have: never counted as 0, logged once with the names Envoy has', async () => {
+    const { drain, envoy, log } = makeDrain([0], { 'drain-timeout': 8_000 });
+    envoy.missingListeners = ['ingres'];
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.missingListeners], ['timed-out', 'deadline', ['ingres']]);
+    assert.match(describeOutcome(outcome), /the listeners ingres named by --listeners do not exist \(Envoy has: ingress\)/);
+    const lines = log.events('listeners_missing');
+    assert.equal(lines.length, 1);
+    assert.deepEqual(lines[0]?.['available_listeners'], ['ingress']);
+    assert.deepEqual(drain.snapshot().missingListeners, ['ingres']);
+  });
+
+  test('refusals a few rounds in a row, after Envoy answered, are Envoy exited (drained); a success resets the count', async () => {
+    const { drain, timeline } = makeDrain([2, refused(), refused(), 2, refused(), refused(), refused()], { 'check-delay': 60_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason], ['drained', 'envoy-exited']);
+    assert.equal(timeline().filter(([name]) => name === 'count').length, 7, 'one refusal counted per round');
+  });
+});
+
+describe('Drain: it reports what happened', () => {
+  test('nothing listening on the admin port: ends after drain-delay + check-delay, not at the deadline, with one warning', async () => {
+    const { drain, envoy, log } = makeDrain([refused()], { 'drain-delay': 1_000, 'check-delay': 4_000, 'drain-timeout': 290_000 });
     envoy.hasAnswered = false;
-    envoy.failAnswers = Array.from({ length: 100 }, refused);
-    const started = clock.now();
+    envoy.failAnswers = envoy.drainAnswers = [refused()];
     const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs], ['timed-out', 'admin-unreachable', 290_000]);
-    assert.equal(clock.now() - started, 290_000);
-    assert.ok(envoy.names().every((name) => name === 'fail'), 'never past the first step');
-    assert.equal(envoy.calls.length, 290_000 / 5_000, 'retried every interval; the check delay was not skipped for refusals');
-    const errors = log.lines.filter((line) => line.fields['event'] === 'admin_error');
-    assert.ok(errors.length > 3 && errors.every((line) => line.fields['envoy_admin_ever_reachable'] === false));
-    assert.match(errors[0]?.message ?? '', /never answered: is Envoy's admin API really at 127\.0\.0\.1:9001\? Set the pod annotation shutdown-manager\.io\/envoy-admin-port/);
-    assert.match(describeOutcome(outcome), /Envoy's admin API was never reachable at 127\.0\.0\.1:9001/);
-    assert.equal(drain.snapshot().envoyAdminEverReachable, false);
+    assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs, outcome.healthChecksFailed], ['timed-out', 'admin-unreachable', 5_000, false]);
+    assert.equal(outcome.adminFailure?.kind, 'refused');
+    assert.match(describeOutcome(outcome), /Envoy's admin API was never reachable at 127\.0\.0\.1:9001: nothing listens there/);
+    assert.match(describeOutcome(outcome), /envoy-admin-port/);
+    assert.equal(log.events('admin_error').length, 1, 'one warning per drain, not one per interval');
   });
 
-  test('an admin API that answers late, then exits: refusals count only after its first answer', async () => {
-    const { envoy, drain } = makeTimedDrain([3, refused()], { 'check-delay': 0, 'check-interval': 5_000, 'drain-timeout': 290_000 });
+  test('an admin port that answers 500 to everything: reported with what it answered, ended at the same cutoff', async () => {
+    const { drain, envoy } = makeDrain([status500()], { 'check-delay': 3_000 });
     envoy.hasAnswered = false;
-    envoy.failAnswers = [refused(), refused(), refused(), refused()];
+    envoy.failAnswers = envoy.drainAnswers = [status500()];
     const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.reason, outcome.openConnections], ['drained', 'envoy-exited', 3]);
-    assert.deepEqual(envoy.names(), ['fail', 'fail', 'fail', 'fail', 'fail', 'drain', 'count', 'count', 'count', 'count']);
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.adminFailure?.kind], ['admin-unreachable', 3_000, 'invalid-answer']);
+    assert.match(describeOutcome(outcome), /answered, but never as Envoy does \(last: .*HTTP 500/);
   });
 
-  test('timeouts, 5xx and unreadable answers are logged and retried; failed steps are retried before polls', async () => {
-    const envoy = new FakeEnvoy([new AdminTimeoutError('GET /stats', 'slow'), new AdminStatusError('GET /stats', 500, 'oops'), 1, 0]);
-    envoy.failAnswers = [new AdminStatusError('POST /healthcheck/fail', 503, 'busy')];
-    const { drain, log } = makeDrain(envoy);
-    const outcome = await drain.start();
-    assert.equal(outcome.state, 'drained');
-    assert.deepEqual(envoy.names(), ['fail', 'drain', 'count', 'fail', 'count', 'count', 'count']);
-    assert.deepEqual(log.events('admin_error').map((line) => line['error']), ['AdminStatusError', 'AdminTimeoutError', 'AdminStatusError']);
-    assert.equal(drain.snapshot().healthChecksFailed, true);
-  });
-
-  test('drain-delay: Envoy is left untouched for the delay, then check-delay and check-interval follow', async () => {
-    const { clock, envoy, drain, log } = makeTimedDrain([2, 0], { 'drain-delay': 10_000, 'check-delay': 5_000, 'check-interval': 1_000, 'drain-timeout': 60_000 });
-    const started = clock.now();
-    const outcome = await drain.start();
-    assert.deepEqual(
-      envoy.calls.map((call) => [call.name, call.at - started]),
-      [['fail', 10_000], ['drain', 10_000], ['count', 15_000], ['count', 16_000]],
-    );
-    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 16_000]);
-    assert.equal(log.events('drain_started')[0]?.['drain_delay_ms'], 10_000);
-  });
-
-  test('the deadline can end a drain during drain-delay: nothing was sent to Envoy', async () => {
-    const { envoy, drain } = makeTimedDrain([0], { 'drain-delay': 10_000, 'drain-timeout': 5_000 });
-    const outcome = await drain.start();
-    assert.deepEqual([outcome.state, outcome.reason, outcome.healthChecksFailed], ['timed-out', 'deadline', false]);
-    assert.deepEqual(envoy.calls, []);
-  });
-
-  test('polls stay check-interval apart when the count may end the drain between two of them (no extra poll)', async () => {
-    // /healthcheck/fail succeeds 30 ms in: the count may end the drain from 1_030, off the poll grid.
-    const { clock, envoy, drain, log } = makeTimedDrain([0], { 'check-delay': 1_000, 'check-interval': 100, 'drain-timeout': 10_000 });
-    envoy.failAnswers = [new AdminTimeoutError('POST /healthcheck/fail', 'slow')];
-    const started = clock.now();
-    let failCalls = 0;
-    const original = envoy.failHealthChecks.bind(envoy);
-    envoy.failHealthChecks = async () => {
-      failCalls += 1;
-      if (failCalls === 2) await clock.sleep(30, new AbortController().signal);
-      return original();
-    };
-    const outcome = await drain.start();
-    const polls = envoy.calls.filter((call) => call.name === 'count').map((call) => call.at - started);
-    assert.deepEqual(polls, [1_000, 1_100, 1_200], 'a poll every check-interval, none at 1_030 or 1_130');
-    assert.equal(outcome.durationMs, 1_200);
-    assert.deepEqual(log.events('poll').map((poll) => poll['check_delay_pending']), [true, true, undefined]);
-  });
-
-  test('a poll still waiting for Envoy at the deadline is logged and shown in /drain, not left as lastError null', async () => {
-    const { envoy, drain, log } = makeTimedDrain([3, 'hang'], { 'check-interval': 100, 'drain-timeout': 1_000 });
-    const outcome = await drain.start();
-    assert.deepEqual([outcome.reason, outcome.openConnections], ['deadline', 3]);
-    assert.match(outcome.lastError ?? '', /count open connections: no answer from Envoy's admin API before the drain deadline/);
-    assert.equal(drain.snapshot().lastError, outcome.lastError);
-    const warning = log.lines.find((line) => line.fields['error'] === 'DeadlineReached');
-    assert.equal(warning?.level, 'warn');
-    assert.ok(envoy.calls.length > 2);
-  });
-
-  test('an admin port that answers 500 to everything is reported with what it answered, not as unreachable', async () => {
-    const { envoy, drain } = makeTimedDrain([new AdminStatusError('GET /stats', 500, 'oops')], { 'check-interval': 100, 'drain-timeout': 1_000 });
+  test('an admin that only times out may have taken the calls: held to the deadline, and said to be slow, not absent', async () => {
+    const { drain, envoy } = makeDrain([timedOut()], { 'check-delay': 3_000, 'drain-timeout': 20_000 });
     envoy.hasAnswered = false;
-    envoy.failAnswers = Array.from({ length: 20 }, () => new AdminStatusError('POST /healthcheck/fail', 500, 'internal error'));
-    envoy.drainAnswers = Array.from({ length: 20 }, () => new AdminStatusError('POST /drain_listeners', 500, 'internal error'));
+    envoy.failAnswers = envoy.drainAnswers = [timedOut()];
     const outcome = await drain.start();
-    assert.equal(outcome.reason, 'admin-unreachable');
-    const text = describeOutcome(outcome);
-    assert.match(text, /answered, but never as Envoy does \(last: .*HTTP 500/);
-    assert.doesNotMatch(text, /never reachable/);
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.adminFailure?.kind], ['admin-unreachable', 20_000, 'timeout']);
+    assert.match(describeOutcome(outcome), /took connections but never answered in time/);
+    assert.doesNotMatch(describeOutcome(outcome), /never reachable/);
+  });
+
+  test('admin failures are logged at most once per kind every 30 s, with the counts by kind', async () => {
+    const { drain, envoy, log } = makeDrain([timedOut()], { 'check-interval': 100, 'drain-timeout': 10_000 });
+    envoy.failAnswers = [0];
+    const outcome = await drain.start();
+    assert.equal(outcome.adminFailure?.counts.timeout, 100);
+    assert.equal(log.events('admin_error').filter((line) => line['kind'] === 'timeout').length, 1);
   });
 
   test('interrupt() ends a running drain as interrupted; it does nothing before a drain', async () => {
-    const envoy = new FakeEnvoy([7]);
-    const { drain } = makeDrain(envoy);
-    drain.interrupt();
-    assert.equal(drain.current, 'idle');
+    const idle = makeDrain([0]);
+    idle.drain.interrupt();
+    assert.equal(idle.drain.current, 'idle');
+    const { drain, clock } = makeDrain([3], { 'drain-timeout': 60_000 });
     const outcome = drain.start();
-    setTimeout(() => drain.interrupt(), 40);
-    assert.deepEqual([(await outcome).state, (await outcome).openConnections], ['interrupted', 7]);
+    await clock.sleep(2_000, new AbortController().signal);
+    drain.interrupt();
+    assert.deepEqual([(await outcome).state, (await outcome).durationMs], ['interrupted', 2_000]);
   });
 
   test('snapshot shows what a person debugging a stuck pod needs', async () => {
-    const envoy = new FakeEnvoy([6, 'hang']);
-    const { drain } = makeDrain(envoy, { 'drain-timeout': 5_000, 'min-open-connections': 1 });
-    assert.deepEqual(
-      { state: drain.snapshot().state, startedAt: drain.snapshot().startedAt, polls: drain.snapshot().polls },
-      { state: 'idle', startedAt: null, polls: 0 },
-    );
-    const outcome = drain.start();
-    const deadline = Date.now() + 2_000;
-    while (drain.snapshot().polls < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    const { drain, clock } = makeDrain([4], { 'check-delay': 10_000, 'drain-timeout': 60_000 });
+    void drain.start();
+    await clock.sleep(2_500, new AbortController().signal);
     const snapshot = drain.snapshot();
     assert.equal(snapshot.state, 'draining');
-    assert.equal(snapshot.openConnections, 6);
-    assert.deepEqual(snapshot.openConnectionsByListener, { '0.0.0.0_8080': 6 });
-    assert.equal(snapshot.minOpenConnections, 1);
-    assert.equal(snapshot.healthChecksFailed && snapshot.listenersDraining, true);
-    assert.ok(snapshot.startedAt !== null && snapshot.deadline !== null);
-    assert.equal(Date.parse(snapshot.deadline) - Date.parse(snapshot.startedAt), 5_000);
-    assert.ok((snapshot.remainingMs ?? 0) > 4_000);
+    assert.equal(snapshot.openConnections, 4);
+    assert.deepEqual(snapshot.openConnectionsByListener, { ingress: 4 });
+    assert.equal(snapshot.healthChecksFailed, true);
+    assert.equal(snapshot.listenersDraining, true);
+    assert.equal(snapshot.elapsedMs, 2_500);
+    assert.equal(snapshot.remainingMs, 57_500);
+    assert.equal(snapshot.polls, 3, 'reads at 0, 1 and 2 s');
+    assert.equal(typeof snapshot.pinnedProcess, 'number');
+    assert.equal(Date.parse(String(snapshot.deadline)) - Date.parse(String(snapshot.startedAt)), 60_000);
     drain.interrupt();
-    await outcome;
   });
 });
