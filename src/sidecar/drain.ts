@@ -182,7 +182,8 @@ export class Drain {
   private lastInvalidAnswer: string | null = null;
   private lastFailure: { kind: AdminFailureKind; message: string } | undefined;
   private readonly failureCounts: Record<AdminFailureKind, number> = { ...NO_FAILURES };
-  private readonly failureLoggedAt = new Map<AdminFailureKind, number>();
+  /** When a failure of each kind and error class was last logged (see logFailure). */
+  private readonly failureLoggedAt = new Map<string, number>();
   private loggedMissing = '';
   private warnedUnmarked = false;
   /** The admin call in flight, if any: named when the deadline cuts it. */
@@ -402,6 +403,8 @@ export class Drain {
    */
   private endIfNeverAnswered(): void {
     if (this.isOver || this.envoy.hasAnswered || this.failureCounts.timeout > 0) return;
+    // Not before a call has failed, nor while one is pending: it may yet answer, or time out.
+    if (this.lastFailure === undefined || this.pendingCall !== undefined) return;
     this.settle('admin-unreachable');
   }
 
@@ -571,26 +574,29 @@ export class Drain {
       this.settle('envoy-exited');
       return 'refused';
     }
-    this.logFailure(kind, action, message);
+    this.logFailure(kind, error instanceof Error ? error.name : 'Error', action, message);
     return kind === 'refused' ? 'refused' : 'failed';
   }
 
   /**
-   * At most one warning per kind every FAILURE_LOG_EVERY_MS; for an admin API that never answered, one per
-   * drain: the line that ends the drain says the rest.
+   * At most one warning per kind and error class every FAILURE_LOG_EVERY_MS (a 500 after an HTML page is news,
+   * the hundredth 500 is not); for an admin API that never answered, one per drain: the line that ends the drain
+   * says the rest.
    */
-  private logFailure(kind: AdminFailureKind, action: string, message: string): void {
+  private logFailure(kind: AdminFailureKind, errorName: string, action: string, message: string): void {
     const everAnswered = this.envoy.hasAnswered;
     const now = this.clock.now();
-    const last = this.failureLoggedAt.get(kind);
+    const key = `${kind}:${errorName}`;
+    const last = this.failureLoggedAt.get(key);
     if (!everAnswered && this.failureLoggedAt.size > 0) return;
     if (last !== undefined && now - last < FAILURE_LOG_EVERY_MS) return;
-    this.failureLoggedAt.set(kind, now);
+    this.failureLoggedAt.set(key, now);
     this.log.warn(
       {
         event: 'admin_error',
         action,
         kind,
+        error: errorName,
         error_message: message,
         failures: { ...this.failureCounts },
         consecutive_refusals: this.consecutiveRefusals,
@@ -665,7 +671,7 @@ export function describeOutcome(outcome: DrainOutcome): string {
     case 'envoy-replaced':
       return `drained: another Envoy process answers on the admin port, so the one being drained has exited with its connections (after ${seconds}s); the next /shutdown drains the new one`;
     case 'deadline':
-      return `drain deadline reached after ${seconds}s: ${deadlineCause(outcome, open)}; letting the pod terminate`;
+      return `drain deadline reached after ${seconds}s${deadlineCause(outcome, open)}; letting the pod terminate`;
     case 'admin-unreachable':
       return `drain ended after ${seconds}s: ${unreachableCause(outcome)}, so Envoy was not drained and its connections were not counted; letting the pod terminate`;
     case 'interrupted':
@@ -675,13 +681,13 @@ export function describeOutcome(outcome: DrainOutcome): string {
 
 function deadlineCause(outcome: DrainOutcome, open: string): string {
   if (outcome.missingListeners.length > 0) {
-    return `the listeners ${outcome.missingListeners.join(', ')} named by --listeners do not exist (Envoy has: ${outcome.availableListeners.join(', ') || 'none'}), so the drain could not count their connections`;
+    return `: the listeners ${outcome.missingListeners.join(', ')} named by --listeners do not exist (Envoy has: ${outcome.availableListeners.join(', ') || 'none'}), so the drain could not count their connections`;
   }
   if (!outcome.healthChecksFailed) {
-    return `Envoy never took POST /healthcheck/fail${failureClause(outcome)}, so load balancers were not told to stop sending (${open} connections open)`;
+    return `: Envoy never took POST /healthcheck/fail${failureClause(outcome)}, so load balancers were not told to stop sending (${open} connections open)`;
   }
-  if (outcome.openConnections === null) return `no count of open connections could be read${failureClause(outcome)}`;
-  return `${open} connections still open (at most ${outcome.minOpenConnections} wanted)`;
+  if (outcome.openConnections === null) return `: no count of open connections could be read${failureClause(outcome)}`;
+  return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)`;
 }
 
 function failureClause(outcome: DrainOutcome): string {
