@@ -4,7 +4,7 @@
  * knows whether a refused connection means "Envoy exited" (it answered before) or nothing yet.
  */
 import { systemClock, type Clock } from '../clock.js';
-import type { AdminAnswer, EnvoyServerState } from '../envoy/admin-client.js';
+import { EnvoyAdminError, type AdminAnswer, type AdminFailureKind, type EnvoyServerState } from '../envoy/admin-client.js';
 import { adminPortHint } from './admin-hint.js';
 import type { SidecarLog } from './log.js';
 
@@ -87,11 +87,12 @@ function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTimi
         unreachable_for_ms: now - startedAt,
         failed_attempts: failures,
       };
+      const kind: AdminFailureKind = error instanceof EnvoyAdminError ? error.kind : 'transport';
       if (now - startedAt < timing.warnAfterMs) {
         if (failures === 1) {
           log.info(
-            { event: 'envoy_admin_waiting', ...fields },
-            `Envoy admin API not reachable yet at ${target.address} (Envoy may still be starting); retrying, with a warning if it stays unreachable for ${timing.warnAfterMs} ms`,
+            { event: 'envoy_admin_waiting', kind, ...fields },
+            `${notYet(kind, target.address)}; retrying, with a warning if it stays so for ${timing.warnAfterMs} ms`,
           );
         }
         return;
@@ -104,9 +105,27 @@ function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTimi
           ? `Envoy admin API not reachable at ${target.address}`
           : `Envoy admin API at ${target.address} answers, but not as Envoy does (last: ${answer.endpoint} answered HTTP ${answer.status} ${JSON.stringify(answer.excerpt)})`;
       log.warn(
-        { event: 'envoy_admin_unreachable', ...fields, ...(answer === undefined ? {} : { last_answer_status: answer.status, last_answer: answer.excerpt }) },
+        { event: 'envoy_admin_unreachable', kind, ...fields, ...(answer === undefined ? {} : { last_answer_status: answer.status, last_answer: answer.excerpt }) },
         `${found}: ${adminPortHint(target.address)}. Until it answers, /shutdown cannot drain Envoy; retrying`,
       );
     },
   };
+}
+
+/**
+ * The first failure, told by kind: only a refusal is likely to be Envoy still starting; a port that answers
+ * 500, or takes the connection and says nothing, is something else, and saying "may still be starting" would
+ * send the operator to wait.
+ */
+function notYet(kind: AdminFailureKind, address: string): string {
+  switch (kind) {
+    case 'refused':
+      return `Envoy admin API not reachable yet at ${address}: nothing listens there yet (Envoy may still be starting)`;
+    case 'timeout':
+      return `Envoy admin API at ${address} took the connection but did not answer in time (an Envoy still starting, an overloaded one, or not Envoy)`;
+    case 'invalid-answer':
+      return `Envoy admin API at ${address} answered, but not as Envoy does: is this Envoy's admin port?`;
+    case 'transport':
+      return `Envoy admin API at ${address} could not be reached (the connection failed)`;
+  }
 }

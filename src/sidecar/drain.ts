@@ -290,9 +290,10 @@ export class Drain {
    * so that they fire whatever the loop is waiting for.
    */
   private armTimers(): void {
-    const elapsed = this.clock.now() - (this.startedAtMs ?? 0);
-    this.clock.sleep(this.settings['drain-timeout'] - elapsed, this.ended.signal).then(
-      () => this.settle(this.envoy.hasAnswered ? 'deadline' : 'admin-unreachable'),
+    const deadlineAtMs = (this.startedAtMs ?? 0) + this.settings['drain-timeout'];
+    this.clock.sleep(deadlineAtMs - this.clock.now(), this.ended.signal).then(
+      // Node's timers keep time in whole milliseconds and may fire a fraction early: the drain ends at its deadline.
+      () => this.settle(this.envoy.hasAnswered ? 'deadline' : 'admin-unreachable', Math.max(deadlineAtMs, this.clock.now())),
       () => undefined, // the drain ended first
     );
     this.clock.sleep(this.unansweredCutoffAtMs() - this.clock.now(), this.ended.signal).then(
@@ -305,10 +306,10 @@ export class Drain {
     return this.endReason !== null;
   }
 
-  private settle(reason: DrainEndReason): void {
+  private settle(reason: DrainEndReason, atMs = this.clock.now()): void {
     if (this.isOver) return;
     this.endReason = reason;
-    this.finishedAtMs = this.clock.now();
+    this.finishedAtMs = atMs;
     this.state = stateAfter(reason);
     if (this.pendingCall !== undefined && reason !== 'interrupted') this.noteCutCall(this.pendingCall);
     this.ended.abort(reason);

@@ -76,5 +76,10 @@ describe('start-up probe of the Envoy admin API', () => {
     assert.equal(warning?.fields['last_answer_status'], 500);
     assert.match(warning?.message ?? '', /answers, but not as Envoy does \(last: GET \/ready answered HTTP 500 "emulated admin failure \(HTTP 500\)"\)/);
     assert.doesNotMatch(warning?.message ?? '', /not reachable/);
+    // The first line, before any warning, already tells it apart from an Envoy still starting.
+    const first = log.lines[0];
+    assert.deepEqual([first?.fields['event'], first?.fields['kind']], ['envoy_admin_waiting', 'invalid-answer']);
+    assert.match(first?.message ?? '', /answered, but not as Envoy does/);
+    assert.doesNotMatch(first?.message ?? '', /may still be starting/);
   });
 });
