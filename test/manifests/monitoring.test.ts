@@ -181,9 +181,10 @@ describe('manifests/monitoring', () => {
     assert.equal(endpoint?.path, '/metrics');
   });
 
-  test('the alerts: webhook down, webhook errors, denials, drains at their deadline; each with severity, summary and description', () => {
+  test('the alerts: webhook down, webhook errors, denials, drains at their deadline, admin API unreachable; each with severity, summary and description', () => {
     assert.deepEqual(rules.map((entry) => entry.alert).sort(), [
       'ShutdownManagerDrainAtDeadline',
+      'ShutdownManagerEnvoyAdminUnreachable',
       'ShutdownManagerPodsDenied',
       'ShutdownManagerWebhookDown',
       'ShutdownManagerWebhookErrors',
