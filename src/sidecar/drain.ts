@@ -495,6 +495,8 @@ export class Drain {
         elapsed_ms: sentAtMs - started,
         remaining_ms: Math.max(0, started + this.settings['drain-timeout'] - this.clock.now()),
         by_listener: count.byListener,
+        // The mark of the process that answered (src/envoy/identity.ts): which Envoy this count is of.
+        admin_connections: count.adminConnectionsTotal,
         ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
         ...(mayEnd === undefined || sentAtMs < mayEnd ? { check_delay_pending: true } : {}),
       },

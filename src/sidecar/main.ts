@@ -22,7 +22,7 @@ import type { SidecarLog } from './log.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
 import { startAdminProbe } from './admin-probe.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { openJournal } from './journal.js';
 import { startDrainServer } from './server.js';
 import { DrainSupervisor } from './supervisor.js';
@@ -70,6 +70,7 @@ export interface RunningSidecar {
 export async function startSidecar(
   config: SidecarConfig,
   log: SidecarLog = createJsonLog(config['log-level'], 'shutdown-manager'),
+  clock: Clock = systemClock,
 ): Promise<RunningSidecar> {
   const envoy = new EnvoyAdminClient({
     address: config['admin-address'],
@@ -77,14 +78,14 @@ export async function startSidecar(
     timeoutMs: config['admin-timeout'],
     listeners: config.listeners,
     inboundOnly: config['drain-inbound-only'],
-    clock: systemClock,
+    clock,
   });
   const supervisor = new DrainSupervisor(
     envoy,
     { drain: config, recoverEnvoy: config['recover-envoy'], watchIntervalMs: config['check-interval'], readTimeoutMs: config['admin-timeout'] },
     openJournal(config['state-dir']),
     log,
-    systemClock,
+    clock,
   );
   // Most pods are never scraped, and the metrics are all read from the drain's snapshot at scrape time:
   // nothing is lost by loading prom-client (2-3 MiB) when the first scrape comes.
@@ -133,7 +134,7 @@ export async function startSidecar(
     },
     `shutdown manager listening on ${server.address.includes(':') ? `[${server.address}]` : server.address}:${server.port}`,
   );
-  const probe = startAdminProbe(envoy, log, undefined, systemClock);
+  const probe = startAdminProbe(envoy, log, undefined, clock);
   // Once Envoy's admin API has answered: was this Envoy left draining by an earlier sidecar? Then watch it.
   const recovered = probe.finished.then(async () => {
     if (!envoy.hasAnswered) return;
