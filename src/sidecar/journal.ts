@@ -108,7 +108,7 @@ function further(a: StepProgress | null, b: StepProgress | null): StepProgress |
  * more, which makes recovery restart rather than trust, and an entry of an unknown process is never
  * matched to a running Envoy anyway.
  */
-export function advance(
+function advance(
   previous: JournalEntry | undefined,
   step: DrainStepName,
   progress: StepProgress,
@@ -196,7 +196,7 @@ function prepareDirectory(directory: string): void {
 function ensureDirectory(path: string): string | undefined {
   const found = statOf(path);
   if (found instanceof Error) {
-    if (codeOf(found) !== 'ENOENT') return `${path} cannot be looked up (${describe(found)})`;
+    if (codeOf(found) !== 'ENOENT') return `${path} cannot be looked up (${errnoText(found)})`;
   } else {
     return found.isDirectory() ? undefined : `${path} is not a directory`;
   }
@@ -207,7 +207,7 @@ function ensureDirectory(path: string): string | undefined {
     // Created meanwhile by someone else: as good as created here.
     const again = statOf(path);
     if (!(again instanceof Error) && again.isDirectory()) return undefined;
-    return `${path} does not exist and cannot be created (${describe(error)})`;
+    return `${path} does not exist and cannot be created (${errnoText(error)})`;
   }
 }
 
@@ -223,7 +223,7 @@ function checkWritable(directory: string): string | undefined {
   try {
     writeAtomically(probe, 'probe\n');
   } catch (error) {
-    return `a file cannot be written and renamed in it (${describe(error)})`;
+    return `a file cannot be written and renamed in it (${errnoText(error)})`;
   }
   try {
     unlinkSync(probe);
@@ -247,7 +247,7 @@ function codeOf(error: unknown): string | undefined {
 }
 
 /** `EACCES: permission denied`: the code a person can search for, then Node's words for it. */
-function describe(error: unknown): string {
+function errnoText(error: unknown): string {
   const code = codeOf(error);
   const message = error instanceof Error ? error.message : String(error);
   // Node's messages read "EACCES: permission denied, mkdir '/x'": the path is said already.

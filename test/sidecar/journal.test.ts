@@ -4,7 +4,7 @@
  * message naming it (never a start-up that hangs, as Node's recursive mkdir does under /proc).
  */
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -198,6 +198,13 @@ describe('drain journal: a state directory that cannot be used is refused at ope
   test('a directory in /proc, where files cannot be created', () => {
     const failure = openFails('/proc');
     assert.match(failure.message, /a file cannot be written and renamed in it \(ENOENT/);
+  });
+
+  test('through a symbolic link that loops', async (t) => {
+    const loop = join(await tempDir(t), 'loop');
+    await symlink(loop, loop);
+    const failure = openFails(join(loop, 'state'));
+    assert.match(failure.message, new RegExp(`: ${loop} cannot be looked up \\(ELOOP: too many symbolic links encountered\\)`));
   });
 
   test("the journal's own name taken by a directory", async (t) => {
