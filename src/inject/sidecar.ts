@@ -1,5 +1,5 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container, its state volume and the preStop hooks. */
-import type { V1Container, V1LifecycleHandler, V1Volume } from '@kubernetes/client-node';
+import type { V1Container, V1LifecycleHandler, V1Probe, V1Volume } from '@kubernetes/client-node';
 import type { PodDrainValues } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { resourceRequirements, type SidecarResources } from '../config/resources.js';
@@ -72,6 +72,34 @@ export function sidecarArgs(plan: PodDrainValues): string[] {
       'state-dir': STATE_DIR,
     }),
   ];
+}
+
+/**
+ * The sidecar's readiness: GET /ready answers 503 until Envoy's admin API has answered the sidecar once, then
+ * 200 for the life of the process (latched: a busy admin API never takes a serving pod out of its Service).
+ * A pod whose admin port is wrong so never becomes Ready, and a rollout (maxUnavailable,
+ * progressDeadlineSeconds) stops at its first pod instead of finding out when the pods are deleted, undrained.
+ * A native sidecar may have one too (a restartable init container, 1.29+): it counts toward the pod's Ready
+ * condition, and the next container still starts once the sidecar has started, not once it is ready.
+ *
+ * - periodSeconds 2: the pod becomes Ready within about two seconds of Envoy's admin API answering.
+ * - initialDelaySeconds 1: the sidecar listens a few tenths of a second after it starts; a first probe at 0 s
+ *   would find the port closed and leave a "Readiness probe failed" event on every pod start.
+ * - timeoutSeconds 5, as the liveness probe: a Node process throttled at its CPU limit, or in a GC pause,
+ *   easily misses 1 s, and a probe that times out counts as a failure.
+ * - failureThreshold 15: once latched, /ready fails only by not answering (a sidecar that is not running is
+ *   not ready without any probe), so each failure is a 5 s timeout and the next probe follows at once: 15 in
+ *   a row are about 75 s of silence, longer than the ~60 s after which the liveness probe restarts a wedged
+ *   sidecar. So starvation alone never takes a serving Envoy out of its Service: the restart comes first.
+ */
+export function readinessProbe(plan: PodDrainValues): V1Probe {
+  return {
+    httpGet: { path: SIDECAR_PATHS.ready, port: plan['serve-port'], scheme: 'HTTP' },
+    initialDelaySeconds: 1,
+    periodSeconds: 2,
+    timeoutSeconds: 5,
+    failureThreshold: 15,
+  };
 }
 
 /**
@@ -174,6 +202,7 @@ function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: S
       timeoutSeconds: 5,
       failureThreshold: 6,
     },
+    readinessProbe: readinessProbe(plan),
     lifecycle: { preStop: waitHook(plan, options.token) },
     // Defaults near what it uses (46 MiB resident on Node 20, 54 MiB on Node 24, idle or draining 1,000
     // connections: npm run bench), so the scheduler counts it; the limits leave room for a burst of

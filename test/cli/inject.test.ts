@@ -14,6 +14,15 @@ function inject(args: string[], input?: string, env: Record<string, string> = {}
   return runBuiltEntry(['inject', ...args], { ...(input === undefined ? {} : { input }), env, timeoutMs: 15_000 });
 }
 
+/** The sidecar's readiness probe (see readinessProbe in src/inject/sidecar.ts), on the default serve port. */
+const READINESS_PROBE = {
+  httpGet: { path: '/ready', port: 8090, scheme: 'HTTP' },
+  initialDelaySeconds: 1,
+  periodSeconds: 2,
+  timeoutSeconds: 5,
+  failureThreshold: 15,
+};
+
 /** Splits a YAML stream into its documents' source text, on the `---` lines. */
 function sourceDocuments(text: string): string[] {
   return text.split(/^---\n/m);
@@ -43,6 +52,7 @@ describe('a multi-document YAML stream', () => {
     assert.ok(spec.containers[1].args.includes('--state-dir=/var/run/shutdown-manager'));
     assert.equal(spec.containers[0].lifecycle.preStop.httpGet.path, '/shutdown');
     assert.equal(spec.containers[1].lifecycle.preStop.httpGet.path, '/wait');
+    assert.deepEqual(spec.containers[1].readinessProbe, READINESS_PROBE, 'not Ready until Envoy\'s admin API has answered it');
     assert.deepEqual(spec.volumes, [{ name: 'shutdown-manager-state', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } }]);
     assert.equal(spec.terminationGracePeriodSeconds, 300);
     assert.ok(deployment.spec.template.metadata.annotations['shutdown-manager.io/status']);
@@ -62,6 +72,7 @@ describe('a multi-document YAML stream', () => {
     const spec = cronJob.spec.jobTemplate.spec.template.spec;
     assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy']);
     assert.deepEqual(spec.initContainers.map((c: Json) => [c.name, c.restartPolicy]), [['shutdown-manager', 'Always']]);
+    assert.deepEqual(spec.initContainers[0].readinessProbe, READINESS_PROBE, 'a native sidecar has one too');
   });
 
   test("Envoy's args (the image's entrypoint runs envoy with them) get its drain flags, as separate strings", () => {

@@ -13,7 +13,8 @@ import { resolvePodDrainPlan } from '../../src/config/annotations.js';
 import { parseSidecarConfig } from '../../src/config/sidecar.js';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { injectPod } from '../../src/inject/injector.js';
-import { sidecarArgs } from '../../src/inject/sidecar.js';
+import { SIDECAR_PATHS } from '../../src/config/endpoints.js';
+import { buildSidecarContainer, sidecarArgs } from '../../src/inject/sidecar.js';
 
 const config = parseWebhookConfig([], {}).injection;
 const review = JSON.parse(readFileSync(new URL('../fixtures/admission/deployment-envoy-pod.json', import.meta.url), 'utf8')) as {
@@ -72,4 +73,33 @@ describe('settings of a pod without annotations of ours', () => {
       }
     });
   }
+});
+
+describe("the sidecar's probes", () => {
+  const { plan } = resolvePodDrainPlan({ [`${ANNOTATION_PREFIX}serve-port`]: '9095' }, config.defaults, undefined);
+  const build = (native: boolean) => buildSidecarContainer(plan, config, { native, token: 'token', resources: config.sidecarResources });
+
+  test('readiness asks /ready on the serve port, regular and native alike', () => {
+    for (const native of [false, true]) {
+      const { readinessProbe } = build(native);
+      assert.deepEqual(readinessProbe?.httpGet, { path: SIDECAR_PATHS.ready, port: 9095, scheme: 'HTTP' }, `native: ${native}`);
+    }
+    assert.deepEqual(build(true).readinessProbe, build(false).readinessProbe);
+  });
+
+  test('a starved sidecar is restarted by its liveness probe before its readiness takes the pod out of service', () => {
+    const { livenessProbe, readinessProbe } = build(false);
+    assert.ok(livenessProbe !== undefined && readinessProbe !== undefined);
+    const seconds = (value: number | undefined, fallback: number): number => value ?? fallback;
+    // A probe that times out is followed by the next at once when the timeout exceeds the period (the
+    // kubelet's ticker keeps one tick), else after the period.
+    const failureEvery = (probe: typeof livenessProbe) => Math.max(seconds(probe.periodSeconds, 10), seconds(probe.timeoutSeconds, 1));
+    const restartedAfter = seconds(livenessProbe.initialDelaySeconds, 0) + seconds(livenessProbe.failureThreshold, 3) * failureEvery(livenessProbe);
+    const unreadyAfter = seconds(readinessProbe.initialDelaySeconds, 0) + seconds(readinessProbe.failureThreshold, 3) * failureEvery(readinessProbe);
+    assert.ok(unreadyAfter > restartedAfter, `unready after ${unreadyAfter} s of silence, restarted after ${restartedAfter} s`);
+    for (const probe of [livenessProbe, readinessProbe]) {
+      assert.ok(seconds(probe.timeoutSeconds, 1) >= 5, 'a sidecar throttled at its CPU limit misses a 1 s timeout');
+    }
+    assert.ok(seconds(readinessProbe.periodSeconds, 10) <= 2, 'Ready within about two seconds of Envoy answering');
+  });
 });

@@ -53,8 +53,26 @@ function waitHook(token: string, port = 8090): Json {
 
 const STATE_VOLUME = { name: 'shutdown-manager-state', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
 
+/**
+ * The sidecar's readiness: /ready answers 503 until Envoy's admin API has answered once, then 200 for good,
+ * so a pod with a wrong admin port never becomes Ready and a rollout stops at its first pod.
+ */
+function readinessProbe(port = 8090): Json {
+  return {
+    httpGet: { path: '/ready', port, scheme: 'HTTP' },
+    initialDelaySeconds: 1,
+    // Ready about two seconds after Envoy's admin API answers.
+    periodSeconds: 2,
+    // As the liveness probe: a sidecar throttled at its CPU limit misses 1 s.
+    timeoutSeconds: 5,
+    // About 75 s of silence: the liveness probe restarts a wedged sidecar first.
+    failureThreshold: 15,
+  };
+}
+const READINESS_PROBE = readinessProbe();
+
 describe('an Envoy pod created by a Deployment', () => {
-  test('gets the sidecar, both preStop hooks, a liveness probe, a state volume, Envoy drain flags and a longer grace period', async () => {
+  test('gets the sidecar, both preStop hooks, liveness and readiness probes, a state volume, Envoy drain flags and a longer grace period', async () => {
     const body = await loadReview('deployment-envoy-pod.json');
     const answer = await review(body);
     assert.equal(answer.apiVersion, 'admission.k8s.io/v1');
@@ -88,6 +106,7 @@ describe('an Envoy pod created by a Deployment', () => {
       timeoutSeconds: 5,
       failureThreshold: 6,
     });
+    assert.deepEqual(sidecar.readinessProbe, READINESS_PROBE);
     const token = shutdownToken(pod);
     assert.match(token, /^[A-Za-z0-9_-]{32}$/, 'a 192-bit random token');
     assert.deepEqual(sidecar.lifecycle.preStop, waitHook(token), "the sidecar's own hook never starts a drain");
@@ -118,6 +137,19 @@ describe('an Envoy pod created by a Deployment', () => {
     assert.deepEqual(pod.spec.volumes, [...body.request.object.spec.volumes, STATE_VOLUME], 'the pod keeps its volumes');
     assert.equal(pod.metadata.generateName, 'envoy-7c9d8f6b5d-');
     assert.equal(pod.metadata.name, undefined);
+  });
+
+  test("the patch adds the sidecar's readiness probe, on the serve port the pod asks for", async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    const operations = JSON.parse(Buffer.from((await review(body)).response.patch, 'base64').toString('utf8'));
+    const added = operations.filter((op: Json) => op.op === 'add' && op.value?.name === 'shutdown-manager');
+    assert.equal(added.length, 1, JSON.stringify(operations.map((op: Json) => [op.op, op.path])));
+    assert.deepEqual(added[0].value.readinessProbe, READINESS_PROBE);
+
+    body.request.object.metadata.annotations = { 'shutdown-manager.io/serve-port': '9095' };
+    const pod = applyResponse(body.request.object, (await review(body)).response);
+    assert.deepEqual(container(pod, 'shutdown-manager').readinessProbe, readinessProbe(9095));
+    assert.deepEqual(container(pod, 'envoy').readinessProbe, body.request.object.spec.containers[0].readinessProbe, "Envoy's own probe is untouched");
   });
 
   test('the patch escapes the "/" of annotation keys and adds the missing annotations map', async () => {
@@ -201,6 +233,8 @@ describe('native sidecars (Kubernetes 1.29+)', () => {
     assert.deepEqual(sidecar.volumeMounts, [{ name: 'shutdown-manager-state', mountPath: '/var/run/shutdown-manager' }]);
     assert.deepEqual(pod.spec.volumes.at(-1), STATE_VOLUME);
     assert.equal(sidecar.livenessProbe.httpGet.path, '/healthz');
+    // Allowed on a restartable init container, and counted toward the pod's Ready condition (1.29+).
+    assert.deepEqual(sidecar.readinessProbe, READINESS_PROBE);
     assert.equal(container(pod, 'envoy').lifecycle.preStop.httpGet.path, '/shutdown');
     assert.equal(JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']).native, true);
 
