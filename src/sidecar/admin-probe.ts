@@ -30,7 +30,7 @@ export interface ProbeTiming {
   readonly warnEveryMs: number;
 }
 
-export const DEFAULT_PROBE_TIMING: ProbeTiming = { minRetryMs: 100, maxRetryMs: 5_000, warnAfterMs: 15_000, warnEveryMs: 30_000 };
+export const DEFAULT_PROBE_TIMING: ProbeTiming = { minRetryMs: 100, maxRetryMs: 2_000, warnAfterMs: 15_000, warnEveryMs: 30_000 };
 
 export interface AdminProbe {
   /** Stops retrying (the process is stopping); a call in flight is cancelled. */
