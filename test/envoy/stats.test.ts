@@ -86,7 +86,7 @@ describe('counting open downstream connections', () => {
   });
 
   test('no listener stats at all means no open connection', () => {
-    assert.deepEqual(countDownstreamConnections([]), { total: 0, byListener: {}, missingListeners: [] });
+    assert.deepEqual(countDownstreamConnections([]), { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: null });
   });
 
   test('a counted gauge that is no count (huge, negative, fractional, not a number) makes the count unreadable, naming the stat and value', () => {
@@ -131,7 +131,7 @@ describe('counting open downstream connections', () => {
     assert.equal(named.total, 1);
   });
 
-  test('the filter sent to Envoy selects exactly the listener gauges', () => {
+  test("the filter sent to Envoy selects exactly the listener gauges and the admin listener's connection counter", () => {
     const filter = new RegExp(CONNECTION_STATS_FILTER);
     const selected = parseJsonStats(fixture('stats.json')).filter((sample) => filter.test(sample.name));
     assert.deepEqual(selected, parseJsonStats(fixture('stats-filtered.json')));
