@@ -142,7 +142,10 @@ export interface AdminAnswer {
   readonly status: number;
   /** The body's beginning on one line (whitespace collapsed): at most 120 characters, then an ellipsis. */
   readonly excerpt: string;
-  /** Clock.now() (monotonic) when the answer was read (or cut, past the size limit). */
+  /**
+   * Clock.now() (options.clock, monotonic) when the call ended: its answer read, or the call failed after the
+   * status line (a body over the limit, a reset, a timeout, an upgrade).
+   */
   readonly at: number;
 }
 
