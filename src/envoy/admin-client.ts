@@ -446,11 +446,11 @@ class AdminCall {
   private read(response: import('node:http').IncomingMessage): void {
     this.status = response.statusCode ?? 0;
     const declared = Number(response.headers['content-length'] ?? NaN);
-    if (declared > this.spec.maxBodyBytes) return this.fail(this.tooLargeError(`declares ${declared} bytes`));
+    if (declared > this.spec.maxBodyBytes) return this.fail(this.tooLargeError(`declares ${declared} bytes, over`));
     response.on('data', (chunk: Buffer) => {
       if (this.done) return;
       this.size += chunk.length;
-      if (this.size > this.spec.maxBodyBytes) return this.fail(this.tooLargeError(`had sent more than that`));
+      if (this.size > this.spec.maxBodyBytes) return this.fail(this.tooLargeError('went past'));
       this.chunks.push(chunk);
     });
     response.on('end', () => this.succeed());
@@ -502,8 +502,9 @@ class AdminCall {
     return new AdminTransportError(this.endpoint, `the connection to ${this.spec.target} closed before a complete answer (${this.progress()})`);
   }
 
+  /** `what`: "declares N bytes, over" or "went past". */
   private tooLargeError(what: string): AdminResponseError {
-    return new AdminResponseError(this.endpoint, `the answer ${what}, over the ${this.spec.maxBodyBytes}-byte limit for this call: not an answer Envoy gives`);
+    return new AdminResponseError(this.endpoint, `the answer ${what} the ${this.spec.maxBodyBytes}-byte limit for this call: not an answer Envoy gives`);
   }
 
   private classify(error: Error): EnvoyAdminError {
@@ -516,6 +517,9 @@ class AdminCall {
     }
     if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
       return new AdminTransportError(this.endpoint, `cannot resolve ${JSON.stringify(this.spec.host)} (${code}): check --admin-address`, { cause: error });
+    }
+    if (code === 'ECONNRESET') {
+      return new AdminTransportError(this.endpoint, `the connection to ${this.spec.target} was reset (${this.progress()}): Envoy may have exited or restarted`, { cause: error });
     }
     return new AdminTransportError(this.endpoint, `${code ?? error.name}: ${error.message} (${this.progress()})`, { cause: error });
   }

@@ -4,6 +4,7 @@
  * caller's abort listener removed.
  */
 import assert from 'node:assert/strict';
+import dns from 'node:dns';
 import { getEventListeners } from 'node:events';
 import net from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
@@ -111,7 +112,7 @@ describe('EnvoyAdminClient against faults: one hard timeout, the right kind', ()
     const { admin, client } = await setUp(t, 2_000);
     admin.script('/stats', 'reset');
     const outcome = await failure((signal) => client.countOpenConnections(signal));
-    assertKind(outcome, 'transport', AdminTransportError, /after HTTP 200 and \d+ bytes of its body/);
+    assertKind(outcome, 'transport', AdminTransportError, /was reset \(after HTTP 200 and \d+ bytes of its body\): Envoy may have exited or restarted$/);
     assert.ok(outcome.elapsedMs < 1_000, `${outcome.elapsedMs} ms`);
     await assertNoConnectionLeft(admin);
   });
@@ -130,21 +131,24 @@ describe('EnvoyAdminClient against faults: one hard timeout, the right kind', ()
       assert.ok(outcome.elapsedMs < 1_000, `${outcome.elapsedMs} ms`);
     }
     admin.script('/server_info', 'deep-json');
-    assertKind(await failure((signal) => client.serverInfo(signal)), 'invalid-answer', AdminResponseError, /declares 2000010 bytes, over the 1048576-byte limit/);
+    assertKind(await failure((signal) => client.serverInfo(signal)), 'invalid-answer', AdminResponseError, /the answer declares 2000010 bytes, over the 1048576-byte limit/);
     assert.equal(client.hasAnswered, false);
   });
 
   test('a body beyond the limit is an invalid answer, read no further, whether its length is declared or not', async (t) => {
     const { admin, client } = await setUp(t, 5_000);
-    const behaviours: BehaviourSpec[] = ['huge', { kind: 'huge', declareLength: true }];
-    for (const behaviour of behaviours) {
+    const cases: Array<[BehaviourSpec, string]> = [
+      ['huge', 'went past'],
+      [{ kind: 'huge', declareLength: true }, `declares ${16 * 1024 * 1024} bytes, over`],
+    ];
+    for (const [behaviour, how] of cases) {
       admin.script('/stats', behaviour);
       const outcome = await failure((signal) => client.countOpenConnections(signal));
-      assertKind(outcome, 'invalid-answer', AdminResponseError, new RegExp(`over the ${ADMIN_BODY_LIMITS.stats}-byte limit for this call: not an answer Envoy gives`));
+      assertKind(outcome, 'invalid-answer', AdminResponseError, new RegExp(`the answer ${how} the ${ADMIN_BODY_LIMITS.stats}-byte limit for this call: not an answer Envoy gives$`));
       assert.ok(outcome.elapsedMs < 2_000, `${outcome.elapsedMs} ms`);
     }
     admin.script('/ready', { kind: 'huge', bytes: ADMIN_BODY_LIMITS.small + 1 });
-    assertKind(await failure((signal) => client.serverState(signal)), 'invalid-answer', AdminResponseError, /over the 65536-byte limit/);
+    assertKind(await failure((signal) => client.serverState(signal)), 'invalid-answer', AdminResponseError, /went past the 65536-byte limit/);
     await assertNoConnectionLeft(admin);
   });
 
@@ -176,6 +180,22 @@ describe('EnvoyAdminClient against faults: one hard timeout, the right kind', ()
       assertKind(outcome, 'invalid-answer', AdminResponseError, /answered (an interim HTTP 103|something that is not HTTP\/1\.1 \(HPE_)/);
       assert.ok(outcome.elapsedMs < 1_000, `${outcome.elapsedMs} ms`);
     }
+  });
+
+  test('a name that does not resolve is a transport failure pointing at --admin-address', async (t) => {
+    // `.invalid` never resolves (RFC 6761); skip where the resolver cannot say so quickly (no DNS server reachable).
+    const host = 'envoy-admin.invalid';
+    const resolved = await new Promise<string | undefined>((resolve) => {
+      const timer = setTimeout(() => resolve('slow'), 2_000);
+      dns.lookup(host, (error) => {
+        clearTimeout(timer);
+        resolve(error?.code);
+      });
+    });
+    if (resolved !== 'ENOTFOUND') return t.skip(`the resolver answered ${String(resolved)} for ${host}`);
+    const client = new EnvoyAdminClient({ address: host, port: 9901, timeoutMs: 5_000 });
+    t.after(() => client.close());
+    assertKind(await failure((signal) => client.serverState(signal)), 'transport', AdminTransportError, /cannot resolve "envoy-admin\.invalid" \(ENOTFOUND\): check --admin-address/);
   });
 
   test("the caller's abort ends a held call at once, as a transport failure; close() ends the others", async (t) => {

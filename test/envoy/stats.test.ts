@@ -5,7 +5,9 @@ import {
   countDownstreamConnections,
   CONNECTION_STATS_FILTER,
   ImplausibleStatError,
+  jsonDepthExceeds,
   listenerOfActiveConnections,
+  MAX_JSON_DEPTH,
   MAX_PLAUSIBLE_CONNECTIONS,
   parseJsonStats,
   StatsParseError,
@@ -40,6 +42,24 @@ describe('parsing /stats?format=json output', () => {
         return true;
       });
     }
+  });
+});
+
+describe('the JSON nesting bound, checked before JSON.parse', () => {
+  test('counts arrays and objects, not brackets inside strings (escaped quotes included); refuses past the bound', () => {
+    assert.equal(jsonDepthExceeds(`${'['.repeat(32)}${']'.repeat(32)}`, MAX_JSON_DEPTH), false);
+    assert.equal(jsonDepthExceeds(`${'['.repeat(33)}${']'.repeat(33)}`, MAX_JSON_DEPTH), true);
+    assert.equal(jsonDepthExceeds(`[{"a":[{"b":"]]]]"}]}]`, 4), false, 'balanced: 4 deep');
+    assert.equal(jsonDepthExceeds(`["[[[[[[", "\\"[[[[[[[["]`, 1), false, 'brackets in strings, after an escaped quote too');
+    assert.equal(jsonDepthExceeds(`[{"a":[{"b":[]}]}]`, 4), true);
+  });
+
+  test("Envoy's own answers pass; a deep answer is a StatsParseError, never a parse", () => {
+    for (const name of ['stats.json', 'stats-filtered.json', 'stats-empty.json']) assert.equal(jsonDepthExceeds(fixture(name), MAX_JSON_DEPTH), false, name);
+    const deep = `{"stats":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}`;
+    const started = performance.now();
+    assert.throws(() => parseJsonStats(deep), (error: unknown) => error instanceof StatsParseError && /JSON nested deeper than 32 levels/.test(error.message));
+    assert.ok(performance.now() - started < 500, 'stops at level 33');
   });
 });
 

@@ -286,9 +286,9 @@ export class FaultAdmin {
     return Math.trunc((this.wallNow() - startWallMs) / 1000) || 0;
   }
 
-  private stateOf(process: EnvoyProcess): FaultServerState {
-    if (!process.initialized) return 'PRE_INITIALIZING';
-    return process.healthCheckFailed ? 'DRAINING' : 'LIVE';
+  private stateOf(envoy: EnvoyProcess): FaultServerState {
+    if (!envoy.initialized) return 'PRE_INITIALIZING';
+    return envoy.healthCheckFailed ? 'DRAINING' : 'LIVE';
   }
 
   // --- sockets --------------------------------------------------------------------------------------
