@@ -36,8 +36,8 @@
  * When a call takes effect (`FaultCall.effect`): a mutation takes effect when Envoy's handler runs, which is
  * when its answer is decided. 'answer', 'reset' and 'endless' run the handler (the answer was being sent):
  * 'applied'. 'delay' runs it on receipt and answers late, the overloaded-network case where a timed-out call
- * still acted; `{ kind: 'delay', effect: 'on-answer' }` runs it when the answer goes out (a stuck main thread),
- * 'pending' until then and 'withheld' if the process goes first. 'status', 'upgrade', 'deep-json', 'huge' and
+ * still acted; `{ kind: 'delay', effect: 'on-answer' }` runs it when the answer is due, whether or not the
+ * client still waits (a stuck main thread): 'pending' until then, 'withheld' if the process goes first. 'status', 'upgrade', 'deep-json', 'huge' and
  * 'silent' are something else answering or nothing answering: 'withheld'. A refused call is never seen, so
  * never logged. Reads and rejected requests (404, 405, 400) have effect 'none'.
  */
