@@ -96,6 +96,48 @@ export const listenAddress: ValueKind<string> = {
   format: (value) => value,
 };
 
+/**
+ * node:net as CommonJS loads it (the http client loads it anyway), not by an ESM import that would read every
+ * export: see src/envoy/admin-client.ts on what that cost the sidecar's memory with node:http.
+ */
+const { isIP } = process.getBuiltinModule('node:net');
+
+/** A DNS host name (RFC 1123 labels, optional final dot); a last label of digits only is an IPv4 look-alike. */
+const HOST_NAME = /^(?=.{1,253}\.?$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?$/;
+const DIGITS_LAST_LABEL = /(?:^|\.)\d+\.?$/;
+const HOST_AND_PORT = /^[^:]*:(\d+)$/;
+
+/** Why `raw` is not an admin host, or undefined when it is one. Most specific first: a path says "path". */
+function adminHostProblem(raw: string): string | undefined {
+  const host = raw.trim();
+  if (host === '') return 'it is empty';
+  if (host.startsWith('/') || host.toLowerCase().startsWith('unix:')) {
+    return "it is a Unix socket path, and Unix sockets are not supported yet: use Envoy's TCP admin address (admin.address.socket_address in its bootstrap) here and its port in --admin-port";
+  }
+  if (host.includes('://')) return 'it is a URL: give the host alone here and the port in --admin-port';
+  if (/\s/.test(host)) return 'it contains whitespace';
+  if (host.includes('[') || host.includes(']')) return 'brackets are for URLs: write an IPv6 address without them (e.g. ::1) and the port in --admin-port';
+  if (isIP(host) !== 0) return undefined;
+  const withPort = HOST_AND_PORT.exec(host);
+  if (withPort !== null) return `it has a port (":${withPort[1] ?? ''}"): give the host alone here and the port in --admin-port`;
+  if (host.includes(':')) return 'it contains ":" but is not a valid IPv6 address';
+  if (!HOST_NAME.test(host)) return 'it is neither an IP address nor a valid DNS name (letters, digits, hyphens and dots)';
+  if (DIGITS_LAST_LABEL.test(host)) return 'it is not a valid IPv4 address';
+  return undefined;
+}
+
+/**
+ * The host of Envoy's admin API, reached over TCP: an IPv4 or IPv6 literal or a DNS name. Paths (Unix
+ * sockets), URLs, `host:port` and bracketed IPv6 are refused with what to write instead: the client would
+ * otherwise look them up as host names and fail on every call with an error that hides the mistake.
+ */
+export const adminHost: ValueKind<string> = {
+  form: 'an IPv4 or IPv6 address or a DNS name, without port or brackets, such as 127.0.0.1, ::1 or envoy.local',
+  parse: (raw) => (adminHostProblem(raw) === undefined ? raw.trim() : undefined),
+  format: (value) => value,
+  problem: adminHostProblem,
+};
+
 /** An absolute directory path, or empty for "none". */
 export const optionalDirectory: ValueKind<string> = {
   form: 'an absolute directory path, or empty for none',

@@ -8,9 +8,9 @@
  * even when importing only its Client; node:http costs about 2 MiB. One request every few seconds on
  * loopback needs nothing more.
  */
-import { systemClock, type Clock } from '../clock.js';
+import { OwnedTimer, systemClock, type Clock } from '../clock.js';
 import { isJsonObject } from '../json.js';
-import { countDownstreamConnections, CONNECTION_STATS_FILTER, parseJsonStats, type ConnectionCount } from './stats.js';
+import { countDownstreamConnections, CONNECTION_STATS_FILTER, jsonDepthExceeds, MAX_JSON_DEPTH, parseJsonStats, type ConnectionCount } from './stats.js';
 
 /**
  * As CommonJS loads it, not by an ESM import: importing a built-in reads every one of its exports, and on
@@ -22,7 +22,10 @@ const http = process.getBuiltinModule('node:http');
 export interface EnvoyAdminOptions {
   readonly address: string;
   readonly port: number;
-  /** Upper bound of each call, connection included. */
+  /**
+   * Upper bound of each call: connecting, the headers and the whole body. A call settles by then whatever the
+   * other end does (holds the socket, trickles bytes, upgrades the connection).
+   */
   readonly timeoutMs: number;
   /** Count only these listeners; empty counts every listener but admin and internal ones. */
   readonly listeners?: readonly string[];
@@ -92,7 +95,11 @@ export class AdminRefusedError extends EnvoyAdminError {
   readonly kind = 'refused';
 }
 
-/** No complete answer within the timeout: Envoy is overloaded or stuck. */
+/**
+ * No complete answer within the timeout, headers or not: Envoy is overloaded or stuck, or something holds the
+ * connection. Envoy may still have acted on the call (a mutation is done when its handler runs, not when the
+ * answer reaches us).
+ */
 export class AdminTimeoutError extends EnvoyAdminError {
   override readonly name = 'AdminTimeoutError';
   readonly kind = 'timeout';
@@ -135,20 +142,33 @@ export interface AdminAnswer {
   readonly status: number;
   /** The body's beginning on one line (whitespace collapsed): at most 120 characters, then an ellipsis. */
   readonly excerpt: string;
-  /** Clock.now() (monotonic) when the answer was read (or cut, past the size limit). */
+  /**
+   * Clock.now() (options.clock, monotonic) when the call ended: its answer read, or the call failed after the
+   * status line (a body over the limit, a reset, a timeout, an upgrade).
+   */
   readonly at: number;
 }
 
 const ANSWER_EXCERPT_LENGTH = 120;
+/** An excerpt is made from this much of the body at most: enough for any indentation, never megabytes. */
+const EXCERPT_SOURCE_BYTES = 8 * 1024;
 
 /** One line, for log lines and messages: whitespace runs (Envoy's JSON is indented) become one space. */
 function answerExcerpt(body: string): string {
-  const line = body.trim().replace(/\s+/g, ' ');
+  const line = body.slice(0, EXCERPT_SOURCE_BYTES).trim().replace(/\s+/g, ' ');
   return line.length > ANSWER_EXCERPT_LENGTH ? `${line.slice(0, ANSWER_EXCERPT_LENGTH)}…` : line;
 }
 
-/** The answer to the stats request is never large; anything bigger is not Envoy's filtered stats. */
-const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/**
+ * Largest body read per call; past it the call is an AdminResponseError (the socket is destroyed at once).
+ * - `stats`: the filtered answer has one entry of about 100 bytes per `downstream_cx_active` gauge, the
+ *   per-worker copies included: about 1 KiB per listener on 8 workers, 1.7 KiB on 16. 8 MiB holds some
+ *   5,000 to 8,000 listeners: above the thousands a large ingress Envoy has, far below a memory problem.
+ * - `serverInfo`: command-line options (an inline --config-yaml included) and the node's metadata: tens of
+ *   KiB for Istio's, so 1 MiB.
+ * - `small`: /ready and the mutations answer a word ("LIVE", "OK"); 64 KiB still holds an error page.
+ */
+export const ADMIN_BODY_LIMITS = { stats: 8 * 1024 * 1024, serverInfo: 1024 * 1024, small: 64 * 1024 } as const;
 
 export class EnvoyAdminClient {
   // No keep-alive: a fresh connection per call makes "refused" mean "Envoy's port is closed right now",
@@ -159,6 +179,9 @@ export class EnvoyAdminClient {
   private answered = false;
 
   private latestAnswer: AdminAnswer | undefined;
+
+  /** Calls not yet settled, so that close() ends them at once. */
+  private readonly inFlight = new Set<AdminCall>();
 
   private readonly clock: Clock;
 
@@ -201,7 +224,7 @@ export class EnvoyAdminClient {
     const endpoint = 'GET /ready';
     let body: string;
     try {
-      body = await this.call('GET', '/ready', signal);
+      body = await this.call('GET', '/ready', signal, ADMIN_BODY_LIMITS.small);
     } catch (error) {
       if (!(error instanceof AdminStatusError && error.status === 503 && SERVER_STATES.includes(error.body.trim()))) throw error;
       body = error.body;
@@ -220,8 +243,11 @@ export class EnvoyAdminClient {
    */
   async serverInfo(signal?: AbortSignal): Promise<EnvoyProcessInfo> {
     const endpoint = 'GET /server_info';
-    const body = await this.call('GET', '/server_info', signal);
+    const body = await this.call('GET', '/server_info', signal, ADMIN_BODY_LIMITS.serverInfo);
     const readAtMs = this.clock.now();
+    if (jsonDepthExceeds(body, MAX_JSON_DEPTH)) {
+      throw new AdminResponseError(endpoint, `answered JSON nested deeper than ${MAX_JSON_DEPTH} levels, which Envoy's /server_info never is`);
+    }
     let document: unknown;
     try {
       document = JSON.parse(body);
@@ -273,7 +299,7 @@ export class EnvoyAdminClient {
   async countOpenConnections(signal?: AbortSignal): Promise<ConnectionCount> {
     // Not `usedonly`: that leaves out a listener that never had a connection, which would pass for a typo.
     const path = `/stats?format=json&filter=${encodeURIComponent(CONNECTION_STATS_FILTER)}`;
-    const body = await this.call('GET', path, signal);
+    const body = await this.call('GET', path, signal, ADMIN_BODY_LIMITS.stats);
     let count: ConnectionCount;
     try {
       count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [] });
@@ -284,8 +310,9 @@ export class EnvoyAdminClient {
     return count;
   }
 
-  /** Releases sockets; calls still in flight fail. */
+  /** Fails the calls in flight (AdminTransportError "client closed") and releases their sockets. */
   close(): void {
+    for (const call of this.inFlight) call.cancel('the admin client was closed');
     this.agent.destroy();
   }
 
@@ -294,73 +321,207 @@ export class EnvoyAdminClient {
    * (a data listener's catch-all route when --admin-port is wrong): the step did not happen.
    */
   private async mutate(path: string, signal: AbortSignal | undefined): Promise<void> {
-    const body = await this.call('POST', path, signal);
+    const body = await this.call('POST', path, signal, ADMIN_BODY_LIMITS.small);
     if (body.trim() !== 'OK') {
       throw new AdminResponseError(`POST ${path}`, `answered 200 with ${JSON.stringify(body.slice(0, 120))}, not Envoy's "OK": is this Envoy's admin port?`);
     }
     this.answered = true;
   }
 
-  /** Resolves with the body of a 200 answer. */
-  private call(method: 'GET' | 'POST', path: string, signal: AbortSignal | undefined): Promise<string> {
+  /** Resolves with the body of a 200 answer; notes any answer that had a status line (see lastAnswer). */
+  private async call(method: 'GET' | 'POST', path: string, signal: AbortSignal | undefined, maxBodyBytes: number): Promise<string> {
     const endpoint = `${method} ${path}`;
-    const timeout = AbortSignal.timeout(this.options.timeoutMs);
-    const combined = signal === undefined ? timeout : AbortSignal.any([timeout, signal]);
-    return new Promise<string>((resolve, reject) => {
-      const request = http.request(
-        {
-          host: this.options.address,
-          port: this.options.port,
-          method,
-          path,
-          agent: this.agent,
-          signal: combined,
-          headers: { accept: 'application/json, text/plain' },
-        },
-        (response) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          response.on('data', (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > MAX_BODY_BYTES) {
-              this.noteAnswer(endpoint, response.statusCode, chunks[0]?.toString('utf8') ?? '');
-              request.destroy(new AdminResponseError(endpoint, `answer larger than ${MAX_BODY_BYTES} bytes`));
-              return;
-            }
-            chunks.push(chunk);
-          });
-          response.on('end', () => {
-            const body = Buffer.concat(chunks).toString('utf8');
-            this.noteAnswer(endpoint, response.statusCode, body);
-            if (response.statusCode !== 200) {
-              reject(new AdminStatusError(endpoint, response.statusCode ?? 0, body));
-              return;
-            }
-            resolve(body);
-          });
-          response.on('error', (error) => reject(this.classify(endpoint, error, timeout, signal)));
-        },
-      );
-      request.on('error', (error) => reject(this.classify(endpoint, error, timeout, signal)));
-      request.end();
+    if (signal?.aborted === true) throw new AdminTransportError(endpoint, 'cancelled by the caller before it started');
+    const call = new AdminCall(endpoint, {
+      host: this.options.address,
+      port: this.options.port,
+      method,
+      path,
+      agent: this.agent,
+      target: this.target,
+      timeoutMs: this.options.timeoutMs,
+      maxBodyBytes,
+      signal,
+      onAnswer: (status, body) => this.noteAnswer(endpoint, status, body),
     });
+    this.inFlight.add(call);
+    try {
+      const { status, body } = await call.settled;
+      if (status !== 200) throw new AdminStatusError(endpoint, status, body);
+      return body;
+    } finally {
+      this.inFlight.delete(call);
+    }
   }
 
-  private noteAnswer(endpoint: string, status: number | undefined, body: string): void {
-    this.latestAnswer = { endpoint, status: status ?? 0, excerpt: answerExcerpt(body), at: this.clock.now() };
+  private noteAnswer(endpoint: string, status: number, body: string): void {
+    this.latestAnswer = { endpoint, status, excerpt: answerExcerpt(body), at: this.clock.now() };
+  }
+}
+
+interface CallSpec {
+  readonly host: string;
+  readonly port: number;
+  readonly method: 'GET' | 'POST';
+  readonly path: string;
+  readonly agent: import('node:http').Agent;
+  /** For messages: `http://host:port`. */
+  readonly target: string;
+  readonly timeoutMs: number;
+  readonly maxBodyBytes: number;
+  readonly signal: AbortSignal | undefined;
+  /** Called once per call that got a status line, with the body or the part of it that arrived. */
+  readonly onAnswer: (status: number, body: string) => void;
+}
+
+/**
+ * One admin call: its request, its own timer and the caller's abort listener, settled exactly once. Every way
+ * it can end (answer, timeout, abort, error, a close without a complete answer) goes through `succeed` or
+ * `fail`, which clear the timer and remove the listener; `fail` also destroys the socket.
+ *
+ * Why an owned setTimeout and not AbortSignal.timeout/any: on Node 20 a timeout signal's timer may be
+ * collected before it fires when nothing else holds the signal (the call then never settles), and
+ * AbortSignal.any([timeout, callerSignal]) keeps ~115 bytes per call on a long-lived caller signal.
+ */
+class AdminCall {
+  readonly settled: Promise<{ readonly status: number; readonly body: string }>;
+  private resolve!: (answer: { status: number; body: string }) => void;
+  private reject!: (error: EnvoyAdminError) => void;
+  private done = false;
+  private connected = false;
+  private status: number | undefined;
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private readonly timer: OwnedTimer;
+  private readonly request: import('node:http').ClientRequest;
+  private readonly onAbort = (): void => this.fail(new AdminTransportError(this.endpoint, 'cancelled by the caller'));
+
+  constructor(
+    private readonly endpoint: string,
+    private readonly spec: CallSpec,
+  ) {
+    this.settled = new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    this.timer = new OwnedTimer(spec.timeoutMs, () => this.fail(this.timeoutError()));
+    spec.signal?.addEventListener('abort', this.onAbort, { once: true });
+    this.request = http.request({
+      host: spec.host,
+      port: spec.port,
+      method: spec.method,
+      path: spec.path,
+      agent: spec.agent,
+      headers: { accept: 'application/json, text/plain' },
+    });
+    this.listen();
+    this.request.end();
   }
 
-  private classify(endpoint: string, error: Error, timeout: AbortSignal, caller: AbortSignal | undefined): EnvoyAdminError {
-    if (error instanceof EnvoyAdminError) return error;
+  /** Ends the call at once as a transport failure (the client is closing). */
+  cancel(why: string): void {
+    this.fail(new AdminTransportError(this.endpoint, why));
+  }
+
+  private listen(): void {
+    const request = this.request;
+    request.on('socket', (socket) => socket.once('connect', () => (this.connected = true)));
+    request.on('response', (response) => this.read(response));
+    // Node emits 'upgrade' for a 101 and 'information' for other 1xx: Envoy's admin API sends neither.
+    request.on('upgrade', (response, socket) => {
+      socket.destroy();
+      this.status = response.statusCode;
+      this.fail(new AdminResponseError(this.endpoint, `answered HTTP ${response.statusCode} (a protocol upgrade), which Envoy's admin API never does: is this Envoy's admin port?`));
+    });
+    request.on('information', ({ statusCode }) => {
+      if (statusCode === 100) return;
+      this.status = statusCode;
+      this.fail(new AdminResponseError(this.endpoint, `answered an interim HTTP ${statusCode}, which Envoy's admin API never sends: is this Envoy's admin port?`));
+    });
+    request.on('error', (error) => this.fail(this.classify(error)));
+    // Whatever Node reports or not, a connection that closes before the answer is complete is a failure.
+    request.on('close', () => this.fail(this.closedError()));
+  }
+
+  private read(response: import('node:http').IncomingMessage): void {
+    this.status = response.statusCode ?? 0;
+    const declared = Number(response.headers['content-length'] ?? NaN);
+    if (declared > this.spec.maxBodyBytes) return this.fail(this.tooLargeError(`declares ${declared} bytes, over`));
+    response.on('data', (chunk: Buffer) => {
+      if (this.done) return;
+      this.size += chunk.length;
+      if (this.size > this.spec.maxBodyBytes) return this.fail(this.tooLargeError('went past'));
+      this.chunks.push(chunk);
+    });
+    response.on('end', () => this.succeed());
+    response.on('error', (error) => this.fail(this.classify(error)));
+  }
+
+  private succeed(): void {
+    if (this.done) return;
+    this.finish();
+    const body = Buffer.concat(this.chunks).toString('utf8');
+    const status = this.status ?? 0;
+    this.spec.onAnswer(status, body);
+    this.resolve({ status, body });
+  }
+
+  private fail(error: EnvoyAdminError): void {
+    if (this.done) return;
+    this.finish();
+    this.request.destroy();
+    if (this.status !== undefined) this.spec.onAnswer(this.status, this.bodySoFar());
+    this.reject(error);
+  }
+
+  private finish(): void {
+    this.done = true;
+    this.timer.clear();
+    this.spec.signal?.removeEventListener('abort', this.onAbort);
+  }
+
+  /** The beginning of what arrived, enough for an excerpt, without joining megabytes. */
+  private bodySoFar(): string {
+    return Buffer.concat(this.chunks.slice(0, 4)).subarray(0, EXCERPT_SOURCE_BYTES).toString('utf8');
+  }
+
+  /** What had arrived when the call ended: tells "never connected" from "answer cut short". */
+  private progress(): string {
+    if (this.status !== undefined) return `after HTTP ${this.status} and ${this.size} bytes of its body`;
+    return this.connected ? 'connected, no answer yet' : 'not connected yet';
+  }
+
+  private timeoutError(): AdminTimeoutError {
+    return new AdminTimeoutError(
+      this.endpoint,
+      `no complete answer within ${this.spec.timeoutMs} ms from ${this.spec.target} (${this.progress()}): Envoy may be overloaded; it may have acted on the call`,
+    );
+  }
+
+  private closedError(): EnvoyAdminError {
+    return new AdminTransportError(this.endpoint, `the connection to ${this.spec.target} closed before a complete answer (${this.progress()})`);
+  }
+
+  /** `what`: "declares N bytes, over" or "went past". */
+  private tooLargeError(what: string): AdminResponseError {
+    return new AdminResponseError(this.endpoint, `the answer ${what} the ${this.spec.maxBodyBytes}-byte limit for this call: not an answer Envoy gives`);
+  }
+
+  private classify(error: Error): EnvoyAdminError {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ECONNREFUSED') {
-      return new AdminRefusedError(endpoint, `connection refused at ${this.target} (Envoy not running?)`, { cause: error });
+      return new AdminRefusedError(this.endpoint, `connection refused at ${this.spec.target} (Envoy not running?)`, { cause: error });
     }
-    if (timeout.aborted && caller?.aborted !== true) {
-      return new AdminTimeoutError(endpoint, `no answer within ${this.options.timeoutMs} ms from ${this.target}`, { cause: error });
+    if (code?.startsWith('HPE_') === true) {
+      return new AdminResponseError(this.endpoint, `answered something that is not HTTP/1.1 (${code}: ${error.message}): is this Envoy's admin port?`, { cause: error });
     }
-    if (caller?.aborted === true) return new AdminTransportError(endpoint, 'cancelled', { cause: error });
-    return new AdminTransportError(endpoint, `${code ?? error.name}: ${error.message}`, { cause: error });
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+      return new AdminTransportError(this.endpoint, `cannot resolve ${JSON.stringify(this.spec.host)} (${code}): check --admin-address`, { cause: error });
+    }
+    if (code === 'ECONNRESET') {
+      return new AdminTransportError(this.endpoint, `the connection to ${this.spec.target} was reset (${this.progress()}): Envoy may have exited or restarted`, { cause: error });
+    }
+    return new AdminTransportError(this.endpoint, `${code ?? error.name}: ${error.message} (${this.progress()})`, { cause: error });
   }
 }
 

@@ -87,6 +87,46 @@ function excerptOf(body: string): string {
 }
 
 /**
+ * Deepest JSON nesting accepted from Envoy's admin API. Its stats are 3 levels deep (6 in the histograms
+ * element), /server_info about 4 plus the node metadata's own; 32 leaves room and refuses what would make
+ * JSON.parse build a million nested arrays (about 300 MB of memory for a 2 MB answer).
+ */
+export const MAX_JSON_DEPTH = 32;
+
+/** Character codes of JSON's structure, for jsonDepthExceeds. */
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+
+/**
+ * Whether `text`, read as JSON, opens more than `maxDepth` arrays or objects at once: one pass over the
+ * characters, skipping strings, with no allocation. A closer too many makes the depth negative, but
+ * JSON.parse stops at that closer, before anything after it could nest.
+ */
+export function jsonDepthExceeds(text: string, maxDepth: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index += 1) {
+    const code = text.charCodeAt(index);
+    if (inString) {
+      if (code === BACKSLASH) index += 1;
+      else if (code === QUOTE) inString = false;
+    } else if (code === QUOTE) {
+      inString = true;
+    } else if (code === OPEN_BRACKET || code === OPEN_BRACE) {
+      depth += 1;
+      if (depth > maxDepth) return true;
+    } else if (code === CLOSE_BRACKET || code === CLOSE_BRACE) {
+      depth -= 1;
+    }
+  }
+  return false;
+}
+
+/**
  * `GET /stats?format=json`: `{"stats":[{"name":"a","value":1}, {"name":"t","value":"text"}, {"histograms":{…}}]}`.
  * Only numeric values are kept (text readouts have string values; histograms have no `name`), including
  * non-finite ones (JSON's 1e999): countDownstreamConnections judges the values it counts. A listener's
@@ -95,6 +135,7 @@ function excerptOf(body: string): string {
 export function parseJsonStats(body: string): StatSample[] {
   // Envoy answers `{"stats":[]}` when nothing matches: an empty body is something else failing.
   if (body.trim() === '') throw new StatsParseError('an empty answer where JSON was asked for', body);
+  if (jsonDepthExceeds(body, MAX_JSON_DEPTH)) throw new StatsParseError(`JSON nested deeper than ${MAX_JSON_DEPTH} levels`, excerptOf(body));
   let document: unknown;
   try {
     document = JSON.parse(body);

@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
+import { systemClock } from '../../src/clock.js';
 import { AdminRefusedError, AdminResponseError, AdminStatusError, EnvoyAdminClient, type AdminAnswer } from '../../src/envoy/admin-client.js';
 import { ImplausibleStatError } from '../../src/envoy/stats.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
@@ -23,7 +24,8 @@ describe('EnvoyAdminClient: lastAnswer', () => {
     // Read through a function: an assertion on the property would narrow it for the rest of the test.
     const lastAnswer = (): AdminAnswer | undefined => client.lastAnswer;
     assert.equal(lastAnswer(), undefined, 'nothing before the first call');
-    const before = Date.now();
+    // `at` is on the client's clock, monotonic: the system clock's here.
+    const before = systemClock.now();
     await assert.rejects(client.serverState(), AdminStatusError);
     await assert.rejects(client.failHealthChecks(), AdminStatusError);
     assert.equal(client.hasAnswered, false, 'no valid Envoy answer');
@@ -34,7 +36,7 @@ describe('EnvoyAdminClient: lastAnswer', () => {
       { endpoint: 'POST /healthcheck/fail', status: 500, excerpt: 'emulated admin failure (HTTP 500)' },
       'the latest answer, its body trimmed',
     );
-    assert.ok(answer.at >= before && answer.at <= Date.now());
+    assert.ok(answer.at >= before && answer.at <= systemClock.now());
 
     // Envoy gone afterwards: the last answer stays, and its time tells how old it is.
     await emulator.setFault({ kind: 'down' });

@@ -12,8 +12,10 @@ import {
   EnvoyAdminError,
   type EnvoyAdminOptions,
 } from '../../src/envoy/admin-client.js';
+import { CONNECTION_STATS_FILTER } from '../../src/envoy/stats.js';
 import { closeAll, openHttpConnection, openTcpConnections } from '../support/connections.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
+import { freePorts } from '../support/ports.js';
 import { waitUntil } from '../support/wait.js';
 
 async function setUp(t: TestContext, options: EnvoyEmulatorOptions = {}, timeoutMs = 1_000, clientOptions: Partial<EnvoyAdminOptions> = {}) {
@@ -87,7 +89,10 @@ describe('EnvoyAdminClient', () => {
     const request = emulator.adminRequests.at(-1);
     assert.equal(request?.path, '/stats');
     assert.match(request?.query ?? '', /format=json/);
-    assert.match(request?.query ?? '', /usedonly/);
+    // Every listener, used or not: `usedonly` would hide a listener that never had a connection.
+    assert.doesNotMatch(request?.query ?? '', /usedonly/);
+    assert.equal(new URLSearchParams(request?.query).get('filter'), CONNECTION_STATS_FILTER);
+    assert.ok((count.adminConnectionsTotal ?? 0) >= 1, 'the admin connection counter, which counts this very call');
   });
 
   test('counts only the named listeners when asked', async (t) => {
@@ -99,6 +104,25 @@ describe('EnvoyAdminClient', () => {
     t.after(() => closeAll(held));
     await waitUntil(() => emulator.openConnections.tcp === 2, 2_000, 'connections counted');
     assert.equal((await client.countOpenConnections()).total, 1);
+  });
+
+  test('a listener name Envoy does not have is reported missing, next to the names it has', async (t) => {
+    const [httpPort, tcpPort] = (await freePorts(2)) as [number, number];
+    const [http, tcp] = [`0.0.0.0_${httpPort}`, `0.0.0.0_${tcpPort}`];
+    // A typo of the HTTP listener's name (its port's last digit dropped), and the TCP listener's right name.
+    const typo = http.slice(0, -1);
+    const { emulator, client } = await setUp(t, { httpPort, tcpPort }, 1_000, { listeners: [typo, tcp] });
+    assert.deepEqual(emulator.listenerNames, { http, tcp });
+    const held = await openTcpConnections(emulator.ports.tcp, 2);
+    t.after(() => closeAll(held));
+    await waitUntil(() => emulator.openConnections.tcp === 2, 2_000, 'connections counted');
+    const count = await client.countOpenConnections();
+    assert.deepEqual(count.missingListeners, [typo]);
+    assert.deepEqual(count.availableListeners, [http, tcp].sort(), 'every data listener, not admin');
+    assert.deepEqual([count.total, count.byListener], [2, { [tcp]: 2 }]);
+    // The admin listener's counter counts this very call's connection, and grows with each of ours.
+    assert.equal(count.adminConnectionsTotal, 1);
+    assert.equal((await client.countOpenConnections()).adminConnectionsTotal, 2);
   });
 
   test('a closed admin port is an AdminRefusedError', async (t) => {

@@ -5,7 +5,9 @@ import {
   countDownstreamConnections,
   CONNECTION_STATS_FILTER,
   ImplausibleStatError,
+  jsonDepthExceeds,
   listenerOfActiveConnections,
+  MAX_JSON_DEPTH,
   MAX_PLAUSIBLE_CONNECTIONS,
   parseJsonStats,
   StatsParseError,
@@ -40,6 +42,24 @@ describe('parsing /stats?format=json output', () => {
         return true;
       });
     }
+  });
+});
+
+describe('the JSON nesting bound, checked before JSON.parse', () => {
+  test('counts arrays and objects, not brackets inside strings (escaped quotes included); refuses past the bound', () => {
+    assert.equal(jsonDepthExceeds(`${'['.repeat(32)}${']'.repeat(32)}`, MAX_JSON_DEPTH), false);
+    assert.equal(jsonDepthExceeds(`${'['.repeat(33)}${']'.repeat(33)}`, MAX_JSON_DEPTH), true);
+    assert.equal(jsonDepthExceeds(`[{"a":[{"b":"]]]]"}]}]`, 4), false, 'balanced: 4 deep');
+    assert.equal(jsonDepthExceeds(`["[[[[[[", "\\"[[[[[[[["]`, 1), false, 'brackets in strings, after an escaped quote too');
+    assert.equal(jsonDepthExceeds(`[{"a":[{"b":[]}]}]`, 4), true);
+  });
+
+  test("Envoy's own answers pass; a deep answer is a StatsParseError, never a parse", () => {
+    for (const name of ['stats.json', 'stats-filtered.json', 'stats-empty.json']) assert.equal(jsonDepthExceeds(fixture(name), MAX_JSON_DEPTH), false, name);
+    const deep = `{"stats":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}`;
+    const started = performance.now();
+    assert.throws(() => parseJsonStats(deep), (error: unknown) => error instanceof StatsParseError && /JSON nested deeper than 32 levels/.test(error.message));
+    assert.ok(performance.now() - started < 500, 'stops at level 33');
   });
 });
 
@@ -86,7 +106,7 @@ describe('counting open downstream connections', () => {
   });
 
   test('no listener stats at all means no open connection', () => {
-    assert.deepEqual(countDownstreamConnections([]), { total: 0, byListener: {}, missingListeners: [] });
+    assert.deepEqual(countDownstreamConnections([]), { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: null });
   });
 
   test('a counted gauge that is no count (huge, negative, fractional, not a number) makes the count unreadable, naming the stat and value', () => {
@@ -131,7 +151,7 @@ describe('counting open downstream connections', () => {
     assert.equal(named.total, 1);
   });
 
-  test('the filter sent to Envoy selects exactly the listener gauges', () => {
+  test("the filter sent to Envoy selects exactly the listener gauges and the admin listener's connection counter", () => {
     const filter = new RegExp(CONNECTION_STATS_FILTER);
     const selected = parseJsonStats(fixture('stats.json')).filter((sample) => filter.test(sample.name));
     assert.deepEqual(selected, parseJsonStats(fixture('stats-filtered.json')));

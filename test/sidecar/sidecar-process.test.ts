@@ -313,7 +313,7 @@ describe('sidecar process: Envoy admin faults', () => {
     const { emulator, sidecar } = await setUp(t, ['--admin-timeout=100ms'], { fault: { kind: 'slow', delayMs: 400 }, faultPaths: ['/stats'] });
     const shutdown = callShutdown(sidecar);
     const timeout = await sidecar.waitForLog((line) => line['event'] === 'admin_error' && line['error'] === 'AdminTimeoutError');
-    assert.match(String(timeout['error_message']), /no answer within 100 ms/);
+    assert.match(String(timeout['error_message']), /no complete answer within 100 ms/);
     assert.equal(shutdown.settledAt(), undefined);
     await emulator.setFault({ kind: 'none' });
     assert.equal((await shutdown.response).status, 200);

@@ -472,6 +472,10 @@ export class EnvoyEmulator {
       counter(`${httpPrefix}.downstream_cx_total`, this.httpListener.total),
       counter(`${httpPrefix}.downstream_rq_total`, this.httpRequests),
       gauge('listener.admin.downstream_cx_active', this.admin.active, this.admin.total > 0),
+      // Envoy's listener stats (docs/root/configuration/listeners/stats.rst: downstream_cx_total, Counter,
+      // "Total connections"), in the admin listener's scope `listener.admin.` (source/server/admin/admin.cc,
+      // AdminImpl::startHttpListener): +1 per accepted admin connection, from 0 in each process, never reset
+      // by a fault here (a `down` fault is the admin port closing, not a new process).
       counter('listener.admin.downstream_cx_total', this.admin.total),
       gauge('listener.admin.main_thread.downstream_cx_active', this.admin.active, this.admin.total > 0),
       counter('listener.admin.main_thread.downstream_cx_total', this.admin.total),
