@@ -2,12 +2,18 @@
  * npm run fuzz: many generated hostile AdmissionReviews (FUZZ_COUNT, default 10,000) against a real webhook
  * over HTTPS, with the same checks as the property test. Prints answers by HTTP status and by what they said,
  * the webhook's own count of reviews by result, and the first problems found; exits 1 if there were any.
+ * `npm run fuzz -- --drain` runs the drain's model-based fault search instead (bench/fuzz-drain.ts).
  */
 import fc from 'fast-check';
 import pino from 'pino';
 import { sampleOf } from '../test/support/prometheus.js';
 import { classify, hostileCases, hostileClient, loadBases, problemsWith, type HostileCase } from '../test/webhook/hostile-reviews.js';
 import { httpsRequest, startTestWebhook } from '../test/support/webhook.js';
+
+if (process.argv.includes('--drain')) {
+  await import('./fuzz-drain.js');
+  process.exit();
+}
 
 const COUNT = Number(process.env.FUZZ_COUNT ?? 10_000);
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);

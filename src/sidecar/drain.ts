@@ -174,6 +174,8 @@ export class Drain {
   private readonly ended = new AbortController();
   /** The process this drain drains: undefined until the first read answered (see observeProcess). */
   private pin: ProcessMark | undefined;
+  /** The mark of the last read, of whichever process answered it (another one, when the drain ends replaced). */
+  private latest: ProcessMark = null;
   private lastCount: ConnectionCount | undefined;
   private lastPollAtMs: number | undefined;
   private polls = 0;
@@ -239,6 +241,11 @@ export class Drain {
   /** The mark of the process drained, and when its health checks failed: for the drain that may follow. */
   get asPrevious(): PreviousDrain {
     return { mark: this.pin ?? null, healthChecksFailedAtMs: this.healthChecksFailedAtMs };
+  }
+
+  /** The mark of the last read, whichever process gave it: what the next read must be compared with. */
+  get latestMark(): ProcessMark {
+    return this.latest;
   }
 
   /** Monotonic instant the drain ended; undefined while it has not. */
@@ -447,6 +454,7 @@ export class Drain {
    */
   private observeProcess(mark: ProcessMark): ProcessVerdict | 'pinned' {
     if (mark === null) this.warnUnmarked();
+    else this.latest = mark;
     if (this.pin === undefined) {
       this.pin = mark;
       const previous = this.options.previous;

@@ -237,6 +237,12 @@ export class DrainSupervisor {
 
   // --- drains ------------------------------------------------------------------------------------------
 
+  /**
+   * `previous`: the drain that ended, when the process it drained may still be the one running (its identity
+   * could not be read): if the new drain finds it, it inherits its failed health checks. Never after another
+   * process was seen: a mark only tells two reads of one process apart from a change between them, and a new
+   * process's counter can grow past an old mark given time.
+   */
   private newDrain(previous?: Drain): Drain {
     return new Drain(this.envoy, this.options.drain, this.log, this.clock, {
       ...(previous === undefined ? {} : { previous: { ...previous.asPrevious, mark: this.lastMark } }),
@@ -249,9 +255,11 @@ export class DrainSupervisor {
     const outcome = drain.start(arrivedAtMs);
     for (const wake of this.startWaiters) wake();
     void outcome.then(
-      () => {
-        const mark = drain.asPrevious.mark;
-        if (this.drain === drain && mark !== null) this.lastMark = mark;
+      ({ reason }) => {
+        if (this.drain !== drain) return;
+        if (drain.latestMark !== null) this.lastMark = drain.latestMark;
+        // The process drained is gone and another runs: the next /shutdown must drain that one.
+        if (reason === 'envoy-replaced') this.rearm('another Envoy process took the admin port during the drain', false);
       },
       () => undefined,
     );
@@ -272,10 +280,12 @@ export class DrainSupervisor {
       this.lastMark = read.mark;
       return ended.start();
     }
-    const why = read.ok
-      ? 'a /shutdown came after the last drain had ended, and another Envoy process answers'
-      : `a /shutdown came after the last drain had ended, and Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`;
-    this.rearm(why);
+    if (read.ok) {
+      this.lastMark = read.mark;
+      this.rearm('a /shutdown came after the last drain had ended, and another Envoy process answers', false);
+    } else {
+      this.rearm(`a /shutdown came after the last drain had ended, and Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`, true);
+    }
     return this.startDrain(arrivedAtMs);
   }
 
@@ -283,15 +293,16 @@ export class DrainSupervisor {
     const ended = this.drain.current === 'drained' || this.drain.current === 'timed-out';
     const verdict = compareProcess(this.lastMark, mark);
     if (mark !== null) this.lastMark = mark;
-    if (ended && verdict === 'replaced') this.rearm('Envoy was restarted after the last drain');
+    if (ended && verdict === 'replaced') this.rearm('Envoy was restarted after the last drain', false);
   }
 
-  private rearm(why: string): void {
+  /** A new idle drain for the next /shutdown; `mayBeSameProcess`: see newDrain. */
+  private rearm(why: string, mayBeSameProcess: boolean): void {
     const previous = this.drain;
     const before = previous.snapshot();
     this.rearmCount += 1;
     this.pollsOfEndedDrains += previous.pollCount;
-    this.drain = this.newDrain(previous);
+    this.drain = this.newDrain(mayBeSameProcess ? previous : undefined);
     this.log.info(
       { event: 'drain_rearmed', previous_state: before.state, previous_reason: before.reason, rearms: this.rearmCount },
       `the drain is re-armed (${why}): the next /shutdown drains the Envoy process running then`,

@@ -83,6 +83,8 @@ export interface FaultCall {
   readonly receivedAt: number;
   /** When its status line was written; undefined while or if it never was. */
   readonly answeredAt: number | undefined;
+  /** For a `/stats` answer that was rendered: the admin counter (the process's mark) and the counts it showed. */
+  readonly rendered?: { readonly adminConnectionsTotal: number; readonly connections: Readonly<Record<string, number>> };
 }
 
 /** A decision per call; undefined falls through to the default, 'answer'. */
@@ -355,7 +357,7 @@ export class FaultAdmin {
     const behaviour = this.behaviourFor({ method, path: url.pathname, query, seq });
     const call: MutableCall = { seq, method, path: url.pathname, query, processId: envoy.id, behaviour, effect: 'none', receivedAt: this.clock.now(), answeredAt: undefined };
     this.callLog.push(call);
-    const answer = this.route(method, url);
+    const answer = this.route(method, url, call);
     const takeEffect = (): void => {
       if (answer.effect === undefined) return;
       if (envoy !== this.current || this.server === undefined) return void (call.effect = 'withheld');
@@ -451,7 +453,7 @@ export class FaultAdmin {
 
   // --- endpoints ------------------------------------------------------------------------------------
 
-  private route(method: string, url: URL): Answer {
+  private route(method: string, url: URL, call: MutableCall): Answer {
     const path = url.pathname;
     const text = (status: number, body: string): Answer => ({ status, type: 'text/plain', body: () => body });
     if (MUTATIONS.has(path)) {
@@ -464,7 +466,7 @@ export class FaultAdmin {
       case '/server_info':
         return { status: 200, type: 'application/json', body: () => this.serverInfo() };
       case '/stats':
-        return this.stats(url.searchParams);
+        return this.stats(url.searchParams, call);
       default:
         return text(404, 'invalid path. admin commands are:\n  /ready\n  /server_info\n  /stats\n  /healthcheck/fail\n  /healthcheck/ok\n  /drain_listeners\n  /quitquitquit\n');
     }
@@ -480,7 +482,7 @@ export class FaultAdmin {
     return `${JSON.stringify(info, null, 2)}\n`;
   }
 
-  private stats(params: URLSearchParams): Answer {
+  private stats(params: URLSearchParams, call: MutableCall): Answer {
     let filter: RegExp | undefined;
     try {
       filter = new RegExp(params.get('filter') ?? '');
@@ -489,6 +491,7 @@ export class FaultAdmin {
     }
     const json = params.get('format') === 'json';
     const body = (): string => {
+      call.rendered = { adminConnectionsTotal: this.current.adminTotal, connections: Object.fromEntries(this.connections) };
       const stats = this.statValues().filter(([name]) => filter.test(name));
       if (!json) return stats.map(([name, value]) => `${name}: ${value}\n`).join('');
       return `{"stats":[${stats.map(([name, value]) => `\n{"name":${JSON.stringify(name)},"value":${value}}`).join(',')}]}\n`;

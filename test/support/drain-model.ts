@@ -1,0 +1,468 @@
+/**
+ * A model-based fault search for the drain's promises (README "What the drain promises"). fast-check generates
+ * sequences of what Envoy's admin API does per call (answer, answer late, 500/404, 101 and hold, reset mid-body,
+ * an endless body, deep JSON, silence), of what happens to Envoy (connections open and close, its process is
+ * replaced, it exits and restarts, its wall clock steps) and of what clients do (/shutdown, /wait, SIGTERM,
+ * strangers on the serve port). Each sequence runs against the real sidecar (startSidecar: its server, its
+ * supervisor and drain, its admin client) in this process, on a wall clock that can step, talking to the fault
+ * admin server over a real loopback socket, which logs every call it received and what it rendered. After every
+ * run the invariants are checked on what the clients got, what the sidecar logged and what the server saw:
+ *
+ * - I1 every /shutdown, /wait and SIGTERM is answered by drain-timeout + one check interval (+ scheduling slack);
+ * - I2 "drained" only when the process the drain targeted has exited or was read at or below min-open-connections,
+ *   never by another process's count;
+ * - I3 a /shutdown answered with an earlier drain's outcome found that drained process (or none) running;
+ * - I4 the reported reason matches what the admin server saw;
+ * - I5 bounded resources: nothing the run started is left (sockets, timers), memory grows by no more than a bound.
+ *
+ * test/sidecar/drain-model.test.ts runs a bounded number of them in `npm test`, and keeps every counterexample
+ * ever found as a named regression test; `npm run fuzz -- --drain` (bench/fuzz-drain.ts) runs many more.
+ */
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import fc from 'fast-check';
+import { systemClock, type Clock } from '../../src/clock.js';
+import { parseSidecarConfig } from '../../src/config/sidecar.js';
+import type { SidecarLog } from '../../src/sidecar/log.js';
+import { startSidecar, type RunningSidecar } from '../../src/sidecar/main.js';
+import { httpRequest } from './connections.js';
+import { FaultAdmin, type BehaviourSpec, type FaultCall } from './fault-admin.js';
+
+// --- the system's settings: short, so that a run takes well under a second ------------------------------
+
+const CHECK_INTERVAL_MS = 25;
+const CHECK_DELAY_MS = 60;
+const DRAIN_TIMEOUT_MS = 600;
+const ADMIN_TIMEOUT_MS = 80;
+const WAIT_WINDOW_MS = 150;
+/** How late a timer may fire on a loaded 2-core machine, on top of the bound the sidecar promises. */
+const SLACK_MS = 400;
+
+// --- the generated steps ------------------------------------------------------------------------------
+
+const PATHS = ['/stats', '/healthcheck/fail', '/drain_listeners', '/server_info', '/ready', '*'] as const;
+const BEHAVIOURS: readonly BehaviourSpec[] = [
+  'answer',
+  `delay:${ADMIN_TIMEOUT_MS / 2}`,
+  `delay:${ADMIN_TIMEOUT_MS + 40}`,
+  'status:500',
+  'status:404',
+  'upgrade',
+  'reset',
+  'endless',
+  { kind: 'deep-json', depth: 100_000 },
+  'silent',
+];
+
+export type Step =
+  | { readonly kind: 'script'; readonly path: (typeof PATHS)[number]; readonly behaviours: readonly BehaviourSpec[] }
+  | { readonly kind: 'connections'; readonly open: number }
+  | { readonly kind: 'replace'; readonly open: number }
+  | { readonly kind: 'stop' }
+  | { readonly kind: 'restart'; readonly open: number }
+  | { readonly kind: 'step-wall'; readonly ms: number }
+  | { readonly kind: 'shutdown' }
+  | { readonly kind: 'wait' }
+  | { readonly kind: 'sigterm' }
+  | { readonly kind: 'strangers'; readonly count: number; readonly style: 'idle' | 'pipeline' | 'junk' }
+  | { readonly kind: 'pause'; readonly ms: number };
+
+const open = fc.integer({ min: 0, max: 3 });
+const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
+  { arbitrary: fc.record({ kind: fc.constant('script' as const), path: fc.constantFrom(...PATHS), behaviours: fc.array(fc.constantFrom(...BEHAVIOURS), { minLength: 1, maxLength: 4 }) }), weight: 4 },
+  { arbitrary: fc.record({ kind: fc.constant('connections' as const), open }), weight: 3 },
+  { arbitrary: fc.record({ kind: fc.constant('replace' as const), open }), weight: 1 },
+  { arbitrary: fc.constant({ kind: 'stop' as const }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('restart' as const), open }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('step-wall' as const), ms: fc.constantFrom(-3_600_000, -5_000, 5_000, 3_600_000) }), weight: 1 },
+  { arbitrary: fc.constant({ kind: 'shutdown' as const }), weight: 4 },
+  { arbitrary: fc.constant({ kind: 'wait' as const }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('strangers' as const), count: fc.integer({ min: 1, max: 30 }), style: fc.constantFrom('idle' as const, 'pipeline' as const, 'junk' as const) }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('pause' as const), ms: fc.integer({ min: 5, max: 200 }) }), weight: 4 },
+);
+
+/** A run: its steps (a SIGTERM, if any, last) and the drain settings that vary between runs. */
+export interface Scenario {
+  readonly steps: readonly Step[];
+  readonly minOpenConnections: number;
+  readonly drainDelayMs: number;
+}
+
+export const scenarioArbitrary: fc.Arbitrary<Scenario> = fc.record({
+  steps: fc
+    .tuple(fc.array(stepArbitrary, { minLength: 2, maxLength: 14 }), fc.boolean())
+    .map(([steps, sigterm]) => [...steps.filter((step) => step.kind !== 'sigterm'), { kind: 'shutdown' as const }, ...(sigterm ? [{ kind: 'sigterm' as const }] : [])]),
+  minOpenConnections: fc.constantFrom(0, 1),
+  drainDelayMs: fc.constantFrom(0, 40),
+});
+
+// --- the world a run happens in ------------------------------------------------------------------------
+
+/** The real monotonic clock, and a wall clock that steps. */
+class SteppingClock implements Clock {
+  private offsetMs = 0;
+  now(): number {
+    return systemClock.now();
+  }
+  wallNow(): number {
+    return Date.now() + this.offsetMs;
+  }
+  sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return systemClock.sleep(ms, signal);
+  }
+  step(ms: number): void {
+    this.offsetMs += ms;
+  }
+}
+
+interface LogLine {
+  readonly at: number;
+  readonly level: string;
+  readonly fields: Record<string, unknown>;
+  readonly message: string;
+}
+
+/** The sidecar's log, each line stamped on the monotonic clock the fault server stamps its calls with. */
+class TimedLog implements SidecarLog {
+  readonly lines: LogLine[] = [];
+  info(fields: object, message: string): void {
+    this.push('info', fields, message);
+  }
+  warn(fields: object, message: string): void {
+    this.push('warn', fields, message);
+  }
+  error(fields: object, message: string): void {
+    this.push('error', fields, message);
+  }
+  events(name: string): LogLine[] {
+    return this.lines.filter((line) => line.fields['event'] === name);
+  }
+  private push(level: string, fields: object, message: string): void {
+    this.lines.push({ at: systemClock.now(), level, fields: fields as Record<string, unknown>, message });
+  }
+}
+
+interface ClientCall {
+  readonly kind: 'shutdown' | 'wait' | 'sigterm';
+  readonly sentAt: number;
+  /** The Envoy process running when the call was sent; null when none was. */
+  readonly processAtSend: number | null;
+  answeredAt?: number;
+  status?: number;
+  body?: string;
+}
+
+export interface RunReport {
+  readonly scenario: Scenario;
+  readonly calls: readonly ClientCall[];
+  readonly adminCalls: readonly FaultCall[];
+  readonly log: readonly LogLine[];
+  /** Which process was running from when: a new entry at every change (null: none running). */
+  readonly processes: readonly { readonly at: number; readonly id: number | null }[];
+  readonly leftovers: readonly string[];
+}
+
+/** Runs one scenario against a fresh sidecar and fault admin server; the report is checked by `problemsOf`. */
+export async function runScenario(scenario: Scenario): Promise<RunReport> {
+  const resourcesBefore = activeResources();
+  const clock = new SteppingClock();
+  const admin = await FaultAdmin.start({ listeners: { ingress: 0 }, clock });
+  const log = new TimedLog();
+  const config = parseSidecarConfig(
+    [
+      '--serve-address=127.0.0.1',
+      '--serve-port=0',
+      `--admin-port=${admin.port}`,
+      `--check-interval=${CHECK_INTERVAL_MS}ms`,
+      `--check-delay=${CHECK_DELAY_MS}ms`,
+      `--drain-delay=${scenario.drainDelayMs}ms`,
+      `--drain-timeout=${DRAIN_TIMEOUT_MS}ms`,
+      `--admin-timeout=${ADMIN_TIMEOUT_MS}ms`,
+      '--admin-refusals=2',
+      `--wait-window=${WAIT_WINDOW_MS}ms`,
+      `--min-open-connections=${scenario.minOpenConnections}`,
+    ],
+    {},
+  );
+  const sidecar = await startSidecar(config, log, clock);
+  const processes: { at: number; id: number | null }[] = [{ at: clock.now(), id: admin.process.id }];
+  const noteProcess = (): void => void processes.push({ at: clock.now(), id: admin.process.running ? admin.process.id : null });
+  const calls: ClientCall[] = [];
+  const pending: Promise<unknown>[] = [];
+  const strangers: net.Socket[] = [];
+  // Envoy's admin API answers before the first step, as in a pod that became Ready (readiness needs it).
+  await waitFor(() => sidecar.supervisor.readiness().ready, 2_000);
+  try {
+    for (const step of scenario.steps) {
+      await perform(step, { admin, sidecar, clock, calls, pending, strangers, noteProcess });
+    }
+    await settleAll(pending, DRAIN_TIMEOUT_MS * 2 + SLACK_MS * 2);
+  } finally {
+    for (const socket of strangers) socket.destroy();
+    await sidecar.stop();
+    await admin.close();
+  }
+  noteProcess();
+  const leftovers = await leftoverResources(resourcesBefore);
+  return { scenario, calls, adminCalls: admin.calls, log: log.lines, processes, leftovers };
+}
+
+interface World {
+  readonly admin: FaultAdmin;
+  readonly sidecar: RunningSidecar;
+  readonly clock: SteppingClock;
+  readonly calls: ClientCall[];
+  readonly pending: Promise<unknown>[];
+  readonly strangers: net.Socket[];
+  readonly noteProcess: () => void;
+}
+
+async function perform(step: Step, world: World): Promise<void> {
+  const { admin, sidecar, clock } = world;
+  switch (step.kind) {
+    case 'script':
+      return admin.script(step.path, ...step.behaviours);
+    case 'connections':
+      return admin.setConnections('ingress', step.open);
+    case 'replace':
+      admin.replaceProcess();
+      admin.setConnections('ingress', step.open);
+      return world.noteProcess();
+    case 'stop':
+      await admin.stop();
+      return world.noteProcess();
+    case 'restart':
+      await admin.restart();
+      admin.setConnections('ingress', step.open);
+      return world.noteProcess();
+    case 'step-wall':
+      clock.step(step.ms);
+      return admin.stepWallClock(step.ms);
+    case 'shutdown':
+    case 'wait':
+      return void world.pending.push(clientCall(world, step.kind, () => httpRequest(`http://127.0.0.1:${sidecar.port}/${step.kind}`, { timeoutMs: DRAIN_TIMEOUT_MS * 4 })));
+    case 'sigterm':
+      // What main.ts's SIGTERM handler does: wait for a drain under way (busy), then stop.
+      return void world.pending.push(
+        clientCall(world, 'sigterm', async () => {
+          await sidecar.supervisor.busy();
+          return { status: 0, body: '' };
+        }),
+      );
+    case 'strangers':
+      return openStrangers(sidecar.port, step.count, step.style, world.strangers);
+    case 'pause':
+      return new Promise((resolve) => setTimeout(resolve, step.ms));
+  }
+}
+
+function clientCall(world: World, kind: ClientCall['kind'], send: () => Promise<{ status: number; body: string }>): Promise<void> {
+  const call: ClientCall = { kind, sentAt: world.clock.now(), processAtSend: world.admin.process.running ? world.admin.process.id : null };
+  world.calls.push(call);
+  return send().then(
+    (answer) => {
+      call.answeredAt = world.clock.now();
+      call.status = answer.status;
+      call.body = answer.body;
+    },
+    (error: unknown) => {
+      call.answeredAt = world.clock.now();
+      call.status = -1;
+      call.body = String(error);
+    },
+  );
+}
+
+/** Clients that are not the kubelet: silent sockets, pipelined requests never read, or junk bytes. */
+async function openStrangers(port: number, count: number, style: 'idle' | 'pipeline' | 'junk', sockets: net.Socket[]): Promise<void> {
+  for (let i = 0; i < count; i += 1) {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    sockets.push(socket);
+    socket.once('connect', () => {
+      if (style === 'pipeline') {
+        socket.pause(); // never read the answers
+        socket.write('GET /drain HTTP/1.1\r\nhost: x\r\n\r\n'.repeat(200));
+      } else if (style === 'junk') {
+        socket.write('\u0000\u00ff not http at all\r\n\r\n');
+      }
+    });
+  }
+}
+
+// --- the invariants ------------------------------------------------------------------------------------
+
+/** Everything wrong with a run, one line each; empty when every invariant held. */
+export function problemsOf(report: RunReport): string[] {
+  return [...answeredInTime(report), ...drainedHonestly(report), ...oldAnswersOnlyForTheDrainedProcess(report), ...reasonsAsSeen(report), ...report.leftovers];
+}
+
+/** I1. */
+function answeredInTime(report: RunReport): string[] {
+  const problems: string[] = [];
+  for (const call of report.calls) {
+    const bound = call.kind === 'wait' ? WAIT_WINDOW_MS + DRAIN_TIMEOUT_MS + CHECK_INTERVAL_MS : DRAIN_TIMEOUT_MS + CHECK_INTERVAL_MS;
+    if (call.answeredAt === undefined) problems.push(`I1: ${call.kind} sent at ${rel(report, call.sentAt)} never answered`);
+    else if (call.answeredAt - call.sentAt > bound + SLACK_MS) problems.push(`I1: ${call.kind} answered after ${Math.round(call.answeredAt - call.sentAt)} ms (bound ${bound} ms)`);
+    else if (call.kind !== 'sigterm' && (call.status === -1 || (call.status !== 200 && call.status !== 503))) problems.push(`I1: ${call.kind} got ${call.status}: ${call.body}`);
+  }
+  return problems;
+}
+
+interface DrainRecord {
+  readonly startedAt: number;
+  readonly finishedAt: number | undefined;
+  readonly reason: string | undefined;
+  /** The polls of this drain: when logged, the mark, the count. */
+  readonly polls: readonly { readonly at: number; readonly mark: number | null; readonly open: number }[];
+}
+
+/** The drains of a run, from the sidecar's log. */
+function drainsOf(report: RunReport): DrainRecord[] {
+  const drains: { startedAt: number; finishedAt: number | undefined; reason: string | undefined; polls: DrainRecord['polls'][number][] }[] = [];
+  for (const line of report.log) {
+    const event = line.fields['event'];
+    const current = drains.at(-1);
+    if (event === 'drain_started') drains.push({ startedAt: line.at, finishedAt: undefined, reason: undefined, polls: [] });
+    else if (event === 'poll' && current !== undefined && current.finishedAt === undefined) {
+      current.polls.push({ at: line.at, mark: line.fields['admin_connections'] as number | null, open: Number(line.fields['open_connections']) });
+    } else if (event === 'drain_finished' && current !== undefined && current.finishedAt === undefined) {
+      current.finishedAt = line.at;
+      current.reason = String(line.fields['reason']);
+    }
+  }
+  return drains;
+}
+
+/**
+ * The stats answer a poll read: the last /stats call answered, before the poll was logged, with that mark (or,
+ * for a poll logged without one, the last one answered before it).
+ */
+function statsCallOf(report: RunReport, poll: DrainRecord['polls'][number]): FaultCall | undefined {
+  const marked = typeof poll.mark === 'number';
+  return report.adminCalls
+    .filter((call) => call.path === '/stats' && call.rendered !== undefined && (!marked || call.rendered.adminConnectionsTotal === poll.mark) && (call.answeredAt ?? Infinity) <= poll.at)
+    .at(-1);
+}
+
+/** I2. */
+function drainedHonestly(report: RunReport): string[] {
+  const problems: string[] = [];
+  const min = report.scenario.minOpenConnections;
+  for (const drain of drainsOf(report)) {
+    if (drain.polls.length === 0) continue;
+    const first = statsCallOf(report, drain.polls[0]!);
+    const last = statsCallOf(report, drain.polls.at(-1)!);
+    if (first === undefined || last === undefined) {
+      problems.push(`I2: a poll of the drain started at ${rel(report, drain.startedAt)} matches no stats answer the server gave`);
+      continue;
+    }
+    const counted = drain.polls.filter((poll) => statsCallOf(report, poll)?.processId !== first.processId);
+    if (drain.reason === 'connections-closed') {
+      if (last.processId !== first.processId) problems.push(`I2: drained by the count of process ${last.processId}, pinned to ${first.processId}`);
+      if ((last.rendered?.connections['ingress'] ?? Infinity) > min) problems.push(`I2: drained while the server had rendered ${JSON.stringify(last.rendered?.connections)}`);
+    }
+    // A count of another process may be logged only as the one that ends the drain as envoy-replaced.
+    if (counted.length > 1 || (counted.length === 1 && drain.reason !== 'envoy-replaced')) {
+      problems.push(`I2: the drain started at ${rel(report, drain.startedAt)} logged ${counted.length} polls of another process than ${first.processId} (ended ${drain.reason})`);
+    }
+  }
+  return problems;
+}
+
+/** I3: an answer of an earlier drain only when that drain's process, or none, runs. */
+function oldAnswersOnlyForTheDrainedProcess(report: RunReport): string[] {
+  const problems: string[] = [];
+  const drains = drainsOf(report);
+  for (const call of report.calls) {
+    if (call.kind !== 'shutdown' || call.answeredAt === undefined) continue;
+    const running = drains.find((drain) => drain.startedAt <= call.sentAt && (drain.finishedAt ?? Infinity) > call.sentAt);
+    const startedSince = drains.some((drain) => drain.startedAt >= call.sentAt && drain.startedAt <= (call.answeredAt ?? 0));
+    if (running !== undefined || startedSince) continue;
+    const ended = drains.filter((drain) => (drain.finishedAt ?? Infinity) <= call.sentAt).at(-1);
+    if (ended === undefined || ended.polls.length === 0) continue;
+    const drained = statsCallOf(report, ended.polls.at(-1)!)?.processId;
+    if (drained === undefined) continue; // reported by I2
+    const processAtAnswer = processAt(report, call.answeredAt);
+    if (call.processAtSend !== null && processAtAnswer === call.processAtSend && call.processAtSend !== drained) {
+      problems.push(`I3: /shutdown at ${rel(report, call.sentAt)} got the answer of a drain of process ${drained} while process ${call.processAtSend} ran throughout`);
+    }
+  }
+  return problems;
+}
+
+/** I4: reasons against what the server saw. */
+function reasonsAsSeen(report: RunReport): string[] {
+  const problems: string[] = [];
+  for (const drain of drainsOf(report)) {
+    const end = drain.finishedAt;
+    if (end === undefined) continue;
+    const during = report.adminCalls.filter((call) => call.receivedAt >= drain.startedAt && call.receivedAt <= end);
+    const pinned = drain.polls.length > 0 ? statsCallOf(report, drain.polls[0]!)?.processId : undefined;
+    switch (drain.reason) {
+      case 'envoy-exited':
+        if (pinned !== undefined && processAt(report, end) === pinned) problems.push(`I4: envoy-exited, but process ${pinned} was running when the drain ended`);
+        break;
+      case 'envoy-replaced':
+        if (pinned !== undefined && processAt(report, end) === pinned) problems.push(`I4: envoy-replaced, but process ${pinned} still ran`);
+        break;
+      case 'admin-unreachable':
+        if (report.adminCalls.some((call) => call.behaviour.kind === 'answer' && call.answeredAt !== undefined && call.answeredAt < end - 1 && call.path !== '/quitquitquit')) {
+          problems.push('I4: admin-unreachable, but the server had answered a call validly before');
+        }
+        break;
+      case 'connections-closed': {
+        const failed = during.find((call) => call.path === '/healthcheck/fail' && call.effect === 'applied');
+        const earlier = report.adminCalls.find((call) => call.path === '/healthcheck/fail' && call.effect === 'applied' && call.processId === pinned);
+        if (failed === undefined && earlier === undefined) problems.push('I4: connections-closed, but no /healthcheck/fail took effect on the drained process');
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return problems;
+}
+
+// --- helpers ------------------------------------------------------------------------------------------
+
+function processAt(report: RunReport, at: number): number | null {
+  let id: number | null = null;
+  for (const entry of report.processes) if (entry.at <= at) id = entry.id;
+  return id;
+}
+
+function rel(report: RunReport, at: number): string {
+  return `+${Math.round(at - (report.processes[0]?.at ?? at))} ms`;
+}
+
+async function settleAll(pending: readonly Promise<unknown>[], limitMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled(pending), new Promise((resolve) => (timer = setTimeout(resolve, limitMs)))]);
+  clearTimeout(timer);
+}
+
+async function waitFor(condition: () => boolean, limitMs: number): Promise<void> {
+  for (let waited = 0; !condition() && waited < limitMs; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.ok(condition(), `not within ${limitMs} ms`);
+}
+
+/** Resources Node keeps the loop alive for, by type (timers, sockets, servers). */
+function activeResources(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const type of process.getActiveResourcesInfo()) counts.set(type, (counts.get(type) ?? 0) + 1);
+  return counts;
+}
+
+/** I5: after a run, nothing it started may be left behind (checked again over 300 ms while sockets close). */
+async function leftoverResources(before: Map<string, number>): Promise<string[]> {
+  let left: string[] = [];
+  for (let attempt = 0; attempt < 30; attempt += 1) {
+    const now = activeResources();
+    left = [...now].filter(([type, count]) => count > (before.get(type) ?? 0)).map(([type, count]) => `I5: ${count - (before.get(type) ?? 0)} ${type} left after the run`);
+    if (left.length === 0) return [];
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return left;
+}
+
