@@ -21,6 +21,7 @@ import { createJsonLog } from './json-log.js';
 import type { SidecarLog } from './log.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
+import { countedAdmin } from './admin-calls.js';
 import { startAdminProbe } from './admin-probe.js';
 import { systemClock, type Clock } from '../clock.js';
 import { openJournal } from './journal.js';
@@ -72,7 +73,7 @@ export async function startSidecar(
   log: SidecarLog = createJsonLog(config['log-level'], 'shutdown-manager'),
   clock: Clock = systemClock,
 ): Promise<RunningSidecar> {
-  const envoy = new EnvoyAdminClient({
+  const client = new EnvoyAdminClient({
     address: config['admin-address'],
     port: config['admin-port'],
     timeoutMs: config['admin-timeout'],
@@ -80,6 +81,7 @@ export async function startSidecar(
     inboundOnly: config['drain-inbound-only'],
     clock,
   });
+  const { envoy, counts: adminCalls } = countedAdmin(client);
   const supervisor = new DrainSupervisor(
     envoy,
     { drain: config, recoverEnvoy: config['recover-envoy'], watchIntervalMs: config['check-interval'], readTimeoutMs: config['admin-timeout'] },
@@ -92,7 +94,7 @@ export async function startSidecar(
   let registry: Promise<Registry> | undefined;
   const metrics = async (): Promise<{ contentType: string; body: string }> => {
     registry ??= import('./metrics.js').then(
-      ({ sidecarMetrics }) => sidecarMetrics(supervisor),
+      ({ sidecarMetrics }) => sidecarMetrics(supervisor, adminCalls),
       (error: unknown) => {
         registry = undefined; // the next scrape tries again
         throw error;
@@ -120,7 +122,7 @@ export async function startSidecar(
       event: 'listening',
       address: server.address,
       port: server.port,
-      envoy_admin: envoy.target,
+      envoy_admin: client.target,
       check_interval_ms: config['check-interval'],
       check_delay_ms: config['check-delay'],
       min_connections: config['min-open-connections'],
@@ -150,7 +152,7 @@ export async function startSidecar(
       await server.close();
       await probe.finished;
       await recovered;
-      envoy.close();
+      client.close();
     })());
   return { port: server.port, supervisor, log, stop };
 }

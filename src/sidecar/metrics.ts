@@ -4,6 +4,8 @@
  * Loaded on the first scrape (see main.ts).
  */
 import type * as PromClient from 'prom-client';
+import { ADMIN_FAILURE_KINDS } from '../envoy/admin-client.js';
+import type { AdminCallCounts } from './admin-calls.js';
 import type { DrainState } from './drain.js';
 import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
 
@@ -24,7 +26,7 @@ const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out
 
 const RECOVERY_ACTIONS: readonly Exclude<RecoveryAction, 'none'>[] = ['pass-health-checks', 'restart-envoy'];
 
-export function sidecarMetrics(drain: Pick<DrainSupervisor, 'snapshot'>): Registry {
+export function sidecarMetrics(drain: Pick<DrainSupervisor, 'snapshot' | 'readiness'>, adminCalls: () => AdminCallCounts): Registry {
   const registry = new Registry();
   new Gauge({
     name: 'shutdown_manager_drain_state',
@@ -73,7 +75,34 @@ export function sidecarMetrics(drain: Pick<DrainSupervisor, 'snapshot'>): Regist
     registers: [registry],
     collect() {
       this.reset();
-      this.inc(drain.snapshot().polls);
+      this.inc(drain.snapshot().pollsTotal);
+    },
+  });
+  new Gauge({
+    name: 'shutdown_manager_envoy_admin_up',
+    help: "1 when the sidecar's last call to Envoy's admin API got a valid answer, 0 when it failed (or none has ended yet).",
+    registers: [registry],
+    collect() {
+      this.set(adminCalls().up === true ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'shutdown_manager_envoy_admin_answered',
+    help: "1 once Envoy's admin API has answered (the sidecar's readiness, latched for the life of the process).",
+    registers: [registry],
+    collect() {
+      this.set(drain.readiness().ready ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: 'shutdown_manager_envoy_admin_failures_total',
+    help: 'Failed calls to Envoy\'s admin API by kind: refused (nothing listens), timeout (no complete answer in time), invalid-answer (not as Envoy answers), transport.',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const { failures } = adminCalls();
+      for (const kind of ADMIN_FAILURE_KINDS) this.inc({ kind }, failures[kind]);
     },
   });
   new Counter({
