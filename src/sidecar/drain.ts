@@ -176,6 +176,8 @@ export class Drain {
   private pin: ProcessMark | undefined;
   /** The mark of the last read, of whichever process answered it (another one, when the drain ends replaced). */
   private latest: ProcessMark = null;
+  /** Steps Envoy took since the last read of the pinned process: they may have reached a process that replaced it. */
+  private stepsSinceRead: DrainStepName[] = [];
   private lastCount: ConnectionCount | undefined;
   private lastPollAtMs: number | undefined;
   private polls = 0;
@@ -463,13 +465,16 @@ export class Drain {
     }
     const verdict = compareProcess(this.pin, mark);
     if (verdict === 'replaced') {
+      const reached = this.stepsSinceRead;
       this.log.warn(
-        { event: 'envoy_replaced', pinned_admin_connections: this.pin, seen_admin_connections: mark },
-        'another Envoy process answers on the admin port: the one being drained has exited, and its connections with it',
+        { event: 'envoy_replaced', pinned_admin_connections: this.pin, seen_admin_connections: mark, steps_maybe_to_new_process: reached },
+        'another Envoy process answers on the admin port: the one being drained has exited, and its connections with it' +
+          (reached.length === 0 ? '' : `; ${reached.join(' and ')}, sent since the last read of the old one, may have reached the new one (the next /shutdown drains it)`),
       );
       return verdict;
     }
     this.pin = mark ?? this.pin;
+    this.stepsSinceRead = [];
     return verdict;
   }
 
@@ -549,6 +554,7 @@ export class Drain {
       }
       if (this.isOver) return;
       step.done = true;
+      this.stepsSinceRead.push(step.name);
       this.consecutiveRefusals = 0;
       if (step.name === 'fail health checks') this.healthChecksFailedAtMs ??= this.clock.now();
       this.log.info({ event: 'drain_step', step: step.name }, `Envoy admin: ${step.name} done`);
