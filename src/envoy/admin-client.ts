@@ -180,6 +180,8 @@ export class EnvoyAdminClient {
 
   private latestAnswer: AdminAnswer | undefined;
 
+  private readonly own = new OwnConnectionLedger();
+
   /** Calls not yet settled, so that close() ends them at once. */
   private readonly inFlight = new Set<AdminCall>();
 
@@ -343,6 +345,7 @@ export class EnvoyAdminClient {
       maxBodyBytes,
       signal,
       onAnswer: (status, body) => this.noteAnswer(endpoint, status, body),
+      onSocket: () => this.own.created(),
     });
     this.inFlight.add(call);
     try {
@@ -354,8 +357,46 @@ export class EnvoyAdminClient {
     }
   }
 
+  /** See OwnConnections (src/envoy/identity.ts). */
+  connectionMarker(): number {
+    return this.own.marker;
+  }
+
+  connectedSince(marker: number): number {
+    return this.own.connectedSince(marker);
+  }
+
   private noteAnswer(endpoint: string, status: number, body: string): void {
     this.latestAnswer = { endpoint, status, excerpt: answerExcerpt(body), at: this.clock.now() };
+  }
+}
+
+/**
+ * The client's sockets, numbered as they are created, and which of them connected: what a process's admin
+ * counter must have grown by between two reads (src/envoy/identity.ts). Only the latest numbers are kept: an
+ * older one forgotten makes a count lower, which can only make two reads look more alike, never less.
+ */
+class OwnConnectionLedger {
+  private count = 0;
+  private readonly connected: number[] = [];
+
+  get marker(): number {
+    return this.count;
+  }
+
+  /** A new socket's number, and what to call once it connects. */
+  created(): () => void {
+    const number = ++this.count;
+    return () => {
+      this.connected.push(number);
+      if (this.connected.length > 1_024) this.connected.splice(0, 512);
+    };
+  }
+
+  connectedSince(marker: number): number {
+    let count = 0;
+    for (const number of this.connected) if (number > marker) count += 1;
+    return count;
   }
 }
 
@@ -372,6 +413,8 @@ interface CallSpec {
   readonly signal: AbortSignal | undefined;
   /** Called once per call that got a status line, with the body or the part of it that arrived. */
   readonly onAnswer: (status: number, body: string) => void;
+  /** Numbers the call's socket when it is created; the returned function is called once it has connected. */
+  readonly onSocket: () => () => void;
 }
 
 /**
@@ -425,7 +468,13 @@ class AdminCall {
 
   private listen(): void {
     const request = this.request;
-    request.on('socket', (socket) => socket.once('connect', () => (this.connected = true)));
+    request.on('socket', (socket) => {
+      const connected = this.spec.onSocket();
+      socket.once('connect', () => {
+        this.connected = true;
+        connected();
+      });
+    });
     request.on('response', (response) => this.read(response));
     // Node emits 'upgrade' for a 101 and 'information' for other 1xx: Envoy's admin API sends neither.
     request.on('upgrade', (response, socket) => {

@@ -44,6 +44,8 @@ export function countedAdmin(client: EnvoyAdminClient): { readonly envoy: Superv
     get lastAnswer() {
       return client.lastAnswer;
     },
+    connectionMarker: () => client.connectionMarker(),
+    connectedSince: (marker) => client.connectedSince(marker),
     serverState: (signal) => counted(signal, (s) => client.serverState(s)),
     serverInfo: (signal) => counted(signal, (s) => client.serverInfo(s)),
     failHealthChecks: (signal) => counted(signal, (s) => client.failHealthChecks(s)),

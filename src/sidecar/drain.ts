@@ -17,7 +17,7 @@
  * hooks at the same time, so every caller awaits the same outcome.
  */
 import { EnvoyAdminError, type AdminFailureKind } from '../envoy/admin-client.js';
-import { compareProcess, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
+import { compareProcess, ProcessTrail, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
@@ -25,7 +25,7 @@ import type { SidecarLog } from './log.js';
 import type { SidecarConfig } from '../config/sidecar.js';
 
 /** What the drain needs from Envoy's admin API; EnvoyAdminClient implements it. */
-export interface EnvoyDrainTarget {
+export interface EnvoyDrainTarget extends OwnConnections {
   /** `host:port`, for messages. */
   readonly address: string;
   /** Whether the admin API has given a valid answer once in this process's life (the start-up probe or any call). */
@@ -137,7 +137,8 @@ export type StepHook = (step: DrainStepName, progress: 'intended' | 'accepted') 
 
 /** The drain that ended before this one (see DrainOptions.previous). */
 export interface PreviousDrain {
-  readonly mark: ProcessMark;
+  /** The last read known of the process that drain drained. */
+  readonly read: MarkedRead;
   /** Monotonic; undefined if that drain's POST /healthcheck/fail was never taken. */
   readonly healthChecksFailedAtMs: number | undefined;
 }
@@ -172,10 +173,10 @@ export class Drain {
   private endReason: DrainEndReason | null = null;
   /** Aborted when the drain ends, however: cancels every sleep, timer and pending admin call at once. */
   private readonly ended = new AbortController();
-  /** The process this drain drains: undefined until the first read answered (see observeProcess). */
-  private pin: ProcessMark | undefined;
-  /** The mark of the last read, of whichever process answered it (another one, when the drain ends replaced). */
-  private latest: ProcessMark = null;
+  /** The process this drain drains, followed from its first read (see observeProcess). */
+  private readonly pinned: ProcessTrail;
+  /** The last read, of whichever process answered it (another one, when the drain ends replaced). */
+  private latest: MarkedRead | undefined;
   /** Steps Envoy took since the last read of the pinned process: they may have reached a process that replaced it. */
   private stepsSinceRead: DrainStepName[] = [];
   private lastCount: ConnectionCount | undefined;
@@ -205,6 +206,7 @@ export class Drain {
     private readonly options: DrainOptions = {},
   ) {
     this.onStep = options.onStep ?? (async () => undefined);
+    this.pinned = new ProcessTrail(envoy);
     this.steps = [
       { name: 'fail health checks', call: (signal) => envoy.failHealthChecks(signal), done: false },
       { name: 'drain listeners', call: (signal) => envoy.drainListeners(signal), done: false },
@@ -240,13 +242,13 @@ export class Drain {
     return this.state;
   }
 
-  /** The mark of the process drained, and when its health checks failed: for the drain that may follow. */
-  get asPrevious(): PreviousDrain {
-    return { mark: this.pin ?? null, healthChecksFailedAtMs: this.healthChecksFailedAtMs };
+  /** When the process drained had its health checks failed: for a drain that may find it again. */
+  get healthChecksFailedAt(): number | undefined {
+    return this.healthChecksFailedAtMs;
   }
 
-  /** The mark of the last read, whichever process gave it: what the next read must be compared with. */
-  get latestMark(): ProcessMark {
+  /** The last read, whichever process gave it: what the next read must be compared with. */
+  get latestRead(): MarkedRead | undefined {
     return this.latest;
   }
 
@@ -288,7 +290,7 @@ export class Drain {
       adminFailure: this.failureReport(),
       envoyAdmin: this.envoy.address,
       envoyAdminEverReachable: this.envoy.hasAnswered,
-      pinnedProcess: this.pin ?? null,
+      pinnedProcess: this.pinned.latest?.mark ?? null,
     };
   }
 
@@ -433,6 +435,7 @@ export class Drain {
   /** One stats read: which process answered, and its count. Settles the drain when that says it is over. */
   private async readEnvoy(): Promise<'answered' | 'refused' | 'failed'> {
     const sentAtMs = this.clock.now();
+    const growth = this.expectedGrowth();
     let count: ConnectionCount;
     try {
       count = await this.adminCall('count open connections', (signal) => this.envoy.countOpenConnections(signal));
@@ -441,7 +444,7 @@ export class Drain {
     }
     if (this.isOver) return 'answered';
     this.consecutiveRefusals = 0;
-    if (this.observeProcess(count.adminConnectionsTotal) === 'replaced') {
+    if (this.observeProcess(count.adminConnectionsTotal, growth) === 'replaced') {
       this.settle('envoy-replaced');
       return 'answered';
     }
@@ -451,29 +454,37 @@ export class Drain {
   }
 
   /**
+   * Taken right before a read is sent: how much the admin counter must have grown since the pinned process's
+   * last read (or, before the first, since the previous drain's) if the same process answers (identity.ts).
+   */
+  private expectedGrowth(): { readonly pinned: number; readonly previous: number | undefined } {
+    const previous = this.options.previous;
+    const sincePrevious = previous === undefined || this.pinned.latest !== undefined ? undefined : this.envoy.connectedSince(previous.read.marker) + 1;
+    return { pinned: this.pinned.expect(), previous: sincePrevious };
+  }
+
+  /**
    * The one place that decides which process a read came from. The first read pins the process (inheriting
    * the previous drain's health-check failure if it is the same one); every later read must come from it.
    */
-  private observeProcess(mark: ProcessMark): ProcessVerdict | 'pinned' {
+  private observeProcess(mark: ProcessMark, growth: { readonly pinned: number; readonly previous: number | undefined }): ProcessVerdict | 'pinned' {
     if (mark === null) this.warnUnmarked();
-    else this.latest = mark;
-    if (this.pin === undefined) {
-      this.pin = mark;
+    const verdict = this.pinned.observe(mark, growth.pinned);
+    this.latest = { mark, marker: this.envoy.connectionMarker() };
+    if (verdict === 'first') {
       const previous = this.options.previous;
-      if (previous !== undefined && compareProcess(previous.mark, mark) === 'same') this.inheritFrom(previous);
+      if (previous !== undefined && growth.previous !== undefined && compareProcess(previous.read.mark, mark, growth.previous) === 'same') this.inheritFrom(previous);
       return 'pinned';
     }
-    const verdict = compareProcess(this.pin, mark);
     if (verdict === 'replaced') {
       const reached = this.stepsSinceRead;
       this.log.warn(
-        { event: 'envoy_replaced', pinned_admin_connections: this.pin, seen_admin_connections: mark, steps_maybe_to_new_process: reached },
+        { event: 'envoy_replaced', pinned_admin_connections: this.pinned.latest?.mark ?? null, seen_admin_connections: mark, steps_maybe_to_new_process: reached },
         'another Envoy process answers on the admin port: the one being drained has exited, and its connections with it' +
           (reached.length === 0 ? '' : `; ${reached.join(' and ')}, sent since the last read of the old one, may have reached the new one (the next /shutdown drains it)`),
       );
       return verdict;
     }
-    this.pin = mark ?? this.pin;
     this.stepsSinceRead = [];
     return verdict;
   }

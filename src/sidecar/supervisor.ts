@@ -19,7 +19,7 @@
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
 import { EnvoyAdminError, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
-import { compareProcess, type ProcessMark } from '../envoy/identity.js';
+import { ProcessTrail, type ProcessMark } from '../envoy/identity.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal, StepProgress } from './journal.js';
@@ -82,15 +82,16 @@ const WATCH_RETRY_MIN_MS = 100;
 /** At most one line per this long about a failing watch, with the count since the last one. */
 const WATCH_LOG_EVERY_MS = 60_000;
 
-type MarkRead = { readonly ok: true; readonly mark: ProcessMark } | { readonly ok: false; readonly kind: AdminFailureKind; readonly message: string };
+type ReadVerdict = ReturnType<ProcessTrail['observe']>;
+type MarkRead = { readonly ok: true; readonly verdict: ReadVerdict } | { readonly ok: false; readonly kind: AdminFailureKind; readonly message: string };
 
 export class DrainSupervisor {
   private drain: Drain;
   private rearmCount = 0;
   /** Reads by drains that were replaced by a re-arm. */
   private pollsOfEndedDrains = 0;
-  /** The mark of the Envoy process last read (see the header). */
-  private lastMark: ProcessMark = null;
+  /** The Envoy process last read, followed read after read (see the header). */
+  private trail: ProcessTrail;
   private envoyProcess: EnvoyProcessInfo | undefined;
   private recovery: RecoveryReport | null = null;
   /** A /shutdown after a drain ended, deciding whether Envoy is new: waiters and SIGTERM wait for it. */
@@ -112,6 +113,7 @@ export class DrainSupervisor {
     private readonly log: SidecarLog,
     private readonly clock: Clock,
   ) {
+    this.trail = new ProcessTrail(envoy);
     this.drain = this.newDrain();
   }
 
@@ -207,7 +209,7 @@ export class DrainSupervisor {
         failures.recovered();
         retryMs = undefined;
         delayMs = intervalMs;
-        this.afterWatchRead(read.mark);
+        this.afterWatchRead(read.verdict);
       } else {
         failures.failed(read.kind, read.message);
         retryMs = retryMs === undefined ? Math.min(intervalMs, WATCH_RETRY_MIN_MS) : Math.min(intervalMs, retryMs * 2);
@@ -244,8 +246,9 @@ export class DrainSupervisor {
    * process's counter can grow past an old mark given time.
    */
   private newDrain(previous?: Drain): Drain {
+    const read = this.trail.latest;
     return new Drain(this.envoy, this.options.drain, this.log, this.clock, {
-      ...(previous === undefined ? {} : { previous: { ...previous.asPrevious, mark: this.lastMark } }),
+      ...(previous === undefined || read === undefined ? {} : { previous: { read, healthChecksFailedAtMs: previous.healthChecksFailedAt } }),
       onStep: (step, progress) => this.onStep(step, progress),
     });
   }
@@ -257,7 +260,9 @@ export class DrainSupervisor {
     void outcome.then(
       ({ reason }) => {
         if (this.drain !== drain) return;
-        if (drain.latestMark !== null) this.lastMark = drain.latestMark;
+        // Follow on from the drain's last read: whichever process gave it is the one running now.
+        const latest = drain.latestRead;
+        if (latest !== undefined) this.trail = new ProcessTrail(this.envoy, latest);
         // The process drained is gone and another runs: the next /shutdown must drain that one.
         if (reason === 'envoy-replaced') this.rearm('another Envoy process took the admin port during the drain', false);
       },
@@ -276,23 +281,18 @@ export class DrainSupervisor {
     const read = await this.readMark();
     if (this.drain !== ended) return this.drain.start(); // the watch re-armed meanwhile
     if (!read.ok && read.kind === 'refused') return ended.start(); // no Envoy: nothing to drain
-    if (read.ok && compareProcess(this.lastMark, read.mark) === 'same') {
-      this.lastMark = read.mark;
-      return ended.start();
-    }
-    if (read.ok) {
-      this.lastMark = read.mark;
+    if (read.ok && read.verdict === 'same') return ended.start();
+    if (read.ok && read.verdict === 'replaced') {
       this.rearm('a /shutdown came after the last drain had ended, and another Envoy process answers', false);
     } else {
-      this.rearm(`a /shutdown came after the last drain had ended, and Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`, true);
+      const why = read.ok ? 'no earlier read to compare with' : read.kind;
+      this.rearm(`a /shutdown came after the last drain had ended, and Envoy's admin API did not say which process runs (${why}): it may be a new one`, true);
     }
     return this.startDrain(arrivedAtMs);
   }
 
-  private afterWatchRead(mark: ProcessMark): void {
+  private afterWatchRead(verdict: ReadVerdict): void {
     const ended = this.drain.current === 'drained' || this.drain.current === 'timed-out';
-    const verdict = compareProcess(this.lastMark, mark);
-    if (mark !== null) this.lastMark = mark;
     if (ended && verdict === 'replaced') this.rearm('Envoy was restarted after the last drain', false);
   }
 
@@ -315,11 +315,16 @@ export class DrainSupervisor {
 
   // --- reading Envoy -----------------------------------------------------------------------------------
 
-  /** A stats read for its mark, bounded by the read timeout whatever the call does. */
+  /**
+   * A stats read for the mark of the process that answers, compared with the process followed (and followed
+   * from then on unless another one answered), bounded by the read timeout whatever the call does.
+   */
   private async readMark(): Promise<MarkRead> {
     const cancel = new AbortController();
+    const growth = this.trail.expect();
+    const trail = this.trail;
     const read = this.envoy.countOpenConnections(cancel.signal).then(
-      (count): MarkRead => ({ ok: true, mark: count.adminConnectionsTotal }),
+      (count): MarkRead => ({ ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, growth) }),
       (error: unknown): MarkRead => ({ ok: false, kind: kindOf(error), message: messageOf(error) }),
     );
     const answer = await within(read, this.options.readTimeoutMs, {
@@ -329,6 +334,13 @@ export class DrainSupervisor {
     } satisfies MarkRead);
     cancel.abort();
     return answer;
+  }
+
+  /** Observes a read on `trail`; another process answering is followed from then on. */
+  private follow(trail: ProcessTrail, mark: ProcessMark, growth: number): ReadVerdict {
+    const verdict = trail.observe(mark, growth);
+    if (verdict === 'replaced' && trail === this.trail) this.trail = new ProcessTrail(this.envoy, { mark, marker: this.envoy.connectionMarker() });
+    return verdict;
   }
 
   private noteWatch(read: MarkRead): void {

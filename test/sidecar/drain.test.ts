@@ -31,9 +31,20 @@ class FakeEnvoy implements EnvoyDrainTarget {
     private readonly clock: VirtualClock,
   ) {}
 
+  /** Calls made: each is one connection of ours, accepted as soon as it is made (see OwnConnections). */
+  private ownConnections = 0;
+
   /** Another Envoy process takes the admin port. */
   replace(): void {
     this.adminConnections = 0;
+  }
+
+  connectionMarker(): number {
+    return this.ownConnections;
+  }
+
+  connectedSince(marker: number): number {
+    return this.ownConnections - marker;
   }
 
   failHealthChecks(signal: AbortSignal): Promise<void> {
@@ -62,6 +73,7 @@ class FakeEnvoy implements EnvoyDrainTarget {
   private answer(name: string, queue: Answer[], signal: AbortSignal): Promise<number> {
     this.calls.push({ name, at: this.clock.now() });
     this.adminConnections += 1;
+    this.ownConnections += 1;
     const answer = queue.length > 1 ? queue.shift() : queue[0];
     if (answer === 'stuck') return new Promise(() => undefined);
     if (answer === 'hang') {
@@ -217,12 +229,13 @@ describe('Drain: it drains the process it started on', () => {
   test('a drain that finds the process of the previous drain inherits its failed health checks: a repeated /shutdown ends quickly', async () => {
     const first = makeDrain([0], { 'check-delay': 30_000 });
     await first.drain.start();
-    const previous = first.drain.asPrevious;
-    assert.notEqual(previous.healthChecksFailedAtMs, undefined);
-    const { drain } = makeDrain([0], { 'check-delay': 30_000 }, { previous: { ...previous, mark: 50 } }, first.clock);
+    const failedAt = first.drain.healthChecksFailedAt;
+    assert.notEqual(failedAt, undefined);
+    const previous = { read: { mark: 50, marker: 0 }, healthChecksFailedAtMs: failedAt };
+    const { drain } = makeDrain([0], { 'check-delay': 30_000 }, { previous }, first.clock);
     const outcome = await drain.start();
     assert.equal(outcome.durationMs, 0, 'same process (mark above the previous one), health checks failing long enough');
-    const other = makeDrain([0], { 'check-delay': 30_000 }, { previous: { ...previous, mark: 10_000 } }, first.clock);
+    const other = makeDrain([0], { 'check-delay': 30_000 }, { previous: { ...previous, read: { mark: 10_000, marker: 0 } } }, first.clock);
     assert.equal((await other.drain.start()).durationMs, 30_000, 'a mark below the previous one is another process: the whole check-delay');
   });
 });

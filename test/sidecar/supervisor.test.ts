@@ -52,6 +52,18 @@ class ModelEnvoy implements SupervisedEnvoy {
     this.calls.push(call);
     if (this.down) throw new AdminRefusedError(call, 'connection refused');
     this.adminConnections += 1;
+    this.ownConnections += 1;
+  }
+
+  /** Our calls that connected: each is accepted by the process running (see OwnConnections). */
+  private ownConnections = 0;
+
+  connectionMarker(): number {
+    return this.ownConnections;
+  }
+
+  connectedSince(marker: number): number {
+    return this.ownConnections - marker;
   }
 
   async serverInfo(): Promise<EnvoyProcessInfo> {
