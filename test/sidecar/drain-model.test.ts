@@ -97,7 +97,7 @@ const KEPT: readonly { readonly name: string; readonly scenario: Scenario }[] = 
     scenario: {"steps": [{"kind": "stop"}, {"kind": "script", "path": "/ready", "behaviours": ["status:404", {"kind": "deep-json", "depth": 100000}, {"kind": "deep-json", "depth": 100000}]}, {"kind": "pause", "ms": 33}, {"kind": "strangers", "count": 11, "style": "junk"}, {"kind": "shutdown"}, {"kind": "script", "path": "/stats", "behaviours": ["answer"]}, {"kind": "restart", "open": 3}, {"kind": "pause", "ms": 12}, {"kind": "restart", "open": 2}, {"kind": "restart", "open": 2}, {"kind": "pause", "ms": 79}, {"kind": "pause", "ms": 112}, {"kind": "pause", "ms": 67}, {"kind": "shutdown"}], "minOpenConnections": 1, "drainDelayMs": 40},
   },
   {
-    name: 'a young Envoy replaced right after the drain's calls passed for the drained one (I2)',
+    name: "a young Envoy replaced right after the drain's calls passed for the drained one (I2)",
     scenario: {"steps": [{"kind": "script", "path": "*", "behaviours": ["reset", {"kind": "deep-json", "depth": 100000}]}, {"kind": "connections", "open": 0}, {"kind": "replace", "open": 1}, {"kind": "connections", "open": 0}, {"kind": "pause", "ms": 119}, {"kind": "restart", "open": 1}, {"kind": "script", "path": "/healthcheck/fail", "behaviours": ["silent", "upgrade", "status:500"]}, {"kind": "shutdown"}, {"kind": "pause", "ms": 52}, {"kind": "connections", "open": 1}, {"kind": "shutdown"}, {"kind": "script", "path": "/drain_listeners", "behaviours": [{"kind": "deep-json", "depth": 100000}, {"kind": "deep-json", "depth": 100000}, "delay:120", "delay:120"]}, {"kind": "restart", "open": 2}, {"kind": "shutdown"}, {"kind": "sigterm"}], "minOpenConnections": 1, "drainDelayMs": 0},
   },
 ];
