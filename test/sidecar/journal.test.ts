@@ -4,10 +4,11 @@
  * message naming it (never a start-up that hangs, as Node's recursive mkdir does under /proc).
  */
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { unwritableDirectory } from '../support/unwritable-dir.js';
 import { describe, test, type TestContext } from 'node:test';
 import { EXIT_FAILURE, UserFacingError } from '../../src/errors.js';
 import { openJournal, parseEntry, SAME_PROCESS_TOLERANCE_MS, StateDirError, type JournalEntry } from '../../src/sidecar/journal.js';
@@ -181,16 +182,8 @@ describe('drain journal: a state directory that cannot be used is refused at ope
   });
 
   test('a directory where no file can be written', async (t) => {
-    // chmod does not stop root: a sysfs directory does (EACCES for everyone), as a read-only volume would (EROFS).
-    let dir = '/sys/kernel';
-    if (process.getuid?.() !== 0) {
-      dir = join(await tempDir(t), 'read-only');
-      await mkdir(dir);
-      await chmod(dir, 0o555);
-    } else if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
-      t.skip('running as root without /sys/kernel: no directory refuses root');
-      return;
-    }
+    const dir = await unwritableDirectory(t);
+    if (dir === undefined) return;
     const failure = openFails(dir);
     assert.match(failure.message, /a file cannot be written and renamed in it \((EACCES: permission denied|EROFS: read-only file system)\)/);
   });

@@ -4,10 +4,10 @@
  * previous version's recursive mkdir never returned. `npm run build` first.
  */
 import assert from 'node:assert/strict';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { statSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { unwritableDirectory } from '../support/unwritable-dir.js';
 import { describe, test, type TestContext } from 'node:test';
 import { EXIT_FAILURE } from '../../src/errors.js';
 import { runSidecarToExit } from '../support/sidecar-process.js';
@@ -47,16 +47,8 @@ describe('the sidecar with a --state-dir it cannot use', () => {
   });
 
   test('a directory where no file can be written: exits 1 at once', async (t) => {
-    // chmod does not stop root: a sysfs directory does (EACCES for everyone), as a read-only volume would (EROFS).
-    let dir = '/sys/kernel';
-    if (process.getuid?.() !== 0) {
-      dir = join(await tempDir(t), 'read-only');
-      await mkdir(dir);
-      await chmod(dir, 0o555);
-    } else if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
-      t.skip('running as root without /sys/kernel: no directory refuses root');
-      return;
-    }
+    const dir = await unwritableDirectory(t);
+    if (dir === undefined) return;
     await assertRefused(dir, /a file cannot be written and renamed in it \((EACCES|EROFS)/);
   });
 });

@@ -23,9 +23,9 @@ import net from 'node:net';
 import fc from 'fast-check';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { parseSidecarConfig } from '../../src/config/sidecar.js';
-import type { SidecarLog } from '../../src/sidecar/log.js';
 import { startSidecar, type RunningSidecar } from '../../src/sidecar/main.js';
 import { httpRequest } from './connections.js';
+import { MemoryLog, type MemoryLogLine } from './memory-log.js';
 import { FaultAdmin, type BehaviourSpec, type FaultCall } from './fault-admin.js';
 
 // --- the system's settings: short, so that a run takes well under a second ------------------------------
@@ -115,33 +115,6 @@ class SteppingClock implements Clock {
   }
 }
 
-interface LogLine {
-  readonly at: number;
-  readonly level: string;
-  readonly fields: Record<string, unknown>;
-  readonly message: string;
-}
-
-/** The sidecar's log, each line stamped on the monotonic clock the fault server stamps its calls with. */
-class TimedLog implements SidecarLog {
-  readonly lines: LogLine[] = [];
-  info(fields: object, message: string): void {
-    this.push('info', fields, message);
-  }
-  warn(fields: object, message: string): void {
-    this.push('warn', fields, message);
-  }
-  error(fields: object, message: string): void {
-    this.push('error', fields, message);
-  }
-  events(name: string): LogLine[] {
-    return this.lines.filter((line) => line.fields['event'] === name);
-  }
-  private push(level: string, fields: object, message: string): void {
-    this.lines.push({ at: systemClock.now(), level, fields: fields as Record<string, unknown>, message });
-  }
-}
-
 interface ClientCall {
   readonly kind: 'shutdown' | 'wait' | 'sigterm';
   readonly sentAt: number;
@@ -156,7 +129,7 @@ export interface RunReport {
   readonly scenario: Scenario;
   readonly calls: readonly ClientCall[];
   readonly adminCalls: readonly FaultCall[];
-  readonly log: readonly LogLine[];
+  readonly log: readonly MemoryLogLine[];
   /** Which process was running from when: a new entry at every change (null: none running). */
   readonly processes: readonly { readonly at: number; readonly id: number | null }[];
   readonly leftovers: readonly string[];
@@ -167,7 +140,8 @@ export async function runScenario(scenario: Scenario): Promise<RunReport> {
   const resourcesBefore = activeResources();
   const clock = new SteppingClock();
   const admin = await FaultAdmin.start({ listeners: { ingress: 0 }, clock });
-  const log = new TimedLog();
+  // Stamped on the monotonic clock the fault server stamps its calls with.
+  const log = new MemoryLog(() => systemClock.now());
   const config = parseSidecarConfig(
     [
       '--serve-address=127.0.0.1',

@@ -9,12 +9,15 @@ export interface MemoryLogLine {
   readonly level: string;
   readonly fields: Record<string, unknown>;
   readonly message: string;
-  /** Date.now() when it was logged. */
+  /** When it was logged: Date.now(), or the clock given to the log. */
   readonly at: number;
 }
 
 export class MemoryLog implements SidecarLog {
   readonly lines: MemoryLogLine[] = [];
+
+  /** `now`: stamps each line (default Date.now; a monotonic clock to line the log up with other monotonic stamps). */
+  constructor(private readonly now: () => number = Date.now) {}
 
   info(fields: object, message: string): void {
     this.push('info', fields, message);
@@ -43,6 +46,6 @@ export class MemoryLog implements SidecarLog {
   }
 
   private push(level: string, fields: object, message: string): void {
-    this.lines.push({ level, fields: fields as Record<string, unknown>, message, at: Date.now() });
+    this.lines.push({ level, fields: fields as Record<string, unknown>, message, at: this.now() });
   }
 }
