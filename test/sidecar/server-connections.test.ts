@@ -146,7 +146,7 @@ interface InProcess {
 }
 
 /** A real drain against the emulator, served with `limits`; one Envoy client connection open so that /shutdown is held. */
-async function serve(t: TestContext, limits: ConnectionLimits): Promise<InProcess> {
+async function serve(t: TestContext, limits: Partial<ConnectionLimits>): Promise<InProcess> {
   const emulator = await EnvoyEmulator.start();
   t.after(() => emulator.close());
   const envoy = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
@@ -274,7 +274,13 @@ describe('drain server: connections without a request', () => {
 
 describe('default connection limits', () => {
   test('at most 512 connections, fewer under a low open-file limit, never below 8', () => {
-    assert.deepEqual(defaultConnectionLimits(1_024), { requestWithinMs: 5_000, maxConnections: 512 });
+    assert.deepEqual(defaultConnectionLimits(1_024), {
+      requestWithinMs: 5_000,
+      maxConnections: 512,
+      maxRequestsInFlight: 4,
+      maxUnflushedBytes: 32 * 1024,
+      writeWithinMs: 5_000,
+    });
     assert.equal(defaultConnectionLimits(1_048_576).maxConnections, 512);
     assert.equal(defaultConnectionLimits(undefined).maxConnections, 512);
     assert.equal(defaultConnectionLimits(256).maxConnections, 192);
