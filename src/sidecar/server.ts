@@ -123,7 +123,8 @@ export interface ConnectionLimits {
   /**
    * Bytes of answers written to one connection and not yet taken by the kernel. A client that reads keeps
    * this near 0; one that does not fills the kernel's socket buffers first, then this. An answer written while
-   * the connection already holds more closes it.
+   * more than this of the answers that go out before it are untaken closes the connection; answers queued
+   * behind a request still awaiting its answer (a held /shutdown) do not count.
    */
   readonly maxUnflushedBytes: number;
   /**
@@ -218,9 +219,9 @@ export async function startDrainServer(options: DrainServerOptions): Promise<Dra
   const route = router(options, answerer(guard), refusals);
   const server = http.createServer({ requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS, highWaterMark: SOCKET_BUFFER_BYTES }, (request, response) => {
     // False for requests parsed after the guard closed their connection (the rest of a pipelined read): nobody to answer.
-    if (!guard.requestStarted(request.socket)) return;
+    if (!guard.requestStarted(request.socket, response)) return;
     // 'close' comes once the answer is written, or when the client gave up: either way nothing is in progress.
-    response.once('close', () => guard.requestEnded(request.socket));
+    response.once('close', () => guard.requestEnded(request.socket, response));
     route(request, response);
   });
   // Node's default keep-alive of 5 s would hold the process after close(); kubelet probes open a new connection each time anyway.
@@ -359,13 +360,16 @@ function answerer(guard: ConnectionGuard): Reply {
   };
 }
 
-/** The state of one open connection, for the guard. */
+/** The state of one open connection, for the guard; a few entries at most (maxRequestsInFlight). */
 interface ConnectionState {
-  /** Requests received and not yet answered in full (pipelined requests queue on one connection). */
-  inFlight: number;
-  /** Of those, the ones whose answer is written but not yet taken by the kernel, and their bytes. */
-  unflushedAnswers: number;
-  unflushedBytes: number;
+  /**
+   * Requests received and not yet answered in full, each with its place on the connection: pipelined
+   * requests queue, and HTTP/1.1 sends their answers in that order, whatever order they are written in.
+   */
+  readonly inFlight: Map<ServerResponse, number>;
+  /** Of those, the ones whose answer is written but not yet taken by the kernel, with its bytes. */
+  readonly unflushed: Map<ServerResponse, number>;
+  received: number;
 }
 
 /**
@@ -405,7 +409,7 @@ class ConnectionGuard {
       this.close(socket, 'refused');
       return;
     }
-    this.open.set(socket, { inFlight: 0, unflushedAnswers: 0, unflushedBytes: 0 });
+    this.open.set(socket, { inFlight: new Map(), unflushed: new Map(), received: 0 });
     socket.once('close', () => this.forget(socket));
     // Lifted (tests): Node's own reading, to show what the bound prevents.
     if (Number.isFinite(this.limits.maxRequestsInFlight)) feedParserInSlices(socket, () => this.close(socket, 'tooManyInFlight'));
@@ -413,40 +417,44 @@ class ConnectionGuard {
   }
 
   /** False when the request must not be served: its connection is closed (now, for pipelining too many, or before). */
-  requestStarted(socket: Socket): boolean {
+  requestStarted(socket: Socket, response: ServerResponse): boolean {
     const state = this.open.get(socket);
     if (state === undefined || socket.destroyed) return false;
-    if (state.inFlight >= this.limits.maxRequestsInFlight) {
+    if (state.inFlight.size >= this.limits.maxRequestsInFlight) {
       this.close(socket, 'tooManyInFlight');
       return false;
     }
-    state.inFlight += 1;
+    state.inFlight.set(response, state.received++);
     this.waiting.delete(socket);
     this.track(socket, state);
     return true;
   }
 
-  requestEnded(socket: Socket): void {
+  requestEnded(socket: Socket, response: ServerResponse): void {
     const state = this.open.get(socket);
     if (state === undefined) return;
-    state.inFlight = Math.max(0, state.inFlight - 1);
-    if (state.inFlight > 0) this.track(socket, state);
+    state.inFlight.delete(response);
+    state.unflushed.delete(response);
+    if (state.inFlight.size > 0) this.track(socket, state);
     else if (!socket.destroyed) this.wait(socket);
   }
 
-  /** Before an answer of `bytes` is written: false when its connection is closed instead, for leaving too much unread. */
+  /**
+   * Before an answer of `bytes` is written: false when its connection is closed instead, its client having left
+   * more than maxUnflushedBytes of earlier answers untaken. Only answers that go out before this one count (see
+   * unflushedAhead): those written earlier for later requests wait behind it, and are not the client's doing.
+   */
   answering(response: ServerResponse, bytes: number): boolean {
     const socket = response.req.socket;
     const state = this.open.get(socket);
     if (state === undefined) return !socket.destroyed;
-    if (state.unflushedBytes > this.limits.maxUnflushedBytes) {
+    if (unflushedAhead(state, response) > this.limits.maxUnflushedBytes) {
       this.close(socket, 'slowReader');
       return false;
     }
-    state.unflushedAnswers += 1;
-    state.unflushedBytes += bytes;
+    state.unflushed.set(response, bytes);
     // 'finish': the last byte was handed to the kernel (Node's write callback); a client that does not read stops that.
-    response.once('finish', () => this.flushed(socket, bytes));
+    response.once('finish', () => this.flushed(socket, response));
     this.track(socket, state);
     return true;
   }
@@ -463,11 +471,10 @@ class ConnectionGuard {
     this.report.stop();
   }
 
-  private flushed(socket: Socket, bytes: number): void {
+  private flushed(socket: Socket, response: ServerResponse): void {
     const state = this.open.get(socket);
     if (state === undefined) return;
-    state.unflushedAnswers -= 1;
-    state.unflushedBytes -= bytes;
+    state.unflushed.delete(response);
     // The client is reading: the next answer gets a whole writeWithinMs.
     this.stalled.delete(socket);
     this.track(socket, state);
@@ -475,7 +482,7 @@ class ConnectionGuard {
 
   /** Stalled, and since when, once every request in flight is answered and an answer is still not taken. */
   private track(socket: Socket, state: ConnectionState): void {
-    const stalled = state.unflushedAnswers > 0 && state.unflushedAnswers === state.inFlight;
+    const stalled = state.unflushed.size > 0 && state.unflushed.size === state.inFlight.size;
     if (!stalled) this.stalled.delete(socket);
     else if (!this.stalled.has(socket)) this.stalled.start(socket);
   }
@@ -551,6 +558,22 @@ function feedParserInSlices(socket: Socket, pipelinesUnread: () => void): void {
       offset = end;
     }
   });
+}
+
+/**
+ * Bytes of the answers written and not yet taken that go out before `response`'s; 0 while a request ahead of it
+ * still awaits its answer (a held /shutdown): nothing behind that can be taken before it, whatever the client does.
+ */
+function unflushedAhead(state: ConnectionState, response: ServerResponse): number {
+  const place = state.inFlight.get(response) ?? Infinity;
+  let bytes = 0;
+  for (const [earlier, earlierPlace] of state.inFlight) {
+    if (earlierPlace >= place) continue;
+    const size = state.unflushed.get(earlier);
+    if (size === undefined) return 0;
+    bytes += size;
+  }
+  return bytes;
 }
 
 function zeroCounts(): Record<ConnectionCloseReason, number> {

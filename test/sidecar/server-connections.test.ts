@@ -223,6 +223,7 @@ describe('drain server: connections without a request', () => {
     const reports = log.events('connections_closed');
     assert.ok(reports.length >= 1);
     assert.equal(reports[0]!['timed_out'], 1, 'the first close is reported at once');
+    assert.equal(server.counters.connectionsClosed.timedOut, 5, 'three silent, one partial head, one idle keep-alive');
   });
 
   test('at the limit, a new connection is served by closing the oldest waiting one; busy ones are kept', async (t) => {
@@ -253,6 +254,7 @@ describe('drain server: connections without a request', () => {
     assert.equal((await shutdown.response).status, 200, 'the busy connection was never closed to make room');
     const firstReport = log.events('connections_closed')[0];
     assert.deepEqual([firstReport?.['shed'], firstReport?.['max_connections']], [1, 4], 'the first close is reported at once');
+    assert.equal(server.counters.connectionsClosed.shed, 2);
   });
 
   test('when every connection has a request in progress, a new one is closed and the limit holds', async (t) => {
@@ -263,6 +265,7 @@ describe('drain server: connections without a request', () => {
 
     await assert.rejects(httpRequest(url('/healthz')), /socket hang up|ECONNRESET/);
     assert.deepEqual(log.events('connections_closed').map((report) => report['refused']), [1]);
+    assert.equal(server.counters.connectionsClosed.refused, 1);
     assert.deepEqual(server.connections, { waiting: 0, busy: 2 });
     assert.ok(calls.every((call) => !call.settled()));
 
