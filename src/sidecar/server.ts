@@ -1,9 +1,10 @@
 /**
  * The sidecar's HTTP edge (node:http, no framework: this process should stay small). Routes only
- * translate between HTTP and the Drain; every decision lives there.
+ * translate between HTTP and the Drain; every decision lives there. The ConnectionGuard keeps the port
+ * answering the kubelet whatever other clients of the port do.
  */
 import { readFileSync } from 'node:fs';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
 import { UserFacingError } from '../errors.js';
@@ -41,12 +42,38 @@ export interface DrainEndpoints {
   readiness(): { readonly ready: boolean; readonly detail: string };
 }
 
+/** Why the ConnectionGuard closed a connection; each is a bound of ConnectionLimits. */
+export type ConnectionCloseReason =
+  /** No request in progress, or its answers not read, closed to make room at maxConnections. */
+  | 'shed'
+  /** No complete request head within requestWithinMs. */
+  | 'timedOut'
+  /** A new connection closed at maxConnections: every open one had a request awaiting its answer. */
+  | 'refused'
+  /** More than maxRequestsInFlight requests pipelined. */
+  | 'tooManyInFlight'
+  /** More than maxUnflushedBytes of answers left unread. */
+  | 'slowReader'
+  /** An answer not taken within writeWithinMs. */
+  | 'writeTimedOut';
+
+const CLOSE_REASONS: readonly ConnectionCloseReason[] = ['shed', 'timedOut', 'refused', 'tooManyInFlight', 'slowReader', 'writeTimedOut'];
+
+/** Cumulative since the server started, never reset: for Prometheus counters. */
+export interface DrainServerCounters {
+  /** /shutdown and /wait calls refused (401) for want of the right token. */
+  readonly unauthorized: number;
+  readonly connectionsClosed: Readonly<Record<ConnectionCloseReason, number>>;
+}
+
 export interface DrainServer {
   /** The address bound: `::` for every interface of both families, `0.0.0.0` where IPv6 is off. */
   readonly address: string;
   readonly port: number;
   /** Open connections now: `busy` have a request in progress, `waiting` have none (see ConnectionLimits). */
   readonly connections: { readonly waiting: number; readonly busy: number };
+  /** A copy of the counts at the time of reading. */
+  readonly counters: DrainServerCounters;
   /**
    * Stops listening and resolves once every connection is closed. Held /shutdown requests are answered
    * first (interrupt the drain before, so that they have an answer); stragglers are cut after a second.
@@ -59,14 +86,21 @@ export interface DrainServer {
  * shorter bound of its own (ConnectionLimits.requestWithinMs); answering /shutdown may take as long as the drain.
  */
 const REQUEST_RECEIVE_TIMEOUT_MS = 30_000;
+/**
+ * What a connection buffers before Node applies backpressure: it stops answering pipelined requests past this
+ * many unflushed bytes, and a paused connection reads at most this (and one read) more. Node 20's default, fixed
+ * here because Node 22 raised the default to 64 KiB: 512 connections × 64 KiB is 32 MiB.
+ */
+const SOCKET_BUFFER_BYTES = 16 * 1024;
 /** How long close() lets in-flight responses finish before cutting their connections. */
 const CLOSE_GRACE_MS = 1_000;
 
 /**
- * How the server keeps its port usable when something holds connections open without asking anything
- * (a port scanner, a broken client, a flood): every file descriptor such a connection holds is one the
- * kubelet's /shutdown and probes may not get, and past the process's open-file limit Node resets new
- * connections as it accepts them.
+ * How the server keeps its port usable, and its memory bounded, whatever a client does: every file
+ * descriptor a stranger holds is one the kubelet's /shutdown and probes may not get (past the process's
+ * open-file limit Node resets new connections as it accepts them), and every answer it asks for and does not
+ * read is memory in a container limited to 128Mi. The kubelet's own use (a few probes, two preStop hooks
+ * held for the length of a drain, a scrape) stays far inside every bound.
  */
 export interface ConnectionLimits {
   /**
@@ -76,10 +110,29 @@ export interface ConnectionLimits {
   readonly requestWithinMs: number;
   /**
    * Open connections at most. At the limit a new connection still gets served: it closes the connection
-   * that has waited longest without a request in progress. Only when every connection has a request in
-   * progress is the new one closed.
+   * that has waited longest without a request in progress, or else the one that has left its answers
+   * unread longest. Only when every connection has a request awaiting its answer is the new one closed.
    */
   readonly maxConnections: number;
+  /**
+   * Requests received on one connection and not yet answered in full. Node stops reading a connection whose
+   * answers pile up, but only between reads: one 64 KiB read holds some 1,800 pipelined requests, each
+   * answered into a queue of its own. A request beyond the bound closes the connection.
+   */
+  readonly maxRequestsInFlight: number;
+  /**
+   * Bytes of answers written to one connection and not yet taken by the kernel. A client that reads keeps
+   * this near 0; one that does not fills the kernel's socket buffers first, then this. An answer written while
+   * more than this of the answers that go out before it are untaken closes the connection; answers queued
+   * behind a request still awaiting its answer (a held /shutdown) do not count.
+   */
+  readonly maxUnflushedBytes: number;
+  /**
+   * Once every request of a connection is answered, an answer must be taken within this long (of being
+   * written, or of the previous one taken); otherwise the connection is closed. Answers queued behind a
+   * request still awaiting its answer (a held /shutdown) wait with it: that request is never cut.
+   */
+  readonly writeWithinMs: number;
 }
 
 /** A kubelet, curl or Prometheus sends its request head within milliseconds of connecting; 5 s leaves room for a loaded node. */
@@ -89,6 +142,21 @@ const MAX_CONNECTIONS_CAP = 512;
 const MIN_CONNECTIONS = 8;
 /** Descriptors left for everything but served connections: stdio, epoll, the admin client's sockets, libuv's own (21 at rest, measured). */
 const RESERVED_DESCRIPTORS = 64;
+/**
+ * The kubelet, curl and Prometheus send one request and read its answer before the next; 4 leaves room for
+ * a client that pipelines a little. 512 connections × 4 requests is 2,048 queued answers at most, instead of
+ * hundreds of thousands (measured before this bound: 500 connections pipelining GET /drain without reading
+ * took the sidecar past 1.9 GiB of resident memory within 10 s).
+ */
+const MAX_REQUESTS_IN_FLIGHT = 4;
+/**
+ * Our answers are 0.2 to 2 KiB (/drain and /metrics grow by some 100 bytes per Envoy listener): 32 KiB is
+ * several whole answers, and 512 connections × (32 KiB + one answer) stays under 20 MiB, which, on a sidecar
+ * of 45-55 MiB at rest, keeps every client behaviour within a 96 MiB budget under the pod's 128Mi.
+ */
+const MAX_UNFLUSHED_BYTES = 32 * 1024;
+/** A kubelet or Prometheus takes its answer within milliseconds; 5 s leaves room for a loaded node, as for the request head. */
+const WRITE_TIMEOUT_MS = 5_000;
 
 /** The limits for this process: at most 512 connections, fewer when the open-file limit is below 576. */
 export function defaultConnectionLimits(openFilesLimit: number | undefined = openFilesSoftLimit()): ConnectionLimits {
@@ -96,6 +164,9 @@ export function defaultConnectionLimits(openFilesLimit: number | undefined = ope
   return {
     requestWithinMs: REQUEST_HEAD_TIMEOUT_MS,
     maxConnections: Math.max(MIN_CONNECTIONS, Math.min(MAX_CONNECTIONS_CAP, budget)),
+    maxRequestsInFlight: MAX_REQUESTS_IN_FLIGHT,
+    maxUnflushedBytes: MAX_UNFLUSHED_BYTES,
+    writeWithinMs: WRITE_TIMEOUT_MS,
   };
 }
 
@@ -111,7 +182,17 @@ export function openFilesSoftLimit(limitsFile = '/proc/self/limits'): number | u
   return match?.[1] === undefined ? undefined : Number(match[1]);
 }
 
-export async function startDrainServer(options: {
+/** How often a burst of events may add a line to the log (see LogThrottle). */
+export interface ReportPeriods {
+  /** Connections closed by the guard: a flood of them must not flood the log too. */
+  readonly connectionsClosedMs: number;
+  /** /shutdown and /wait refused for want of the token: 20,000 calls were 20,000 lines. */
+  readonly refusalsMs: number;
+}
+
+const REPORT_PERIODS: ReportPeriods = { connectionsClosedMs: 10_000, refusalsMs: 60_000 };
+
+export interface DrainServerOptions {
   readonly drain: DrainEndpoints;
   /** How long GET /wait waits for a drain to start. */
   readonly waitWindowMs: number;
@@ -123,80 +204,43 @@ export async function startDrainServer(options: {
   readonly shutdownToken?: string | undefined;
   /** Prometheus exposition for /metrics. */
   readonly metrics?: () => Promise<{ readonly contentType: string; readonly body: string }>;
-  /** Default: defaultConnectionLimits() (tests shorten them). */
-  readonly connectionLimits?: ConnectionLimits;
-}): Promise<DrainServer> {
-  const { drain, log } = options;
-  const authorized = bearerCheck(options.shutdownToken);
-  const limits = options.connectionLimits ?? defaultConnectionLimits();
-  const guard = new ConnectionGuard(limits, log);
-  const server = http.createServer({ requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS }, (request, response) => {
-    guard.requestStarted(request.socket);
+  /** Over defaultConnectionLimits(): tests shorten them, or lift one (Infinity) to show what it prevents. */
+  readonly connectionLimits?: Partial<ConnectionLimits>;
+  /** Over REPORT_PERIODS: tests shorten them. */
+  readonly reportPeriods?: Partial<ReportPeriods>;
+}
+
+export async function startDrainServer(options: DrainServerOptions): Promise<DrainServer> {
+  const { log } = options;
+  const limits = { ...defaultConnectionLimits(), ...options.connectionLimits };
+  const periods = { ...REPORT_PERIODS, ...options.reportPeriods };
+  const guard = new ConnectionGuard(limits, log, periods.connectionsClosedMs);
+  const refusals = new RefusalLog(log, periods.refusalsMs);
+  const route = router(options, answerer(guard), refusals);
+  const server = http.createServer({ requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS, highWaterMark: SOCKET_BUFFER_BYTES }, (request, response) => {
+    // False for requests parsed after the guard closed their connection (the rest of a pipelined read): nobody to answer.
+    if (!guard.requestStarted(request.socket, response)) return;
     // 'close' comes once the answer is written, or when the client gave up: either way nothing is in progress.
-    response.once('close', () => guard.requestEnded(request.socket));
-    const path = (request.url ?? '/').split('?', 1)[0];
-    // /shutdown drains Envoy: only the GET the kubelet's hooks send may start that, not a HEAD from a
-    // link checker or a probe; reads may be HEAD too.
-    const allowed = path === SIDECAR_PATHS.shutdown || path === SIDECAR_PATHS.wait ? ['GET'] : ['GET', 'HEAD'];
-    if (!allowed.includes(request.method ?? '')) {
-      reply(response, 405, 'text/plain', `${request.method ?? ''} not allowed; use GET\n`, { allow: allowed.join(', ') });
-      return;
-    }
-    switch (path) {
-      case SIDECAR_PATHS.healthz:
-        reply(response, 200, 'text/plain', 'ok\n');
-        return;
-      case SIDECAR_PATHS.drain:
-        reply(response, 200, 'application/json', `${JSON.stringify(drain.snapshot(), null, 2)}\n`);
-        return;
-      case SIDECAR_PATHS.metrics:
-        if (options.metrics === undefined) break;
-        options.metrics().then(
-          ({ contentType, body }) => reply(response, 200, contentType, body),
-          (error: unknown) => reply(response, 500, 'text/plain', `metrics failed: ${String(error)}\n`),
-        );
-        return;
-      case SIDECAR_PATHS.shutdown:
-      case SIDECAR_PATHS.wait:
-        if (!authorized(request.headers.authorization)) {
-          log.info({ event: 'shutdown_refused', path, remote: request.socket.remoteAddress }, `${path} without the right token refused`);
-          reply(response, 401, 'text/plain', 'a valid "Authorization: Bearer <token>" header is required\n', {
-            'www-authenticate': 'Bearer realm="shutdown-manager"',
-          });
-          return;
-        }
-        answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(options.waitWindowMs), log, options.waitWindowMs);
-        return;
-    }
-    reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
+    response.once('close', () => guard.requestEnded(request.socket, response));
+    route(request, response);
   });
   // Node's default keep-alive of 5 s would hold the process after close(); kubelet probes open a new connection each time anyway.
   server.keepAliveTimeout = 1_000;
   // Registered after http's own listener: the socket already has its parser, and may be closed here.
   server.on('connection', (socket: Socket) => guard.accepted(socket));
 
-  await new Promise<void>((resolve, reject) => {
-    const onError = (error: NodeJS.ErrnoException): void => reject(new ServeError(options.host, options.port, error));
-    server.once('error', onError);
-    const listening = (): void => {
-      server.off('error', onError);
-      resolve();
-    };
-    // No host is how Node listens on every interface of both families; '::' would fail where IPv6 is off.
-    if (options.host === '') server.listen(options.port, listening);
-    else server.listen(options.port, options.host, listening);
-  });
+  await listen(server, options.host, options.port);
   const { address, port } = server.address() as AddressInfo;
-  log.info(
-    { event: 'connection_limits', max_connections: limits.maxConnections, request_within_ms: limits.requestWithinMs },
-    `serving at most ${limits.maxConnections} connections; each must send its request within ${limits.requestWithinMs} ms`,
-  );
+  logLimits(log, limits);
 
   return {
     address,
     port,
     get connections() {
       return guard.counts;
+    },
+    get counters() {
+      return { unauthorized: refusals.total, connectionsClosed: { ...guard.closed } };
     },
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -212,152 +256,527 @@ export async function startDrainServer(options: {
         clearInterval(sweeper);
         clearTimeout(cutoff);
         guard.stop();
+        refusals.stop();
       }
     },
   };
 }
 
-/** At most one warning per period about connections the guard closed: a flood must not flood the log too. */
-const GUARD_REPORT_EVERY_MS = 10_000;
+function listen(server: ReturnType<typeof http.createServer>, host: string, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onError = (error: NodeJS.ErrnoException): void => reject(new ServeError(host, port, error));
+    server.once('error', onError);
+    const listening = (): void => {
+      server.off('error', onError);
+      resolve();
+    };
+    // No host is how Node listens on every interface of both families; '::' would fail where IPv6 is off.
+    if (host === '') server.listen(port, listening);
+    else server.listen(port, host, listening);
+  });
+}
 
-type GuardAction = 'shed' | 'timedOut' | 'refused';
+function logLimits(log: SidecarLog, limits: ConnectionLimits): void {
+  const { maxConnections, requestWithinMs, maxRequestsInFlight, maxUnflushedBytes, writeWithinMs } = limits;
+  log.info(
+    {
+      event: 'connection_limits',
+      max_connections: maxConnections,
+      request_within_ms: requestWithinMs,
+      max_requests_in_flight: maxRequestsInFlight,
+      max_unflushed_bytes: maxUnflushedBytes,
+      write_within_ms: writeWithinMs,
+    },
+    `serving at most ${maxConnections} connections; each must send its request within ${requestWithinMs} ms, ` +
+      `pipeline at most ${maxRequestsInFlight} requests, and take each answer within ${writeWithinMs} ms, leaving at most ${maxUnflushedBytes} bytes unread`,
+  );
+}
+
+/** Writes an answer: status, content type, body, extra headers. */
+type Reply = (response: ServerResponse, status: number, contentType: string, body: string, headers?: Record<string, string>) => void;
+
+/** Every route of the server, answering through `reply`. */
+function router(options: DrainServerOptions, reply: Reply, refusals: RefusalLog): (request: IncomingMessage, response: ServerResponse) => void {
+  const { drain, log, waitWindowMs } = options;
+  const authorized = bearerCheck(options.shutdownToken);
+  return (request, response) => {
+    const path = (request.url ?? '/').split('?', 1)[0];
+    // /shutdown drains Envoy: only the GET the kubelet's hooks send may start that, not a HEAD from a
+    // link checker or a probe; reads may be HEAD too.
+    const allowed = path === SIDECAR_PATHS.shutdown || path === SIDECAR_PATHS.wait ? ['GET'] : ['GET', 'HEAD'];
+    if (!allowed.includes(request.method ?? '')) {
+      reply(response, 405, 'text/plain', `${request.method ?? ''} not allowed; use GET\n`, { allow: allowed.join(', ') });
+      return;
+    }
+    switch (path) {
+      case SIDECAR_PATHS.healthz:
+        reply(response, 200, 'text/plain', 'ok\n');
+        return;
+      case SIDECAR_PATHS.ready: {
+        const { ready, detail } = drain.readiness();
+        reply(response, ready ? 200 : 503, 'text/plain', ready ? `ready: ${detail}\n` : `${detail}\n`);
+        return;
+      }
+      case SIDECAR_PATHS.drain:
+        reply(response, 200, 'application/json', `${JSON.stringify(drain.snapshot(), null, 2)}\n`);
+        return;
+      case SIDECAR_PATHS.metrics:
+        if (options.metrics === undefined) break;
+        options.metrics().then(
+          ({ contentType, body }) => reply(response, 200, contentType, body),
+          (error: unknown) => reply(response, 500, 'text/plain', `metrics failed: ${String(error)}\n`),
+        );
+        return;
+      case SIDECAR_PATHS.shutdown:
+      case SIDECAR_PATHS.wait:
+        if (!authorized(request.headers.authorization)) {
+          refusals.refused(path, request.socket.remoteAddress);
+          reply(response, 401, 'text/plain', 'a valid "Authorization: Bearer <token>" header is required\n', {
+            'www-authenticate': 'Bearer realm="shutdown-manager"',
+          });
+          return;
+        }
+        answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(waitWindowMs), reply, log, waitWindowMs);
+        return;
+    }
+    reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
+  };
+}
+
+/** What a status line and our headers take, about: counted with each answer's body against maxUnflushedBytes. */
+const ANSWER_HEAD_BYTES = 256;
+
+/** Replies through the guard, which may refuse to queue an answer for a client that leaves too much unread. */
+function answerer(guard: ConnectionGuard): Reply {
+  return (response, status, contentType, body, headers = {}) => {
+    // The caller may have given up (a kubelet hook abandoned at the grace period): nothing to answer.
+    if (response.destroyed || response.writableEnded) return;
+    const bodyBytes = Buffer.byteLength(body);
+    const sent = response.req.method === 'HEAD' ? undefined : body;
+    if (!guard.answering(response, ANSWER_HEAD_BYTES + (sent === undefined ? 0 : bodyBytes))) return;
+    const type = contentType.includes('charset') ? contentType : `${contentType}; charset=utf-8`;
+    response.writeHead(status, { 'content-type': type, 'content-length': String(bodyBytes), 'cache-control': 'no-store', ...headers });
+    response.end(sent);
+  };
+}
+
+/** The state of one open connection, for the guard; a few entries at most (maxRequestsInFlight). */
+interface ConnectionState {
+  /**
+   * Requests received and not yet answered in full, each with its place on the connection: pipelined
+   * requests queue, and HTTP/1.1 sends their answers in that order, whatever order they are written in.
+   */
+  readonly inFlight: Map<ServerResponse, number>;
+  /** Of those, the ones whose answer is written but not yet taken by the kernel, with its bytes. */
+  readonly unflushed: Map<ServerResponse, number>;
+  received: number;
+}
 
 /**
- * Enforces ConnectionLimits. Connections are either waiting (no request in progress: silent since they
- * opened, sending a head slowly, or idle after an answer) or busy (a request received and not answered
- * yet). Only waiting connections are ever closed: when they have waited too long, or, oldest first, to
- * make room for a new connection at the limit.
+ * Enforces ConnectionLimits. A connection is waiting (no request in progress: silent since it opened,
+ * sending a head slowly, or idle after an answer), stalled (every request answered, an answer not yet taken)
+ * or else awaiting an answer (a held /shutdown, a /metrics being read). Waiting and stalled connections are
+ * closed when they take too long, or, oldest first, to make room for a new connection at the limit; one
+ * awaiting an answer is closed only when its client breaks a bound itself (pipelining too many, leaving too
+ * much unread).
  */
 class ConnectionGuard {
-  /** Waiting connections and since when (performance.now()), oldest first: a Map keeps insertion order. */
-  private readonly waiting = new Map<Socket, number>();
-  /** Busy connections and their requests in progress (pipelined requests can queue on one connection). */
-  private readonly busy = new Map<Socket, number>();
-  private readonly closedSinceReport: Record<GuardAction, number> = { shed: 0, timedOut: 0, refused: 0 };
-  private expiryTimer: NodeJS.Timeout | undefined;
-  private reportTimer: NodeJS.Timeout | undefined;
+  /** Cumulative, never reset. */
+  readonly closed: Record<ConnectionCloseReason, number> = zeroCounts();
+  private readonly open = new Map<Socket, ConnectionState>();
+  private readonly waiting: Deadlines;
+  private readonly stalled: Deadlines;
+  private readonly report: ClosedConnectionsLog;
   private closing = false;
 
   constructor(
     private readonly limits: ConnectionLimits,
-    private readonly log: SidecarLog,
-  ) {}
+    log: SidecarLog,
+    reportEveryMs: number,
+  ) {
+    this.waiting = new Deadlines(limits.requestWithinMs, (socket) => this.close(socket, 'timedOut'));
+    this.stalled = new Deadlines(limits.writeWithinMs, (socket) => this.close(socket, 'writeTimedOut'));
+    this.report = new ClosedConnectionsLog(log, limits, reportEveryMs, () => this.open.size);
+  }
 
   get counts(): { readonly waiting: number; readonly busy: number } {
-    return { waiting: this.waiting.size, busy: this.busy.size };
+    return { waiting: this.waiting.size, busy: this.open.size - this.waiting.size };
   }
 
   accepted(socket: Socket): void {
-    socket.once('close', () => {
-      this.waiting.delete(socket);
-      this.busy.delete(socket);
-    });
-    if (this.waiting.size + this.busy.size >= this.limits.maxConnections && !this.shedOldestWaiting()) {
-      // Every connection has a request in progress: the new one waits for none of them, and the limit holds.
-      socket.destroy();
-      this.note('refused');
+    if (this.open.size >= this.limits.maxConnections && !this.makeRoom()) {
+      // Every connection has a request awaiting its answer: the new one waits for none of them, and the limit holds.
+      this.close(socket, 'refused');
       return;
     }
+    this.open.set(socket, { inFlight: new Map(), unflushed: new Map(), received: 0 });
+    socket.once('close', () => this.forget(socket));
+    // Lifted (tests): Node's own reading, to show what the bound prevents.
+    if (Number.isFinite(this.limits.maxRequestsInFlight)) feedParserInSlices(socket, () => this.close(socket, 'tooManyInFlight'));
     this.wait(socket);
   }
 
-  requestStarted(socket: Socket): void {
+  /** False when the request must not be served: its connection is closed (now, for pipelining too many, or before). */
+  requestStarted(socket: Socket, response: ServerResponse): boolean {
+    const state = this.open.get(socket);
+    if (state === undefined || socket.destroyed) return false;
+    if (state.inFlight.size >= this.limits.maxRequestsInFlight) {
+      this.close(socket, 'tooManyInFlight');
+      return false;
+    }
+    state.inFlight.set(response, state.received++);
     this.waiting.delete(socket);
-    this.busy.set(socket, (this.busy.get(socket) ?? 0) + 1);
+    this.track(socket, state);
+    return true;
   }
 
-  requestEnded(socket: Socket): void {
-    const inProgress = (this.busy.get(socket) ?? 1) - 1;
-    if (inProgress > 0) {
-      this.busy.set(socket, inProgress);
-      return;
+  requestEnded(socket: Socket, response: ServerResponse): void {
+    const state = this.open.get(socket);
+    if (state === undefined) return;
+    state.inFlight.delete(response);
+    state.unflushed.delete(response);
+    if (state.inFlight.size > 0) this.track(socket, state);
+    else if (!socket.destroyed) this.wait(socket);
+  }
+
+  /**
+   * Before an answer of `bytes` is written: false when its connection is closed instead, its client having left
+   * more than maxUnflushedBytes of earlier answers untaken. Only answers that go out before this one count (see
+   * unflushedAhead): those written earlier for later requests wait behind it, and are not the client's doing.
+   */
+  answering(response: ServerResponse, bytes: number): boolean {
+    const socket = response.req.socket;
+    const state = this.open.get(socket);
+    if (state === undefined) return !socket.destroyed;
+    if (unflushedAhead(state, response) > this.limits.maxUnflushedBytes) {
+      this.close(socket, 'slowReader');
+      return false;
     }
-    this.busy.delete(socket);
-    if (!socket.destroyed) this.wait(socket);
+    state.unflushed.set(response, bytes);
+    // 'finish': the last byte was handed to the kernel (Node's write callback); a client that does not read stops that.
+    response.once('finish', () => this.flushed(socket, response));
+    this.track(socket, state);
+    return true;
   }
 
   /** For close(): waiting connections have nothing to be answered; later ones are closed as they become waiting. */
   closeWaiting(): void {
     this.closing = true;
-    for (const socket of this.waiting.keys()) socket.destroy();
-    this.waiting.clear();
+    for (const socket of this.waiting.sockets()) this.close(socket);
   }
 
   stop(): void {
-    clearTimeout(this.expiryTimer);
-    clearTimeout(this.reportTimer);
-    this.expiryTimer = this.reportTimer = undefined;
+    this.waiting.stop();
+    this.stalled.stop();
+    this.report.stop();
+  }
+
+  private flushed(socket: Socket, response: ServerResponse): void {
+    const state = this.open.get(socket);
+    if (state === undefined) return;
+    state.unflushed.delete(response);
+    // The client is reading: the next answer gets a whole writeWithinMs.
+    this.stalled.delete(socket);
+    this.track(socket, state);
+  }
+
+  /** Stalled, and since when, once every request in flight is answered and an answer is still not taken. */
+  private track(socket: Socket, state: ConnectionState): void {
+    const stalled = state.unflushed.size > 0 && state.unflushed.size === state.inFlight.size;
+    if (!stalled) this.stalled.delete(socket);
+    else if (!this.stalled.has(socket)) this.stalled.start(socket);
   }
 
   private wait(socket: Socket): void {
     if (this.closing) {
-      socket.destroy();
+      this.close(socket);
       return;
     }
-    this.waiting.delete(socket); // re-inserted last: it is now the newest waiting connection
-    this.waiting.set(socket, performance.now());
-    this.armExpiry();
+    this.stalled.delete(socket);
+    this.waiting.start(socket);
   }
 
-  private shedOldestWaiting(): boolean {
-    const oldest = this.waiting.keys().next();
-    if (oldest.done === true) return false;
-    this.waiting.delete(oldest.value);
-    oldest.value.destroy();
-    this.note('shed');
+  /** Closes the oldest waiting connection, or else the oldest stalled one; false when there is none. */
+  private makeRoom(): boolean {
+    const victim = this.waiting.oldest() ?? this.stalled.oldest();
+    if (victim === undefined) return false;
+    this.close(victim, 'shed');
     return true;
   }
 
-  /** One timer, for the oldest waiting connection: its deadline comes first. */
-  private armExpiry(): void {
-    if (this.expiryTimer !== undefined) return;
-    const oldestSince = this.waiting.values().next();
+  /** Closes at once (a reset, not a FIN that the client may ignore), counted under `reason` when there is one. */
+  private close(socket: Socket, reason?: ConnectionCloseReason): void {
+    this.forget(socket);
+    socket.destroy();
+    if (reason === undefined) return;
+    this.closed[reason] += 1;
+    this.report.closed(reason);
+  }
+
+  private forget(socket: Socket): void {
+    this.open.delete(socket);
+    this.waiting.delete(socket);
+    this.stalled.delete(socket);
+  }
+}
+
+/** A slice ends after a request head's blank line, or after this many bytes (a head this long comes in several). */
+const MAX_PARSE_SLICE_BYTES = 1024;
+const END_OF_HEAD = Buffer.from('\r\n\r\n');
+
+/**
+ * Node's HTTP parser takes a whole read (up to 64 KiB) at once, and makes a request and a response for every
+ * request in it before anything can stop it: some 1,800 for a read of pipelined GETs, measured at 35 ms of CPU
+ * and a few MiB of memory each, also after the guard has closed the connection at the fifth; 512 such reads
+ * in one turn of the event loop are 18 s during which the kubelet gets no answer. Fed one request head at a
+ * time, the parser stops at the request that broke a bound.
+ *
+ * node:http's connection handling gives the socket one 'data' listener, which feeds its parser: it is taken
+ * off and called with slices instead (a TCP stream may be cut anywhere, so the parser sees nothing new). A
+ * 'data' listener of our own also switches the socket from the parser reading it natively to JavaScript reads,
+ * each a Buffer: nothing to our handful of clients. Any other shape of socket (a Node that does it differently)
+ * is left as it is: the bounds then hold the same, at that cost per read.
+ *
+ * Node pauses a connection whose answers pile up unread (backpressure); if bytes of the read are still
+ * unparsed then, the client pipelines more than it reads: `pipelinesUnread` closes it.
+ */
+function feedParserInSlices(socket: Socket, pipelinesUnread: () => void): void {
+  const listeners = socket.listeners('data');
+  if (listeners.length !== 1) return;
+  const parse = listeners[0] as (chunk: Buffer) => void;
+  socket.removeListener('data', parse);
+  socket.on('data', (chunk: Buffer) => {
+    let offset = 0;
+    while (offset < chunk.length && !socket.destroyed) {
+      if (socket.isPaused()) {
+        pipelinesUnread();
+        return;
+      }
+      const headEnd = chunk.indexOf(END_OF_HEAD, offset);
+      const end = Math.min(headEnd === -1 ? chunk.length : headEnd + END_OF_HEAD.length, offset + MAX_PARSE_SLICE_BYTES);
+      parse(chunk.subarray(offset, end));
+      offset = end;
+    }
+  });
+}
+
+/**
+ * Bytes of the answers written and not yet taken that go out before `response`'s; 0 while a request ahead of it
+ * still awaits its answer (a held /shutdown): nothing behind that can be taken before it, whatever the client does.
+ */
+function unflushedAhead(state: ConnectionState, response: ServerResponse): number {
+  const place = state.inFlight.get(response) ?? Infinity;
+  let bytes = 0;
+  for (const [earlier, earlierPlace] of state.inFlight) {
+    if (earlierPlace >= place) continue;
+    const size = state.unflushed.get(earlier);
+    if (size === undefined) return 0;
+    bytes += size;
+  }
+  return bytes;
+}
+
+function zeroCounts(): Record<ConnectionCloseReason, number> {
+  return { shed: 0, timedOut: 0, refused: 0, tooManyInFlight: 0, slowReader: 0, writeTimedOut: 0 };
+}
+
+/**
+ * Sockets, each with the instant its clock started, oldest first (a Map keeps insertion order), and one timer,
+ * for the oldest: the first to pass `limitMs`. Those that do are removed and handed to `expired`.
+ */
+class Deadlines {
+  private readonly since = new Map<Socket, number>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly limitMs: number,
+    private readonly expired: (socket: Socket) => void,
+  ) {}
+
+  get size(): number {
+    return this.since.size;
+  }
+
+  has(socket: Socket): boolean {
+    return this.since.has(socket);
+  }
+
+  oldest(): Socket | undefined {
+    return this.since.keys().next().value;
+  }
+
+  sockets(): Socket[] {
+    return [...this.since.keys()];
+  }
+
+  /** (Re)starts the socket's clock: it becomes the newest. */
+  start(socket: Socket): void {
+    this.since.delete(socket);
+    this.since.set(socket, performance.now());
+    this.arm();
+  }
+
+  delete(socket: Socket): void {
+    this.since.delete(socket);
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private arm(): void {
+    // Infinity: the bound is lifted (tests); setTimeout would take it as 1 ms.
+    if (this.timer !== undefined || !Number.isFinite(this.limitMs)) return;
+    const oldestSince = this.since.values().next();
     if (oldestSince.done === true) return;
-    const delay = Math.max(1, oldestSince.value + this.limits.requestWithinMs - performance.now());
-    this.expiryTimer = setTimeout(() => this.expire(), delay);
-    this.expiryTimer.unref();
+    this.timer = setTimeout(() => this.fire(), Math.max(1, oldestSince.value + this.limitMs - performance.now()));
+    this.timer.unref();
   }
 
-  private expire(): void {
-    this.expiryTimer = undefined;
-    const cutoff = performance.now() - this.limits.requestWithinMs;
-    for (const [socket, since] of this.waiting) {
+  private fire(): void {
+    this.timer = undefined;
+    const cutoff = performance.now() - this.limitMs;
+    for (const [socket, since] of this.since) {
       if (since > cutoff) break;
-      this.waiting.delete(socket);
-      socket.destroy();
-      this.note('timedOut');
+      this.since.delete(socket);
+      this.expired(socket);
     }
-    this.armExpiry();
+    this.arm();
+  }
+}
+
+/**
+ * Logs a burst of events without flooding the log: the first event at once, then at most one summary per
+ * period while events go on. A period without events ends the burst: the next event is logged at once again.
+ */
+class LogThrottle {
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  /** `flush` logs what was noted since its last line, and says whether there was anything. */
+  constructor(
+    private readonly periodMs: number,
+    private readonly flush: () => boolean,
+  ) {}
+
+  noted(): void {
+    if (this.timer === undefined) this.tick();
   }
 
-  /** Warns at the first close, then sums up every GUARD_REPORT_EVERY_MS while closes go on. */
-  private note(action: GuardAction): void {
-    this.closedSinceReport[action] += 1;
-    if (this.reportTimer === undefined) this.report();
+  /** Logs what is still unreported; later events are logged one by one (the server is closing). */
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.flush();
   }
 
-  private report(): void {
-    const { shed, timedOut, refused } = this.closedSinceReport;
-    if (shed + timedOut + refused === 0) {
-      this.reportTimer = undefined;
-      return;
-    }
-    this.closedSinceReport.shed = this.closedSinceReport.timedOut = this.closedSinceReport.refused = 0;
-    const { maxConnections, requestWithinMs } = this.limits;
+  private tick(): void {
+    this.timer = undefined;
+    if (!this.flush() || this.stopped) return;
+    this.timer = setTimeout(() => this.tick(), this.periodMs);
+    this.timer.unref();
+  }
+}
+
+/** The guard's closes, as warnings: the first at once, then one summary per period while they go on. */
+class ClosedConnectionsLog {
+  private readonly sinceLine = zeroCounts();
+  private readonly throttle: LogThrottle;
+
+  constructor(
+    private readonly log: SidecarLog,
+    private readonly limits: ConnectionLimits,
+    periodMs: number,
+    private readonly openConnections: () => number,
+  ) {
+    this.throttle = new LogThrottle(periodMs, () => this.flush());
+  }
+
+  closed(reason: ConnectionCloseReason): void {
+    this.sinceLine[reason] += 1;
+    this.throttle.noted();
+  }
+
+  stop(): void {
+    this.throttle.stop();
+  }
+
+  private flush(): boolean {
+    const counts = { ...this.sinceLine };
+    if (CLOSE_REASONS.every((reason) => counts[reason] === 0)) return false;
+    for (const reason of CLOSE_REASONS) this.sinceLine[reason] = 0;
+    const { maxConnections, requestWithinMs, maxRequestsInFlight, maxUnflushedBytes, writeWithinMs } = this.limits;
+    const why: Record<ConnectionCloseReason, string> = {
+      shed: `to make room at the limit of ${maxConnections} connections`,
+      timedOut: `for sending no request within ${requestWithinMs} ms`,
+      refused: 'new, refused while every connection had a request awaiting its answer',
+      tooManyInFlight: `for pipelining more than ${maxRequestsInFlight} requests`,
+      slowReader: `for leaving more than ${maxUnflushedBytes} bytes of answers unread`,
+      writeTimedOut: `for not taking an answer within ${writeWithinMs} ms`,
+    };
+    const parts = CLOSE_REASONS.filter((reason) => counts[reason] > 0).map((reason) => `${counts[reason]} ${why[reason]}`);
     this.log.warn(
       {
         event: 'connections_closed',
-        shed,
-        timed_out: timedOut,
-        refused,
-        open_connections: this.waiting.size + this.busy.size,
+        shed: counts.shed,
+        timed_out: counts.timedOut,
+        refused: counts.refused,
+        too_many_in_flight: counts.tooManyInFlight,
+        slow_reader: counts.slowReader,
+        write_timed_out: counts.writeTimedOut,
+        open_connections: this.openConnections(),
         max_connections: maxConnections,
       },
-      `closed connections without a request in progress: ${shed} to make room at the limit of ${maxConnections}, ` +
-        `${timedOut} after ${requestWithinMs} ms; refused ${refused} new ones while every connection had a request in progress`,
+      `closed connections: ${parts.join('; ')}`,
     );
-    this.reportTimer = setTimeout(() => this.report(), GUARD_REPORT_EVERY_MS);
-    this.reportTimer.unref();
+    return true;
+  }
+}
+
+/**
+ * /shutdown and /wait calls refused for want of the token: counted, and logged as a LogThrottle does. The
+ * first line comes at once (an operator must see a hook sent without the pod's token); a flood of strangers
+ * then adds one line per period, with the count and the last caller.
+ */
+class RefusalLog {
+  /** Cumulative, never reset. */
+  total = 0;
+  private sinceLine = 0;
+  private last = { path: '', remote: '' };
+  private readonly throttle: LogThrottle;
+
+  constructor(
+    private readonly log: SidecarLog,
+    periodMs: number,
+  ) {
+    this.throttle = new LogThrottle(periodMs, () => this.flush());
+  }
+
+  refused(path: string, remote: string | undefined): void {
+    this.total += 1;
+    this.sinceLine += 1;
+    this.last = { path, remote: remote ?? 'unknown' };
+    this.throttle.noted();
+  }
+
+  stop(): void {
+    this.throttle.stop();
+  }
+
+  private flush(): boolean {
+    const count = this.sinceLine;
+    if (count === 0) return false;
+    this.sinceLine = 0;
+    const { path, remote } = this.last;
+    const fields = { event: 'shutdown_refused', path, remote, refused: count, total: this.total };
+    const message =
+      count === 1
+        ? `${path} without the right token refused (from ${remote})`
+        : `${count} calls of ${SIDECAR_PATHS.shutdown} or ${SIDECAR_PATHS.wait} without the right token refused since the last such line (${this.total} in all); the last: ${path} from ${remote}`;
+    this.log.info(fields, message);
+    return true;
   }
 }
 
@@ -381,6 +800,7 @@ function bearerCheck(token: string | undefined): (header: string | undefined) =>
 function answerWhenDrained(
   response: ServerResponse,
   outcome: Promise<DrainOutcome | undefined>,
+  reply: Reply,
   log: SidecarLog,
   waitWindowMs: number,
 ): void {
@@ -399,18 +819,4 @@ function answerWhenDrained(
       reply(response, 500, 'text/plain', `drain failed: ${String(error)}\n`);
     },
   );
-}
-
-function reply(
-  response: ServerResponse,
-  status: number,
-  contentType: string,
-  body: string,
-  headers: Record<string, string> = {},
-): void {
-  // The caller may have given up (a kubelet hook abandoned at the grace period): nothing to answer.
-  if (response.destroyed || response.writableEnded) return;
-  const type = contentType.includes('charset') ? contentType : `${contentType}; charset=utf-8`;
-  response.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', ...headers });
-  response.end(response.req.method === 'HEAD' ? undefined : body);
 }

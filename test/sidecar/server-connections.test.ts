@@ -146,7 +146,7 @@ interface InProcess {
 }
 
 /** A real drain against the emulator, served with `limits`; one Envoy client connection open so that /shutdown is held. */
-async function serve(t: TestContext, limits: ConnectionLimits): Promise<InProcess> {
+async function serve(t: TestContext, limits: Partial<ConnectionLimits>): Promise<InProcess> {
   const emulator = await EnvoyEmulator.start();
   t.after(() => emulator.close());
   const envoy = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
@@ -223,6 +223,7 @@ describe('drain server: connections without a request', () => {
     const reports = log.events('connections_closed');
     assert.ok(reports.length >= 1);
     assert.equal(reports[0]!['timed_out'], 1, 'the first close is reported at once');
+    assert.equal(server.counters.connectionsClosed.timedOut, 5, 'three silent, one partial head, one idle keep-alive');
   });
 
   test('at the limit, a new connection is served by closing the oldest waiting one; busy ones are kept', async (t) => {
@@ -253,6 +254,7 @@ describe('drain server: connections without a request', () => {
     assert.equal((await shutdown.response).status, 200, 'the busy connection was never closed to make room');
     const firstReport = log.events('connections_closed')[0];
     assert.deepEqual([firstReport?.['shed'], firstReport?.['max_connections']], [1, 4], 'the first close is reported at once');
+    assert.equal(server.counters.connectionsClosed.shed, 2);
   });
 
   test('when every connection has a request in progress, a new one is closed and the limit holds', async (t) => {
@@ -263,6 +265,7 @@ describe('drain server: connections without a request', () => {
 
     await assert.rejects(httpRequest(url('/healthz')), /socket hang up|ECONNRESET/);
     assert.deepEqual(log.events('connections_closed').map((report) => report['refused']), [1]);
+    assert.equal(server.counters.connectionsClosed.refused, 1);
     assert.deepEqual(server.connections, { waiting: 0, busy: 2 });
     assert.ok(calls.every((call) => !call.settled()));
 
@@ -274,7 +277,13 @@ describe('drain server: connections without a request', () => {
 
 describe('default connection limits', () => {
   test('at most 512 connections, fewer under a low open-file limit, never below 8', () => {
-    assert.deepEqual(defaultConnectionLimits(1_024), { requestWithinMs: 5_000, maxConnections: 512 });
+    assert.deepEqual(defaultConnectionLimits(1_024), {
+      requestWithinMs: 5_000,
+      maxConnections: 512,
+      maxRequestsInFlight: 4,
+      maxUnflushedBytes: 32 * 1024,
+      writeWithinMs: 5_000,
+    });
     assert.equal(defaultConnectionLimits(1_048_576).maxConnections, 512);
     assert.equal(defaultConnectionLimits(undefined).maxConnections, 512);
     assert.equal(defaultConnectionLimits(256).maxConnections, 192);
