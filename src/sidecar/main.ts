@@ -94,7 +94,7 @@ export async function startSidecar(
   let registry: Promise<Registry> | undefined;
   const metrics = async (): Promise<{ contentType: string; body: string }> => {
     registry ??= import('./metrics.js').then(
-      ({ sidecarMetrics }) => sidecarMetrics(supervisor, adminCalls),
+      ({ sidecarMetrics }) => sidecarMetrics(supervisor, adminCalls, () => server.counters),
       (error: unknown) => {
         registry = undefined; // the next scrape tries again
         throw error;
@@ -112,6 +112,7 @@ export async function startSidecar(
     log,
     shutdownToken,
     metrics,
+    clock,
   });
   if (shutdownToken === undefined) {
     // Info, not warn: without a token is the documented setup for clusters before 1.26 (--protect-shutdown=false).

@@ -7,6 +7,7 @@ import type * as PromClient from 'prom-client';
 import { ADMIN_FAILURE_KINDS } from '../envoy/admin-client.js';
 import type { AdminCallCounts } from './admin-calls.js';
 import type { DrainState } from './drain.js';
+import type { DrainServerCounters } from './server.js';
 import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
 
 /**
@@ -26,7 +27,11 @@ const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out
 
 const RECOVERY_ACTIONS: readonly Exclude<RecoveryAction, 'none'>[] = ['pass-health-checks', 'restart-envoy'];
 
-export function sidecarMetrics(drain: Pick<DrainSupervisor, 'snapshot' | 'readiness'>, adminCalls: () => AdminCallCounts): Registry {
+export function sidecarMetrics(
+  drain: Pick<DrainSupervisor, 'snapshot' | 'readiness'>,
+  adminCalls: () => AdminCallCounts,
+  server: () => DrainServerCounters,
+): Registry {
   const registry = new Registry();
   new Gauge({
     name: 'shutdown_manager_drain_state',
@@ -126,6 +131,26 @@ export function sidecarMetrics(drain: Pick<DrainSupervisor, 'snapshot' | 'readin
         const taken = recovery !== null && recovery.action === action && recovery.error === null && !recovery.disabled;
         this.inc({ action }, taken ? 1 : 0);
       }
+    },
+  });
+  // Strangers on the serve port are counted, not logged one line each (src/sidecar/server.ts).
+  new Counter({
+    name: 'shutdown_manager_unauthorized_requests_total',
+    help: '/shutdown and /wait calls refused (401) for want of the pod\'s token.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(server().unauthorized);
+    },
+  });
+  new Counter({
+    name: 'shutdown_manager_connections_closed_total',
+    help: 'Connections to the serve port closed by its bounds, by reason: shed, timedOut, refused, tooManyInFlight, slowReader, writeTimedOut.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, count] of Object.entries(server().connectionsClosed)) this.inc({ reason }, count);
     },
   });
   return registry;

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { systemClock, type Clock } from '../clock.js';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
 import { UserFacingError } from '../errors.js';
 import { describeOutcome, type DrainOutcome } from './drain.js';
@@ -208,13 +209,15 @@ export interface DrainServerOptions {
   readonly connectionLimits?: Partial<ConnectionLimits>;
   /** Over REPORT_PERIODS: tests shorten them. */
   readonly reportPeriods?: Partial<ReportPeriods>;
+  /** The sidecar's one clock (monotonic now() for the connections' deadlines); default the system clock. */
+  readonly clock?: Pick<Clock, 'now'>;
 }
 
 export async function startDrainServer(options: DrainServerOptions): Promise<DrainServer> {
   const { log } = options;
   const limits = { ...defaultConnectionLimits(), ...options.connectionLimits };
   const periods = { ...REPORT_PERIODS, ...options.reportPeriods };
-  const guard = new ConnectionGuard(limits, log, periods.connectionsClosedMs);
+  const guard = new ConnectionGuard(limits, log, periods.connectionsClosedMs, options.clock ?? systemClock);
   const refusals = new RefusalLog(log, periods.refusalsMs);
   const route = router(options, answerer(guard), refusals);
   const server = http.createServer({ requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS, highWaterMark: SOCKET_BUFFER_BYTES }, (request, response) => {
@@ -393,9 +396,10 @@ class ConnectionGuard {
     private readonly limits: ConnectionLimits,
     log: SidecarLog,
     reportEveryMs: number,
+    clock: Pick<Clock, 'now'>,
   ) {
-    this.waiting = new Deadlines(limits.requestWithinMs, (socket) => this.close(socket, 'timedOut'));
-    this.stalled = new Deadlines(limits.writeWithinMs, (socket) => this.close(socket, 'writeTimedOut'));
+    this.waiting = new Deadlines(limits.requestWithinMs, (socket) => this.close(socket, 'timedOut'), clock);
+    this.stalled = new Deadlines(limits.writeWithinMs, (socket) => this.close(socket, 'writeTimedOut'), clock);
     this.report = new ClosedConnectionsLog(log, limits, reportEveryMs, () => this.open.size);
   }
 
@@ -588,9 +592,11 @@ class Deadlines {
   private readonly since = new Map<Socket, number>();
   private timer: NodeJS.Timeout | undefined;
 
+  /** Deadlines on the sidecar's monotonic clock; the timer is Node's (libuv's monotonic clock too), unref'd. */
   constructor(
     private readonly limitMs: number,
     private readonly expired: (socket: Socket) => void,
+    private readonly clock: Pick<Clock, 'now'>,
   ) {}
 
   get size(): number {
@@ -612,7 +618,7 @@ class Deadlines {
   /** (Re)starts the socket's clock: it becomes the newest. */
   start(socket: Socket): void {
     this.since.delete(socket);
-    this.since.set(socket, performance.now());
+    this.since.set(socket, this.clock.now());
     this.arm();
   }
 
@@ -630,13 +636,13 @@ class Deadlines {
     if (this.timer !== undefined || !Number.isFinite(this.limitMs)) return;
     const oldestSince = this.since.values().next();
     if (oldestSince.done === true) return;
-    this.timer = setTimeout(() => this.fire(), Math.max(1, oldestSince.value + this.limitMs - performance.now()));
+    this.timer = setTimeout(() => this.fire(), Math.max(1, oldestSince.value + this.limitMs - this.clock.now()));
     this.timer.unref();
   }
 
   private fire(): void {
     this.timer = undefined;
-    const cutoff = performance.now() - this.limitMs;
+    const cutoff = this.clock.now() - this.limitMs;
     for (const [socket, since] of this.since) {
       if (since > cutoff) break;
       this.since.delete(socket);

@@ -28,7 +28,10 @@ const DRAINED: DrainOutcome = {
   minOpenConnections: 0,
   envoyAdmin: '127.0.0.1:9901',
   lastError: null,
+  adminFailure: null,
   lastInvalidAnswer: null,
+  missingListeners: [],
+  availableListeners: ['ingress'],
 };
 
 /** A drain that ends when the test says, and counts the calls that reached it. */

@@ -157,6 +157,7 @@ async function serve(t: TestContext, limits: Partial<ConnectionLimits>): Promise
       drain: { 'drain-delay': 0, 'check-delay': 0, 'check-interval': 20, 'min-open-connections': 0, 'drain-timeout': 20_000, 'admin-refusals': 3 },
       recoverEnvoy: false,
       watchIntervalMs: 20,
+      readTimeoutMs: 1_000,
     },
     openJournal(''),
     log,
