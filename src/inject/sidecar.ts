@@ -103,6 +103,16 @@ export function readinessProbe(plan: PodDrainValues): V1Probe {
 }
 
 /**
+ * V8's young generation grows to 16 MiB per semi-space under a flood of requests (thousands a second, even of
+ * well-formed ones): strangers on the serve port then push the sidecar's resident memory past its 96 MiB budget
+ * (of a 128Mi limit) although nothing is kept. Capped at 1 MiB, the same floods peak at 75-80 MiB; the few
+ * requests a pod's sidecar serves in its life never notice the more frequent scavenges. Only V8 reads the flag,
+ * and NODE_OPTIONS is the one way to give it to this container alone (the image's entry point serves the webhook
+ * too, whose throughput it would cost).
+ */
+const SIDECAR_ENV = [{ name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' }] as const;
+
+/**
  * The shutdown-manager container. As a native sidecar (init container with restartPolicy Always) it is
  * stopped only after Envoy has exited, so it needs no preStop hook of its own: Envoy's hook does the waiting.
  *
@@ -120,7 +130,7 @@ export function buildSidecarContainer(plan: PodDrainValues, config: InjectionCon
   // Spread over the template, the per-pod members keep their places: the container reads as it always has.
   return {
     ...template,
-    env: [{ name: SHUTDOWN_TOKEN_ENV, value: token }],
+    env: [...SIDECAR_ENV, { name: SHUTDOWN_TOKEN_ENV, value: token }],
     ...(template.lifecycle === undefined ? {} : { lifecycle: { preStop: waitHook(plan, token) } }),
   };
 }
@@ -192,8 +202,8 @@ function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: S
     image: config.sidecarImage,
     imagePullPolicy: config.sidecarImagePullPolicy,
     args: sidecarArgs(plan),
-    // By environment, not flag: it stays out of the process list.
-    ...(options.token === undefined ? {} : { env: [{ name: SHUTDOWN_TOKEN_ENV, value: options.token }] }),
+    // The token by environment, not flag: it stays out of the process list.
+    env: [...SIDECAR_ENV, ...(options.token === undefined ? [] : [{ name: SHUTDOWN_TOKEN_ENV, value: options.token }])],
     ports: [{ name: 'shutdown-mgr', containerPort: plan['serve-port'], protocol: 'TCP' }],
     livenessProbe: {
       httpGet: { path: SIDECAR_PATHS.healthz, port: plan['serve-port'], scheme: 'HTTP' },

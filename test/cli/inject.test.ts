@@ -123,7 +123,7 @@ describe('flags and tokens', () => {
   /** The Deployment's token, checked to be the one both of its hooks present. */
   const tokenOf = (output: string): string => {
     const spec = (parseAllDocuments(output)[1]?.toJS() as Json).spec.template.spec;
-    const token: string = spec.containers[1].env[0].value;
+    const token: string = spec.containers[1].env.find((variable: Json) => variable.name === 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN').value;
     for (const container of spec.containers) {
       assert.deepEqual(container.lifecycle.preStop.httpGet.httpHeaders, [{ name: 'Authorization', value: `Bearer ${token}` }]);
     }

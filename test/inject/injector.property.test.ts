@@ -262,8 +262,9 @@ describe('the patch', () => {
     const first = sidecarOf(injectPod(envoyPod, config, 'token-a'));
     const firstJson = JSON.stringify(first);
     const second = sidecarOf(injectPod(envoyPod, config, 'token-b'));
-    assert.deepEqual(first.env, [{ name: 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN', value: 'token-a' }]);
-    assert.deepEqual(second.env, [{ name: 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN', value: 'token-b' }]);
+    const heap = { name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' };
+    assert.deepEqual(first.env, [heap, { name: 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN', value: 'token-a' }]);
+    assert.deepEqual(second.env, [heap, { name: 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN', value: 'token-b' }]);
     assert.deepEqual(second.lifecycle?.preStop?.httpGet?.httpHeaders, [{ name: 'Authorization', value: 'Bearer token-b' }]);
     assert.equal(JSON.stringify(first), firstJson, 'the second pod changed the first one');
     assert.equal(second.args, first.args, 'the args are built once per plan');
@@ -273,7 +274,7 @@ describe('the patch', () => {
       (second.securityContext as { runAsUser: number }).runAsUser = 0;
     }, TypeError);
     const unprotected = sidecarOf(injectPod(envoyPod, configs[1] as typeof config, 'ignored'));
-    assert.equal(unprotected.env, undefined);
+    assert.deepEqual(unprotected.env, [heap]);
     assert.deepEqual(unprotected.lifecycle?.preStop, { httpGet: { path: '/wait', port: 8090, scheme: 'HTTP' } });
     assert.deepEqual(Object.keys(first), Object.keys(second));
   });

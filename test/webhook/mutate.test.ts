@@ -31,8 +31,8 @@ function container(pod: Json, name: string): Json {
 /** The token the sidecar is given by environment; the hooks must present exactly this one. */
 function shutdownToken(pod: Json): string {
   const env = container(pod, 'shutdown-manager').env;
-  assert.deepEqual(env.map((e: Json) => e.name), ['SHUTDOWN_MANAGER_SHUTDOWN_TOKEN']);
-  return env[0].value;
+  assert.deepEqual(env.map((e: Json) => e.name), ['NODE_OPTIONS', 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN']);
+  return env[1].value;
 }
 
 function hook(path: '/shutdown' | '/wait', token: string, port = 8090): Json {
@@ -451,7 +451,7 @@ describe('with --protect-shutdown=false (Kubernetes before 1.26, whose kubelet d
     const pod = applyResponse(body.request.object, result.json().response);
     assert.deepEqual(container(pod, 'envoy').lifecycle.preStop, { httpGet: { path: '/shutdown', port: 8090, scheme: 'HTTP' } });
     assert.deepEqual(container(pod, 'shutdown-manager').lifecycle.preStop, { httpGet: { path: '/wait', port: 8090, scheme: 'HTTP' } });
-    assert.equal(container(pod, 'shutdown-manager').env, undefined);
+    assert.deepEqual(container(pod, 'shutdown-manager').env, [{ name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' }]);
   });
 });
 
