@@ -110,7 +110,7 @@ export function readinessProbe(plan: PodDrainValues): V1Probe {
  * and NODE_OPTIONS is the one way to give it to this container alone (the image's entry point serves the webhook
  * too, whose throughput it would cost).
  */
-const SIDECAR_ENV = [{ name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' }] as const;
+export const SIDECAR_ENV = [{ name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' }] as const;
 
 /**
  * The shutdown-manager container. As a native sidecar (init container with restartPolicy Always) it is
