@@ -372,8 +372,8 @@ export class EnvoyAdminClient {
 }
 
 /**
- * The client's sockets, numbered as they are created, and which of them connected: what a process's admin
- * counter must have grown by between two reads (src/envoy/identity.ts). Only the latest numbers are kept: an
+ * The client's sockets, numbered as they are created, and which of them the admin port answered on: what a
+ * process's admin counter must have grown by between two reads (src/envoy/identity.ts). Only the latest numbers are kept: an
  * older one forgotten makes a count lower, which can only make two reads look more alike, never less.
  */
 class OwnConnectionLedger {
@@ -384,10 +384,13 @@ class OwnConnectionLedger {
     return this.count;
   }
 
-  /** A new socket's number, and what to call once it connects. */
+  /** A new socket's number, and what to call (once or more) once the admin port has answered on it. */
   created(): () => void {
     const number = ++this.count;
+    let counted = false;
     return () => {
+      if (counted) return;
+      counted = true;
       this.connected.push(number);
       if (this.connected.length > 1_024) this.connected.splice(0, 512);
     };
@@ -413,7 +416,11 @@ interface CallSpec {
   readonly signal: AbortSignal | undefined;
   /** Called once per call that got a status line, with the body or the part of it that arrived. */
   readonly onAnswer: (status: number, body: string) => void;
-  /** Numbers the call's socket when it is created; the returned function is called once it has connected. */
+  /**
+   * Numbers the call's socket when it is created; the returned function is called once the admin port has
+   * answered on it (a status line), which proves that Envoy accepted it: connected is not enough, since Envoy
+   * closes a connection over its global connection limit, or under overload, at accept, without counting it.
+   */
   readonly onSocket: () => () => void;
 }
 
@@ -468,21 +475,24 @@ class AdminCall {
 
   private listen(): void {
     const request = this.request;
+    let answered = (): void => undefined;
     request.on('socket', (socket) => {
-      const connected = this.spec.onSocket();
-      socket.once('connect', () => {
-        this.connected = true;
-        connected();
-      });
+      answered = this.spec.onSocket();
+      socket.once('connect', () => (this.connected = true));
     });
-    request.on('response', (response) => this.read(response));
+    request.on('response', (response) => {
+      answered();
+      this.read(response);
+    });
     // Node emits 'upgrade' for a 101 and 'information' for other 1xx: Envoy's admin API sends neither.
     request.on('upgrade', (response, socket) => {
+      answered();
       socket.destroy();
       this.status = response.statusCode;
       this.fail(new AdminResponseError(this.endpoint, `answered HTTP ${response.statusCode} (a protocol upgrade), which Envoy's admin API never does: is this Envoy's admin port?`));
     });
     request.on('information', ({ statusCode }) => {
+      answered();
       if (statusCode === 100) return;
       this.status = statusCode;
       this.fail(new AdminResponseError(this.endpoint, `answered an interim HTTP ${statusCode}, which Envoy's admin API never sends: is this Envoy's admin port?`));

@@ -4,9 +4,10 @@
  * The mark is `listener.admin.downstream_cx_total`, read in the same answer as the connection counts (see
  * CONNECTION_STATS_FILTER), so that a count and the process it belongs to can never come from two processes.
  * A counter only grows within one process and starts again at 0 in a new one. Between two reads of one process
- * it grows by at least the connections this sidecar opened to the admin port in between, each accepted by that
- * process: the sockets created after the earlier answer arrived and connected before the later read was sent,
- * plus the later read's own (`OwnConnections`). Growing by less than that means another process answered.
+ * it grows by at least the connections this sidecar opened to the admin port in between and that the port
+ * answered on (proof that Envoy accepted and counted them): the sockets created after the earlier answer arrived
+ * and answered before the later read was sent, plus the later read's own (`OwnConnections`). A counter that went
+ * down, or once marks have proved to follow our connections, one that grew by less, means another process.
  *
  * Why not `/server_info`'s `uptime_current_epoch`: Envoy computes it from its wall clock, so a step of the
  * node's clock moves it as a restart would (backwards, even below zero), and a drain that took a clock step for
@@ -27,6 +28,11 @@ export type ProcessVerdict =
   | 'same'
   /** Another process answered: the one that gave the earlier read has exited. */
   | 'replaced'
+  /**
+   * The counter grew, but less than our own connections, before marks have proved to follow them at this
+   * address (MarkTrust): another process, or a proxy in front of Envoy. Its count must not end a drain.
+   */
+  | 'doubtful'
   /** One of the two reads carried no mark. */
   | 'unknown';
 
@@ -34,17 +40,31 @@ export type ProcessVerdict =
 export interface OwnConnections {
   /** How many sockets have been created so far. */
   connectionMarker(): number;
-  /** How many sockets created after `marker` have connected so far. */
+  /** How many sockets created after `marker` the admin port has answered on so far. */
   connectedSince(marker: number): number;
+}
+
+/**
+ * Whether marks have been seen to follow this sidecar's own connections at this admin address: once two reads of
+ * one process showed at least the growth expected, a smaller growth can only be another process. Until then it
+ * may be the address: a proxy in front of Envoy's admin API (Contour's read-only 127.0.0.1:9001) keeps its own
+ * pooled connections upstream, so Envoy's counter does not grow with ours, and every read would look like a new
+ * Envoy. One per sidecar, shared by every trail.
+ */
+export class MarkTrust {
+  verified = false;
 }
 
 /**
  * Compares two reads, `earlier` answered before `later` was sent; `minGrowth`: the connections the process
  * answering `earlier` must have accepted since, if it answered `later` too (at least 1: the later read's own).
+ * A counter that went down is another process whatever the trust; one that grew too little is, once verified.
  */
-export function compareProcess(earlier: ProcessMark, later: ProcessMark, minGrowth = 1): ProcessVerdict {
+export function compareProcess(earlier: ProcessMark, later: ProcessMark, minGrowth = 1, verified = true): ProcessVerdict {
   if (earlier === null || later === null) return 'unknown';
-  return later - earlier >= minGrowth ? 'same' : 'replaced';
+  if (later < earlier) return 'replaced';
+  if (later - earlier >= minGrowth) return 'same';
+  return verified ? 'replaced' : 'doubtful';
 }
 
 /** A read that carried a mark, and this sidecar's connection marker when its answer arrived. */
@@ -53,39 +73,69 @@ export interface MarkedRead {
   readonly marker: number;
 }
 
+/** Taken right before a read is sent: the reads it will be compared with, and the growth it must show since each. */
+export interface Expectation {
+  readonly base: MarkedRead | undefined;
+  readonly growth: number;
+  /** The first doubtful read since `base`, if any (see ProcessTrail), and the growth expected since it. */
+  readonly doubt?: { readonly read: MarkedRead; readonly growth: number };
+}
+
 /**
  * The process a series of reads follows: `expect()` right before each read is sent, then `observe()` with
  * its mark once answered. The drain follows the process it pins; the supervisor follows whatever runs.
+ *
+ * A doubtful read (too little growth while marks are unproven at this address) is kept: if a later read grows
+ * from it as our connections say it must, marks do follow them here, so the doubtful read was another process
+ * already ('replaced'); if not, the doubt stays for good (a proxy, most likely) and no count ends a drain.
  */
 export class ProcessTrail {
   private last: MarkedRead | undefined;
+  private doubt: MarkedRead | undefined;
 
   constructor(
     private readonly own: OwnConnections,
+    readonly trust: MarkTrust,
     start?: MarkedRead,
   ) {
     this.last = start;
   }
 
-  /** The last read followed; undefined before the first. */
+  /** The last read of the process followed; undefined before the first. */
   get latest(): MarkedRead | undefined {
     return this.last;
   }
 
-  /** Before a read is sent: the growth that read must show to come from the same process. */
-  expect(): number {
-    return this.last === undefined ? 1 : this.own.connectedSince(this.last.marker) + 1;
+  expect(): Expectation {
+    const base = this.last;
+    const doubt = this.doubt;
+    return {
+      base,
+      growth: base === undefined ? 1 : this.own.connectedSince(base.marker) + 1,
+      ...(doubt === undefined ? {} : { doubt: { read: doubt, growth: this.own.connectedSince(doubt.marker) + 1 } }),
+    };
   }
 
-  /** After the read answered: its verdict ('first' for the first read); a replaced process is not followed. */
-  observe(mark: ProcessMark, minGrowth: number): ProcessVerdict | 'first' {
+  /**
+   * After the read answered: its verdict against the reads it was expected from ('first' when there was none).
+   * A replaced or doubtful process is not followed; an older read answered late never takes a newer one's place.
+   */
+  observe(mark: ProcessMark, expected: Expectation): ProcessVerdict | 'first' {
     const read: MarkedRead = { mark, marker: this.own.connectionMarker() };
-    if (this.last === undefined) {
-      this.last = read;
+    const newest = this.last === undefined || read.marker >= this.last.marker;
+    if (expected.base === undefined) {
+      if (newest) this.last = read;
       return 'first';
     }
-    const verdict = compareProcess(this.last.mark, mark, minGrowth);
-    if (verdict !== 'replaced' && mark !== null) this.last = read;
+    if (expected.doubt !== undefined) {
+      if (compareProcess(expected.doubt.read.mark, mark, expected.doubt.growth, true) !== 'same') return 'doubtful';
+      this.trust.verified = true;
+      return 'replaced';
+    }
+    const verdict = compareProcess(expected.base.mark, mark, expected.growth, this.trust.verified);
+    if (verdict === 'same') this.trust.verified = true;
+    if (verdict === 'doubtful') this.doubt ??= read;
+    if ((verdict === 'same' || verdict === 'unknown') && mark !== null && newest) this.last = read;
     return verdict;
   }
 }

@@ -17,7 +17,7 @@
  * hooks at the same time, so every caller awaits the same outcome.
  */
 import { EnvoyAdminError, type AdminFailureKind } from '../envoy/admin-client.js';
-import { compareProcess, ProcessTrail, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
+import { compareProcess, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
@@ -94,6 +94,8 @@ export interface DrainOutcome {
   readonly missingListeners: readonly string[];
   /** The listeners Envoy had at the last read (named when some asked for are missing). */
   readonly availableListeners: readonly string[];
+  /** Initiation calls that timed out: Envoy may have taken them without saying so. */
+  readonly unconfirmedSteps: readonly string[];
 }
 
 /** What /drain shows: enough to understand a pod stuck in Terminating. */
@@ -150,6 +152,8 @@ export interface DrainOptions {
    */
   readonly previous?: PreviousDrain;
   readonly onStep?: StepHook;
+  /** Whether marks follow our connections at this admin address (identity.ts); the supervisor shares one. */
+  readonly trust?: MarkTrust;
 }
 
 interface InitiationStep {
@@ -187,6 +191,8 @@ export class Drain {
   private lastInvalidAnswer: string | null = null;
   private lastFailure: { kind: AdminFailureKind; message: string } | undefined;
   private readonly failureCounts: Record<AdminFailureKind, number> = { ...NO_FAILURES };
+  /** Initiation calls that timed out at least once: Envoy may have taken them, though it never said so. */
+  private readonly stepsTimedOut = new Set<string>();
   /** When a failure of each kind and error class was last logged (see logFailure). */
   private readonly failureLoggedAt = new Map<string, number>();
   private loggedMissing = '';
@@ -206,7 +212,7 @@ export class Drain {
     private readonly options: DrainOptions = {},
   ) {
     this.onStep = options.onStep ?? (async () => undefined);
-    this.pinned = new ProcessTrail(envoy);
+    this.pinned = new ProcessTrail(envoy, options.trust ?? new MarkTrust());
     this.steps = [
       { name: 'fail health checks', call: (signal) => envoy.failHealthChecks(signal), done: false },
       { name: 'drain listeners', call: (signal) => envoy.drainListeners(signal), done: false },
@@ -444,12 +450,14 @@ export class Drain {
     }
     if (this.isOver) return 'answered';
     this.consecutiveRefusals = 0;
-    if (this.observeProcess(count.adminConnectionsTotal, growth) === 'replaced') {
+    const process = this.observeProcess(count.adminConnectionsTotal, growth);
+    if (process === 'replaced') {
       this.settle('envoy-replaced');
       return 'answered';
     }
-    this.recordCount(count, sentAtMs);
-    if (this.countEndsDrain(count, sentAtMs)) this.settle('connections-closed');
+    this.recordCount(count, sentAtMs, process);
+    // A count of a process that may not be the pinned one never ends the drain.
+    if (process !== 'doubtful' && this.countEndsDrain(count, sentAtMs)) this.settle('connections-closed');
     return 'answered';
   }
 
@@ -457,7 +465,7 @@ export class Drain {
    * Taken right before a read is sent: how much the admin counter must have grown since the pinned process's
    * last read (or, before the first, since the previous drain's) if the same process answers (identity.ts).
    */
-  private expectedGrowth(): { readonly pinned: number; readonly previous: number | undefined } {
+  private expectedGrowth(): { readonly pinned: Expectation; readonly previous: number | undefined } {
     const previous = this.options.previous;
     const sincePrevious = previous === undefined || this.pinned.latest !== undefined ? undefined : this.envoy.connectedSince(previous.read.marker) + 1;
     return { pinned: this.pinned.expect(), previous: sincePrevious };
@@ -467,13 +475,15 @@ export class Drain {
    * The one place that decides which process a read came from. The first read pins the process (inheriting
    * the previous drain's health-check failure if it is the same one); every later read must come from it.
    */
-  private observeProcess(mark: ProcessMark, growth: { readonly pinned: number; readonly previous: number | undefined }): ProcessVerdict | 'pinned' {
+  private observeProcess(mark: ProcessMark, growth: { readonly pinned: Expectation; readonly previous: number | undefined }): ProcessVerdict | 'pinned' {
     if (mark === null) this.warnUnmarked();
     const verdict = this.pinned.observe(mark, growth.pinned);
     this.latest = { mark, marker: this.envoy.connectionMarker() };
     if (verdict === 'first') {
+      this.forgetStepsOfUnknownProcess();
       const previous = this.options.previous;
-      if (previous !== undefined && growth.previous !== undefined && compareProcess(previous.read.mark, mark, growth.previous) === 'same') this.inheritFrom(previous);
+      const same = previous !== undefined && growth.previous !== undefined && compareProcess(previous.read.mark, mark, growth.previous, this.pinned.trust.verified) === 'same';
+      if (same) this.inheritFrom(previous);
       return 'pinned';
     }
     if (verdict === 'replaced') {
@@ -487,6 +497,22 @@ export class Drain {
     }
     this.stepsSinceRead = [];
     return verdict;
+  }
+
+  /**
+   * Steps Envoy took before the first read that answered went to a process nobody identified: perhaps not the
+   * one now pinned (replaced in between). They are sent again, and check-delay counts from the new answer:
+   * both steps are idempotent, and a drain must never count a process whose health checks it did not fail.
+   */
+  private forgetStepsOfUnknownProcess(): void {
+    if (this.stepsSinceRead.length === 0) return;
+    this.log.info(
+      { event: 'drain_steps_resent', steps: this.stepsSinceRead },
+      `${this.stepsSinceRead.join(' and ')} went to an Envoy process not identified yet: sending again to the one that answered`,
+    );
+    for (const step of this.steps) step.done = false;
+    this.healthChecksFailedAtMs = undefined;
+    this.stepsSinceRead = [];
   }
 
   private inheritFrom(previous: PreviousDrain): void {
@@ -504,7 +530,7 @@ export class Drain {
     return count.total <= this.settings['min-open-connections'];
   }
 
-  private recordCount(count: ConnectionCount, sentAtMs: number): void {
+  private recordCount(count: ConnectionCount, sentAtMs: number, process: ProcessVerdict | 'pinned'): void {
     this.lastCount = count;
     this.lastPollAtMs = this.clock.now();
     this.polls += 1;
@@ -521,6 +547,7 @@ export class Drain {
         by_listener: count.byListener,
         // The mark of the process that answered (src/envoy/identity.ts): which Envoy this count is of.
         admin_connections: count.adminConnectionsTotal,
+        process,
         ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
         ...(mayEnd === undefined || sentAtMs < mayEnd ? { check_delay_pending: true } : {}),
       },
@@ -597,6 +624,7 @@ export class Drain {
     this.lastFailure = { kind, message };
     this.failureCounts[kind] += 1;
     if (kind === 'invalid-answer') this.lastInvalidAnswer = message;
+    if (kind === 'timeout' && action !== 'count open connections') this.stepsTimedOut.add(action);
     this.consecutiveRefusals = kind === 'refused' ? this.consecutiveRefusals + 1 : 0;
     if (kind === 'refused' && this.envoy.hasAnswered && this.consecutiveRefusals >= this.settings['admin-refusals']) {
       this.settle('envoy-exited');
@@ -664,6 +692,7 @@ export class Drain {
       lastInvalidAnswer: this.lastInvalidAnswer,
       missingListeners: this.lastCount?.missingListeners ?? [],
       availableListeners: this.lastCount?.availableListeners ?? [],
+      unconfirmedSteps: [...this.stepsTimedOut].filter((name) => !this.steps.some((step) => step.name === name && step.done)),
     };
   }
 
@@ -701,6 +730,9 @@ export function describeOutcome(outcome: DrainOutcome): string {
     case 'deadline':
       return `drain deadline reached after ${seconds}s${deadlineCause(outcome, open)}; letting the pod terminate`;
     case 'admin-unreachable':
+      if (outcome.unconfirmedSteps.length > 0) {
+        return `drain ended after ${seconds}s: ${unreachableCause(outcome)}; it may have been told to drain (${outcome.unconfirmedSteps.join(', ')}: no answer came), and its connections were not counted; letting the pod terminate`;
+      }
       return `drain ended after ${seconds}s: ${unreachableCause(outcome)}, so Envoy was not drained and its connections were not counted; letting the pod terminate`;
     case 'interrupted':
       return `drain interrupted after ${seconds}s: the shutdown manager is stopping, ${open} connections were open`;
@@ -710,6 +742,9 @@ export function describeOutcome(outcome: DrainOutcome): string {
 function deadlineCause(outcome: DrainOutcome, open: string): string {
   if (outcome.missingListeners.length > 0) {
     return `: the listeners ${outcome.missingListeners.join(', ')} named by --listeners do not exist (Envoy has: ${outcome.availableListeners.join(', ') || 'none'}), so the drain could not count their connections`;
+  }
+  if (!outcome.healthChecksFailed && outcome.unconfirmedSteps.includes('fail health checks')) {
+    return `: Envoy never confirmed POST /healthcheck/fail (the call timed out: it may have taken it, with no answer)${failureClause(outcome)}; ${open} connections open`;
   }
   if (!outcome.healthChecksFailed) {
     return `: Envoy never took POST /healthcheck/fail${failureClause(outcome)}, so load balancers were not told to stop sending (${open} connections open)`;

@@ -19,7 +19,7 @@
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
 import { EnvoyAdminError, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
-import { ProcessTrail, type ProcessMark } from '../envoy/identity.js';
+import { MarkTrust, ProcessTrail, type Expectation, type ProcessMark } from '../envoy/identity.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal, StepProgress } from './journal.js';
@@ -105,6 +105,11 @@ export class DrainSupervisor {
     failing: null,
   };
   private watching = false;
+  /** Whether marks follow our connections at this admin address: one for the sidecar, shared with its drains. */
+  private readonly trust = new MarkTrust();
+  /** The read of Envoy in flight, if any: reads are one at a time, so that each is compared with the one before. */
+  private reading: Promise<MarkRead> | undefined;
+  private warnedUntrusted = false;
 
   constructor(
     private readonly envoy: SupervisedEnvoy,
@@ -113,7 +118,7 @@ export class DrainSupervisor {
     private readonly log: SidecarLog,
     private readonly clock: Clock,
   ) {
-    this.trail = new ProcessTrail(envoy);
+    this.trail = new ProcessTrail(envoy, this.trust);
     this.drain = this.newDrain();
   }
 
@@ -125,10 +130,22 @@ export class DrainSupervisor {
   /** Starts the drain, joins the running one, or decides whether Envoy is a new process after one ended. */
   shutdown(): Promise<DrainOutcome> {
     const arrivedAtMs = this.clock.now();
+    if (this.stopping.signal.aborted) return this.refuseWhileStopping(arrivedAtMs);
     if (this.drain.current === 'idle') return this.startDrain(arrivedAtMs);
     if (this.drain.current === 'draining' || this.drain.current === 'interrupted') return this.drain.start();
     this.deciding ??= this.drainIfNewProcess(arrivedAtMs).finally(() => (this.deciding = undefined));
     return this.deciding;
+  }
+
+  /**
+   * A /shutdown after SIGTERM (one already being read as the process stops): nothing would see its drain to the
+   * end, so none starts; the answer says so. Joining a drain under way stays possible: the stop waits for it.
+   */
+  private refuseWhileStopping(arrivedAtMs: number): Promise<DrainOutcome> {
+    if (this.drain.current !== 'idle') return this.drain.start();
+    const outcome = this.drain.start(arrivedAtMs);
+    this.drain.interrupt();
+    return outcome;
   }
 
   /**
@@ -250,6 +267,7 @@ export class DrainSupervisor {
     return new Drain(this.envoy, this.options.drain, this.log, this.clock, {
       ...(previous === undefined || read === undefined ? {} : { previous: { read, healthChecksFailedAtMs: previous.healthChecksFailedAt } }),
       onStep: (step, progress) => this.onStep(step, progress),
+      trust: this.trust,
     });
   }
 
@@ -262,7 +280,7 @@ export class DrainSupervisor {
         if (this.drain !== drain) return;
         // Follow on from the drain's last read: whichever process gave it is the one running now.
         const latest = drain.latestRead;
-        if (latest !== undefined) this.trail = new ProcessTrail(this.envoy, latest);
+        if (latest !== undefined) this.trail = new ProcessTrail(this.envoy, this.trust, latest);
         // The process drained is gone and another runs: the next /shutdown must drain that one.
         if (reason === 'envoy-replaced') this.rearm('another Envoy process took the admin port during the drain', false);
       },
@@ -279,7 +297,8 @@ export class DrainSupervisor {
   private async drainIfNewProcess(arrivedAtMs: number): Promise<DrainOutcome> {
     const ended = this.drain;
     const read = await this.readMark();
-    if (this.drain !== ended) return this.drain.start(); // the watch re-armed meanwhile
+    // The watch re-armed meanwhile: the new drain still counts from this /shutdown's arrival.
+    if (this.drain !== ended) return this.drain.current === 'idle' ? this.startDrain(arrivedAtMs) : this.drain.start();
     if (!read.ok && read.kind === 'refused') return ended.start(); // no Envoy: nothing to drain
     if (read.ok && read.verdict === 'same') return ended.start();
     if (read.ok && read.verdict === 'replaced') {
@@ -320,11 +339,25 @@ export class DrainSupervisor {
    * from then on unless another one answered), bounded by the read timeout whatever the call does.
    */
   private async readMark(): Promise<MarkRead> {
+    // One at a time: a /shutdown deciding while the watch reads waits for that read, then reads afresh.
+    for (let waited = 0; this.reading !== undefined && waited < 2; waited += 1) await this.reading;
+    const read = this.readMarkNow();
+    this.reading = read;
+    try {
+      return await read;
+    } finally {
+      if (this.reading === read) this.reading = undefined;
+    }
+  }
+
+  private async readMarkNow(): Promise<MarkRead> {
     const cancel = new AbortController();
-    const growth = this.trail.expect();
+    const stop = (): void => cancel.abort();
+    this.stopping.signal.addEventListener('abort', stop, { once: true });
+    const expected = this.trail.expect();
     const trail = this.trail;
     const read = this.envoy.countOpenConnections(cancel.signal).then(
-      (count): MarkRead => ({ ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, growth) }),
+      (count): MarkRead => ({ ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, expected) }),
       (error: unknown): MarkRead => ({ ok: false, kind: kindOf(error), message: messageOf(error) }),
     );
     const answer = await within(read, this.options.readTimeoutMs, {
@@ -333,14 +366,34 @@ export class DrainSupervisor {
       message: `no answer within ${this.options.readTimeoutMs} ms`,
     } satisfies MarkRead);
     cancel.abort();
+    this.stopping.signal.removeEventListener('abort', stop);
     return answer;
   }
 
   /** Observes a read on `trail`; another process answering is followed from then on. */
-  private follow(trail: ProcessTrail, mark: ProcessMark, growth: number): ReadVerdict {
-    const verdict = trail.observe(mark, growth);
-    if (verdict === 'replaced' && trail === this.trail) this.trail = new ProcessTrail(this.envoy, { mark, marker: this.envoy.connectionMarker() });
+  private follow(trail: ProcessTrail, mark: ProcessMark, expected: Expectation): ReadVerdict {
+    const verdict = trail.observe(mark, expected);
+    if (verdict === 'replaced' && trail === this.trail) this.trail = new ProcessTrail(this.envoy, this.trust, { mark, marker: this.envoy.connectionMarker() });
+    this.warnIfMarksUnproven(verdict, mark);
     return verdict;
+  }
+
+  /**
+   * Reads that answer with a mark but never once grow as our own connections do: the admin address is not
+   * Envoy's own listener (a proxy, such as Contour's read-only 127.0.0.1:9001), and a replaced Envoy can then be
+   * told only by a counter that goes down.
+   */
+  private unproven = 0;
+
+  private warnIfMarksUnproven(verdict: ReadVerdict, mark: ProcessMark): void {
+    if (this.trust.verified || mark === null || verdict !== 'doubtful' || this.warnedUntrusted) return;
+    this.unproven += 1;
+    if (this.unproven < 3) return;
+    this.warnedUntrusted = true;
+    this.log.warn(
+      { event: 'admin_marks_unproven', envoy_admin: this.envoy.address },
+      `Envoy's admin counter at ${this.envoy.address} does not grow with this sidecar's own calls: is the admin address a proxy in front of Envoy? A replaced Envoy can then be told only by a counter that goes down`,
+    );
   }
 
   private noteWatch(read: MarkRead): void {

@@ -196,7 +196,7 @@ describe('issue 18: the sidecar reports what happened', () => {
     envoy.chooseWith((call) => (call.method === 'POST' ? 'silent' : undefined));
     const answer = await shutdown(manager);
     assert.equal(answer.status, 503);
-    assert.match(answer.body, /Envoy never took POST \/healthcheck\/fail/);
+    assert.match(answer.body, /Envoy never confirmed POST \/healthcheck\/fail \(the call timed out: it may have taken it/);
     const journal = JSON.parse(await readFile(join(stateDir, 'drain.json'), 'utf8')) as Record<string, unknown>;
     assert.deepEqual([journal['healthChecks'], journal['listenersDrain']], ['intended', 'intended'], 'calls sent, never taken: not "failed"');
     assert.ok(envoy.calls.some((call) => call.path === '/healthcheck/fail' && call.effect === 'withheld'));

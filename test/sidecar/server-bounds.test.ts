@@ -32,6 +32,7 @@ const DRAINED: DrainOutcome = {
   lastInvalidAnswer: null,
   missingListeners: [],
   availableListeners: ['ingress'],
+  unconfirmedSteps: [],
 };
 
 /** A drain that ends when the test says, and counts the calls that reached it. */

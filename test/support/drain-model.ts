@@ -288,7 +288,7 @@ interface DrainRecord {
   readonly finishedAt: number | undefined;
   readonly reason: string | undefined;
   /** The polls of this drain: when logged, the mark, the count. */
-  readonly polls: readonly { readonly at: number; readonly mark: number | null; readonly open: number }[];
+  readonly polls: readonly { readonly at: number; readonly mark: number | null; readonly open: number; readonly process: string }[];
 }
 
 /** The drains of a run, from the sidecar's log. */
@@ -299,7 +299,7 @@ function drainsOf(report: RunReport): DrainRecord[] {
     const current = drains.at(-1);
     if (event === 'drain_started') drains.push({ startedAt: line.at, finishedAt: undefined, reason: undefined, polls: [] });
     else if (event === 'poll' && current !== undefined && current.finishedAt === undefined) {
-      current.polls.push({ at: line.at, mark: line.fields['admin_connections'] as number | null, open: Number(line.fields['open_connections']) });
+      current.polls.push({ at: line.at, mark: line.fields['admin_connections'] as number | null, open: Number(line.fields['open_connections']), process: String(line.fields['process']) });
     } else if (event === 'drain_finished' && current !== undefined && current.finishedAt === undefined) {
       current.finishedAt = line.at;
       current.reason = String(line.fields['reason']);
@@ -331,7 +331,8 @@ function drainedHonestly(report: RunReport): string[] {
       problems.push(`I2: a poll of the drain started at ${rel(report, drain.startedAt)} matches no stats answer the server gave`);
       continue;
     }
-    const counted = drain.polls.filter((poll) => statsCallOf(report, poll)?.processId !== first.processId);
+    // A poll the drain took for its pinned process's must be of that process (a doubtful one it did not trust).
+    const counted = drain.polls.filter((poll) => poll.process !== 'doubtful' && statsCallOf(report, poll)?.processId !== first.processId);
     if (drain.reason === 'connections-closed') {
       if (last.processId !== first.processId) problems.push(`I2: drained by the count of process ${last.processId}, pinned to ${first.processId}`);
       if ((last.rendered?.connections['ingress'] ?? Infinity) > min) problems.push(`I2: drained while the server had rendered ${JSON.stringify(last.rendered?.connections)}`);
