@@ -17,12 +17,12 @@ const quick = process.argv.includes('--quick');
 const PROFILES: Record<'full' | 'quick', { webhook: WebhookBenchProfile; sidecar: SidecarBenchProfile; watchDays: number }> = {
   full: {
     webhook: { rounds: 5, seconds: 3, newConnectionSeconds: 2, warmupSeconds: 3, sequentialRequests: 1000, fastify: true },
-    sidecar: { starts: 11, drains: 9 },
+    sidecar: { starts: 11, drains: 9, floodSeconds: 4 },
     watchDays: 7,
   },
   quick: {
     webhook: { rounds: 3, seconds: 1, newConnectionSeconds: 1, warmupSeconds: 1, sequentialRequests: 300, fastify: false },
-    sidecar: { starts: 5, drains: 3 },
+    sidecar: { starts: 5, drains: 3, floodSeconds: 2 },
     watchDays: 3,
   },
 };

@@ -1,6 +1,7 @@
 /**
  * Sidecar figures (see /work/shared/reference/benchmarks.md): resident memory idle and while 1,000
- * connections drain, start → ready time, and drain overshoot at check-interval 100 ms. Memory and start are
+ * connections drain, start → ready time, drain overshoot at check-interval 100 ms, and peak resident memory
+ * under sustained floods of well-formed requests with the injected NODE_OPTIONS and without. Memory and start are
  * taken next to a floor measured in the same run, in alternating rounds: a bare node:http server started the
  * same way. The sidecar is started as the injector writes it into a pod: its args (sidecarArgs), a state
  * directory and a shutdown token, only its address and ports moved to free ones.
@@ -18,8 +19,9 @@ import { parseWebhookConfig } from '../src/config/webhook.js';
 import { sidecarArgs } from '../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
 import { EnvoyEmulator } from '../test/support/envoy-emulator.js';
+import { floodWhileWatching, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY } from '../test/support/process.js';
-import { spawnSidecar } from '../test/support/sidecar-process.js';
+import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';
 import { freePort, loadAverage, median, mib, residentMib, summarize, type Figure } from './support.js';
 
 export interface SidecarBenchProfile {
@@ -27,6 +29,8 @@ export interface SidecarBenchProfile {
   readonly starts: number;
   /** Drains with 20 connections, closed at different phases of the poll cycle. */
   readonly drains: number;
+  /** Length of each flood (two floods, each with the injected NODE_OPTIONS and without); 0 skips them. */
+  readonly floodSeconds: number;
 }
 
 const CHECK_INTERVAL_MS = 100;
@@ -187,11 +191,88 @@ async function measureDrains(emulator: EnvoyEmulator, profile: SidecarBenchProfi
   ];
 }
 
+/** What no client behaviour may take the sidecar past: the pod's limit is 128Mi (test/sidecar/server-flood.test.ts). */
+const RSS_BUDGET_MIB = 96;
+
+/**
+ * The floods of test/sidecar/server-flood.test.ts, each rate-limited and run from a child process: a
+ * stranger opening 2,000 connections a second with one request each, and 5,000 keep-alive requests a second
+ * over 8 connections, a tenth of them /metrics (a scraper gone wild). Nothing is kept; V8's young generation grows.
+ */
+const FLOODS: readonly { readonly name: string; readonly spec: Omit<FloodSpec, 'port' | 'seconds'> }[] = [
+  {
+    name: '2,000 new connections/s',
+    spec: { kind: 'new-connections', perSecond: 2_000, concurrency: 64, paths: ['/drain', '/metrics', '/ready', '/healthz'] },
+  },
+  {
+    name: '5,000 keep-alive requests/s',
+    spec: {
+      kind: 'keep-alive',
+      perSecond: 5_000,
+      sockets: 8,
+      depth: 4,
+      paths: ['/metrics', '/drain', '/drain', '/drain', '/drain', '/drain', '/drain', '/ready', '/ready', '/healthz'],
+    },
+  },
+];
+
+/**
+ * Peak resident memory (VmRSS sampled every 20 ms, or VmHWM if higher) of the sidecar started as injected
+ * (sidecarArgs, SIDECAR_ENV, a token) under each flood, and of the same sidecar without SIDECAR_ENV (V8's
+ * default heap settings), with the kubelet's /healthz timed every 100 ms meanwhile.
+ */
+async function measureFloods(profile: SidecarBenchProfile): Promise<Figure[]> {
+  const plan = parseWebhookConfig([], {}).injection.defaults;
+  // An Envoy of its own: the drains before leave theirs drained, which the injected sidecar (--recover-envoy=true)
+  // answers at start with POST /quitquitquit, and the emulator then exits as Envoy does.
+  const emulator = await EnvoyEmulator.start();
+  const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-flood-'));
+  const figures: Figure[] = [];
+  try {
+    for (const { name, spec } of FLOODS) {
+      for (const sidecarEnv of [true, false]) {
+        const sidecar = await spawnInjectedSidecar(plan, { adminPort: emulator.ports.admin, stateDir, token: 'bench-token-0123456789abcdef01234567', sidecarEnv });
+        try {
+          await sidecar.waitForLog((line) => line['event'] === 'envoy_admin_reachable');
+          const watched = await floodWhileWatching(
+            { pid: sidecar.child.pid as number, url: sidecar.url },
+            { ...spec, port: sidecar.port, seconds: profile.floodSeconds },
+            { probePaths: ['/healthz'] },
+          );
+          const healthz = summarize(watched.probes.get('/healthz') ?? []);
+          const { flood, peakMiB } = watched;
+          console.log(
+            `  ${name}, ${sidecarEnv ? 'injected NODE_OPTIONS' : 'V8 defaults'}: peak ${mib(peakMiB)} (rest ${mib(watched.restMiB)}); ` +
+              `${flood.answered} answered (${flood.perSecond.toFixed(0)}/s), ${flood.errors} errors; /healthz median ${healthz.median.toFixed(1)} / max ${healthz.max.toFixed(1)} ms`,
+          );
+          figures.push({
+            name: `sidecar peak RSS, ${name} for ${profile.floodSeconds} s, ${sidecarEnv ? 'injected NODE_OPTIONS' : 'without NODE_OPTIONS'}`,
+            value: `${mib(peakMiB)} (${flood.perSecond.toFixed(0)}/s answered; /healthz max ${healthz.max.toFixed(0)} ms)`,
+            target: sidecarEnv ? `< ${RSS_BUDGET_MIB} MiB` : '',
+            pass: sidecarEnv ? peakMiB < RSS_BUDGET_MIB : undefined,
+          });
+        } finally {
+          await stop(sidecar.child);
+        }
+      }
+    }
+  } finally {
+    await rm(stateDir, { recursive: true, force: true });
+    await emulator.close();
+  }
+  return figures;
+}
+
 export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Figure[]> {
-  console.log(`Sidecar: ${profile.starts} alternating starts with a bare node:http floor, ${profile.drains + 1} drains; load average ${loadAverage()}`);
+  const floods = profile.floodSeconds > 0 ? `, ${FLOODS.length * 2} floods of ${profile.floodSeconds} s` : '';
+  console.log(`Sidecar: ${profile.starts} alternating starts with a bare node:http floor, ${profile.drains + 1} drains${floods}; load average ${loadAverage()}`);
   const emulator = await EnvoyEmulator.start();
   try {
-    return [...(await measureStartAndIdle(emulator, profile)), ...(await measureDrains(emulator, profile))];
+    return [
+      ...(await measureStartAndIdle(emulator, profile)),
+      ...(await measureDrains(emulator, profile)),
+      ...(profile.floodSeconds > 0 ? await measureFloods(profile) : []),
+    ];
   } finally {
     await emulator.close();
   }
@@ -199,5 +280,5 @@ export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Fig
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const { printTable } = await import('./support.js');
-  printTable(await runSidecarBench({ starts: 11, drains: 9 }));
+  printTable(await runSidecarBench({ starts: 11, drains: 9, floodSeconds: 4 }));
 }
