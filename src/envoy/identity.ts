@@ -7,17 +7,21 @@
  * it grows by at least the connections this sidecar opened to the admin port in between and that the port
  * answered on (proof that Envoy accepted and counted them): the sockets created after the earlier answer arrived
  * and answered before the later read was sent, plus the later read's own (`OwnConnections`). A counter that went
- * down, or once marks have proved to follow our connections, one that grew by less, means another process.
+ * down is another process. One that grew by less is another process once marks have proved to follow our
+ * connections at this address (MarkTrust); before that, it is doubtful (a proxy in front of the admin API grows
+ * its own counter, not ours), and a doubtful count never ends a drain.
  *
  * Why not `/server_info`'s `uptime_current_epoch`: Envoy computes it from its wall clock, so a step of the
  * node's clock moves it as a restart would (backwards, even below zero), and a drain that took a clock step for
  * a new Envoy would say "drained" while the old one still holds its connections. Uptimes still serve where a
  * wrong guess costs nothing (the journal and recovery: see recovery.ts).
  *
- * The one way to fool the mark: a new process that, before our read of it, took more connections from others
- * than the old one had taken in its whole life up to our earlier read. The old one's counter includes every
- * read of ours (one every check-interval since the sidecar started), so a new process loses that race unless
- * the old one was seconds old.
+ * The one way to fool the mark: a new process that, before our first read of it, took more connections (from
+ * others, or ours it never answered) than the old one had taken in its whole life up to our earlier read. The old
+ * one's counter includes every read of ours (one every check-interval since the sidecar started), so a new
+ * process loses that race unless the old one was seconds old; and a read of the new process that grew too
+ * little is kept as a doubt that the next read settles (see ProcessTrail). test/support/drain-model.ts searches
+ * for such paths with processes seconds old.
  */
 
 /** A process's mark at one read; null when Envoy did not report the counter (then nothing can be told). */
