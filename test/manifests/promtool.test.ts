@@ -16,8 +16,10 @@ import { MANIFESTS_DIR, findOne, getArray, getString, resolveKustomization, type
 
 const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
 const available = promtool.status === 0;
-if (!available && process.env['CI'] === 'true') throw new Error('promtool is missing: .ci/run installs it (Debian package prometheus)');
-const skip = available ? false : 'promtool is not installed (apt-get install prometheus); CI runs these';
+// In CI, .ci/run installs it, and says why when it could not (PROMTOOL_UNAVAILABLE): missing otherwise is a bug.
+const unavailable = process.env['PROMTOOL_UNAVAILABLE'];
+if (!available && process.env['CI'] === 'true' && unavailable === undefined) throw new Error('promtool is missing: .ci/run installs it (Debian package prometheus)');
+const skip = available ? false : `promtool is not installed (${unavailable ?? 'apt-get install prometheus'}); CI runs these`;
 
 /** One `promtool test rules` case: the series, and what the alert must be at each time. */
 interface AlertCase {
