@@ -5,6 +5,7 @@
  * The built sidecar under the same clients: server-abuse.test.ts.
  */
 import assert from 'node:assert/strict';
+import diagnostics from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import { describe, test, type TestContext } from 'node:test';
 import { SIDECAR_PATHS } from '../../src/config/endpoints.js';
@@ -123,6 +124,35 @@ describe('drain server: requests in flight on one connection', () => {
     assert.equal(drain.snapshots - before, 4, 'only the four requests within the bound reached the routes');
     assert.equal(log.events('connections_closed')[0]?.['too_many_in_flight'], 1);
     assert.equal(reader.socket.destroyed, false, 'the client that reads its answers is kept');
+  });
+
+  for (const [what, head] of [
+    ['an Expect header other than 100-continue (Node would answer 417 itself)', requestHead('/drain', { expect: 'x' })],
+    ['no Host header (Node would answer 400 itself)', 'GET /drain HTTP/1.1\r\n\r\n'],
+  ] as const) {
+    test(`heads with ${what} are bounded like any other`, async (t) => {
+      const { server, drain } = await serve(t, { ...LIFTED, maxRequestsInFlight: 4 });
+      // Every request Node's server parses, whether or not it tells the server (it answers these two kinds itself).
+      let parsed = 0;
+      const count = (): void => void (parsed += 1);
+      diagnostics.subscribe('http.server.request.start', count);
+      t.after(() => diagnostics.unsubscribe('http.server.request.start', count));
+      const flooder = await unreadConnection(t, server.port);
+      flooder.socket.write(head.repeat(2_000));
+      await waitUntil(() => server.counters.connectionsClosed.tooManyInFlight === 1, 5_000, 'the pipelining connection to be closed');
+      assert.ok(drain.snapshots <= 4, `${drain.snapshots} requests reached the routes`);
+      assert.ok(parsed <= 8, `${parsed} requests parsed from one read (unbounded, a 64 KiB read held over 100)`);
+    });
+  }
+
+  test('a request body nobody reads, sent with its head, does not pass for pipelining: the request behind it is answered too', async (t) => {
+    const { server } = await serve(t, { ...LIFTED, maxRequestsInFlight: 4 });
+    const client = await openTcpConnection(server.port);
+    t.after(() => client.close());
+    const body = 'b'.repeat(200 * 1024);
+    const withBody = `GET /healthz HTTP/1.1\r\nHost: sidecar\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    assert.deepEqual(await writeAndReadAnswers(client.socket, withBody + requestHead('/ready'), 2), [200, 503]);
+    assert.equal(server.counters.connectionsClosed.tooManyInFlight, 0);
   });
 
   test('negative control: without the bound, the same 2,000 pipelined requests all reach the routes', async (t) => {
