@@ -13,8 +13,10 @@
  *   and a new Envoy process after a drain re-arms it (/drain shows idle again).
  * - `recover()` runs once at start: an Envoy found left draining is brought back (see recovery.ts).
  *
- * Processes are told apart by their mark (src/envoy/identity.ts), in one place: `lastMark` is the mark of the
- * process last read, and every read is compared with it.
+ * Processes are told apart by their mark (src/envoy/identity.ts), in one place: `trail` follows the process last
+ * read, every read of the supervisor is compared with it (one read at a time: `readMark`), and a drain that ends
+ * hands its own last read over. `trust` (whether marks follow our connections at this address) is shared with
+ * every drain.
  *
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
