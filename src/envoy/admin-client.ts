@@ -75,6 +75,16 @@ export type AdminFailureKind = 'refused' | 'timeout' | 'invalid-answer' | 'trans
 
 export const ADMIN_FAILURE_KINDS: readonly AdminFailureKind[] = ['refused', 'timeout', 'invalid-answer', 'transport'];
 
+/** The kind of any failure of an admin call: an EnvoyAdminError's own; anything else failed in transport. */
+export function failureKindOf(error: unknown): AdminFailureKind {
+  return error instanceof EnvoyAdminError ? error.kind : 'transport';
+}
+
+/** A count of 0 for each kind of failure, to count failures into. */
+export function noFailures(): Record<AdminFailureKind, number> {
+  return { refused: 0, timeout: 0, 'invalid-answer': 0, transport: 0 };
+}
+
 /** Base of every admin failure; `endpoint` is what was called, e.g. "POST /healthcheck/fail". */
 export abstract class EnvoyAdminError extends Error {
   override readonly name: string = 'EnvoyAdminError';

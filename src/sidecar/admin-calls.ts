@@ -4,7 +4,7 @@
  * admin address is wrong exports no connection series at all, so these are what an alert can see
  * (ShutdownManagerEnvoyAdminUnreachable in manifests/monitoring).
  */
-import { ADMIN_FAILURE_KINDS, EnvoyAdminError, type AdminFailureKind, type EnvoyAdminClient } from '../envoy/admin-client.js';
+import { failureKindOf, noFailures, type AdminFailureKind, type EnvoyAdminClient } from '../envoy/admin-client.js';
 import type { ProbeTarget } from './admin-probe.js';
 import type { SupervisedEnvoy } from './supervisor.js';
 
@@ -18,7 +18,7 @@ export interface AdminCallCounts {
 /** The client, with every call counted into `counts`. */
 export function countedAdmin(client: EnvoyAdminClient): { readonly envoy: SupervisedEnvoy & ProbeTarget; readonly counts: () => AdminCallCounts } {
   let up: boolean | null = null;
-  const failures = Object.fromEntries(ADMIN_FAILURE_KINDS.map((kind) => [kind, 0])) as Record<AdminFailureKind, number>;
+  const failures = noFailures();
   const counted = <T>(signal: AbortSignal | undefined, call: (signal: AbortSignal | undefined) => Promise<T>): Promise<T> =>
     call(signal).then(
       (value) => {
@@ -29,7 +29,7 @@ export function countedAdmin(client: EnvoyAdminClient): { readonly envoy: Superv
         // A call the sidecar cancelled itself (a drain that ended, the process stopping) says nothing about Envoy.
         if (signal?.aborted !== true) {
           up = false;
-          failures[error instanceof EnvoyAdminError ? error.kind : 'transport'] += 1;
+          failures[failureKindOf(error)] += 1;
         }
         throw error;
       },

@@ -4,7 +4,7 @@
  * knows whether a refused connection means "Envoy exited" (it answered before) or nothing yet.
  */
 import { systemClock, type Clock } from '../clock.js';
-import { EnvoyAdminError, type AdminAnswer, type AdminFailureKind, type EnvoyServerState } from '../envoy/admin-client.js';
+import { failureKindOf, type AdminAnswer, type AdminFailureKind, type EnvoyServerState } from '../envoy/admin-client.js';
 import { adminPortHint } from './admin-hint.js';
 import type { SidecarLog } from './log.js';
 
@@ -87,7 +87,7 @@ function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTimi
         unreachable_for_ms: now - startedAt,
         failed_attempts: failures,
       };
-      const kind: AdminFailureKind = error instanceof EnvoyAdminError ? error.kind : 'transport';
+      const kind = failureKindOf(error);
       if (now - startedAt < timing.warnAfterMs) {
         if (failures === 1) {
           log.info(

@@ -16,7 +16,7 @@
  * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both containers'
  * hooks at the same time, so every caller awaits the same outcome.
  */
-import { EnvoyAdminError, type AdminFailureKind } from '../envoy/admin-client.js';
+import { failureKindOf, noFailures, type AdminFailureKind } from '../envoy/admin-client.js';
 import { compareProcess, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
@@ -165,7 +165,6 @@ interface InitiationStep {
 /** At most one warning per kind of admin failure in this long: a broken admin must not flood the log. */
 const FAILURE_LOG_EVERY_MS = 30_000;
 
-const NO_FAILURES: Readonly<Record<AdminFailureKind, number>> = { refused: 0, timeout: 0, 'invalid-answer': 0, transport: 0 };
 
 export class Drain {
   private state: DrainState = 'idle';
@@ -190,7 +189,7 @@ export class Drain {
   private lastError: string | null = null;
   private lastInvalidAnswer: string | null = null;
   private lastFailure: { kind: AdminFailureKind; message: string } | undefined;
-  private readonly failureCounts: Record<AdminFailureKind, number> = { ...NO_FAILURES };
+  private readonly failureCounts: Record<AdminFailureKind, number> = noFailures();
   /** Initiation calls that timed out at least once: Envoy may have taken them, though it never said so. */
   private readonly stepsTimedOut = new Set<string>();
   /** When a failure of each kind and error class was last logged (see logFailure). */
@@ -618,7 +617,7 @@ export class Drain {
    */
   private async onAdminFailure(error: unknown, action: string): Promise<'refused' | 'failed'> {
     if (this.isOver) return 'failed'; // cut by the end itself
-    const kind: AdminFailureKind = error instanceof EnvoyAdminError ? error.kind : 'transport';
+    const kind = failureKindOf(error);
     const message = error instanceof Error ? error.message : String(error);
     this.lastError = message;
     this.lastFailure = { kind, message };

@@ -20,7 +20,7 @@
  *
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
-import { EnvoyAdminError, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
+import { failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
 import { MarkTrust, ProcessTrail, type Expectation, type ProcessMark } from '../envoy/identity.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
@@ -111,6 +111,8 @@ export class DrainSupervisor {
   private readonly trust = new MarkTrust();
   /** The read of Envoy in flight, if any: reads are one at a time, so that each is compared with the one before. */
   private reading: Promise<MarkRead> | undefined;
+  /** Doubtful reads so far while marks are unproven, and whether that was warned about (warnIfMarksUnproven). */
+  private unproven = 0;
   private warnedUntrusted = false;
 
   constructor(
@@ -360,7 +362,7 @@ export class DrainSupervisor {
     const trail = this.trail;
     const read = this.envoy.countOpenConnections(cancel.signal).then(
       (count): MarkRead => ({ ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, expected) }),
-      (error: unknown): MarkRead => ({ ok: false, kind: kindOf(error), message: messageOf(error) }),
+      (error: unknown): MarkRead => ({ ok: false, kind: failureKindOf(error), message: messageOf(error) }),
     );
     const answer = await within(read, this.options.readTimeoutMs, {
       ok: false,
@@ -385,8 +387,6 @@ export class DrainSupervisor {
    * Envoy's own listener (a proxy, such as Contour's read-only 127.0.0.1:9001), and a replaced Envoy can then be
    * told only by a counter that goes down.
    */
-  private unproven = 0;
-
   private warnIfMarksUnproven(verdict: ReadVerdict, mark: ProcessMark): void {
     if (this.trust.verified || mark === null || verdict !== 'doubtful' || this.warnedUntrusted) return;
     this.unproven += 1;
@@ -511,10 +511,6 @@ function within<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
     timer = new OwnedTimer(ms, () => resolve(fallback));
   });
   return Promise.race([promise, late]).finally(() => timer?.clear());
-}
-
-function kindOf(error: unknown): AdminFailureKind {
-  return error instanceof EnvoyAdminError ? error.kind : 'transport';
 }
 
 function messageOf(error: unknown): string {
