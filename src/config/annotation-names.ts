@@ -10,6 +10,7 @@ export const ANNOTATIONS = {
   status: `${ANNOTATION_PREFIX}status`,
   nativeSidecar: `${ANNOTATION_PREFIX}native-sidecar`,
   envoyAdminPort: `${ANNOTATION_PREFIX}envoy-admin-port`,
+  envoyAdminAddress: `${ANNOTATION_PREFIX}envoy-admin-address`,
   envoyDrainFlags: `${ANNOTATION_PREFIX}envoy-drain-flags`,
   /** App containers whose preStop waits for Envoy's drain to end (comma-separated names). */
   waitContainers: `${ANNOTATION_PREFIX}wait-containers`,

@@ -3,7 +3,7 @@ import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, resolvePodDrain, type PodDrai
 import { ANNOTATION_PREFIX, ANNOTATIONS } from './annotation-names.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting } from './settings.js';
-import { expectedForm } from './values.js';
+import { adminSocketPath, expectedForm } from './values.js';
 
 /**
  * Every per-pod drain setting, by the name of its flag: an annotation with the same suffix overrides it.
@@ -14,8 +14,8 @@ const OVERRIDE_SETTINGS: { readonly [Name in keyof PodDrainInput]: Setting<PodDr
   'termination-grace-period': GRACE_PERIOD_SETTING,
 };
 
-/** The one annotation not named like its flag: `admin-port` alone would not say whose admin port. */
-const ANNOTATION_ALIASES: Readonly<Record<string, keyof PodDrainInput>> = { 'envoy-admin-port': 'admin-port' };
+/** The annotations not named like their flags: `admin-port` alone would not say whose admin port. */
+const ANNOTATION_ALIASES: Readonly<Record<string, keyof PodDrainInput>> = { 'envoy-admin-port': 'admin-port', 'envoy-admin-address': 'admin-address' };
 
 /** The setting an annotation suffix overrides; own keys only, so `constructor` or `__proto__` is no setting. */
 function overriddenSetting(suffix: string): keyof PodDrainInput | undefined {
@@ -76,6 +76,12 @@ export function resolvePodDrainPlan(
     const value = kind.parse(String(raw));
     if (value === undefined) errors.push(new ConfigError(`annotation ${key}`, String(raw), expectedForm(kind, String(raw)), suffix));
     else (values as Record<keyof PodDrainInput, unknown>)[name] = value;
+  }
+  const socketKey = annotationOf.get('admin-address');
+  const portKey = annotationOf.get('admin-port');
+  if (portKey !== undefined && adminSocketPath(values['admin-address']) !== undefined) {
+    const expected = `no port: Envoy's admin API is on the Unix socket ${values['admin-address']}${socketKey === undefined ? ' (the webhook default)' : ` (annotation ${socketKey})`}; remove this annotation, or set ${ANNOTATIONS.envoyAdminAddress} to the admin host`;
+    errors.push(new ConfigError(`annotation ${portKey}`, String(values['admin-port']), expected, 'envoy-admin-port'));
   }
   if (errors.length > 0) throw new ConfigErrors(errors);
 

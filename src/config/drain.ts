@@ -35,10 +35,15 @@ export const POD_DRAIN_SETTINGS = {
     default: 8090,
     help: "The sidecar's HTTP port for /healthz, /shutdown, /drain and /metrics.",
   } satisfies Setting<number>,
+  'admin-address': {
+    kind: kinds.adminAddress,
+    default: '127.0.0.1',
+    help: "Where Envoy's admin API is, inside the pod (Envoy shares its network namespace): a host reached at --admin-port, or a Unix socket as unix:/admin/admin.sock (Contour's), in a volume both containers mount.",
+  } satisfies Setting<string>,
   'admin-port': {
     kind: kinds.port,
     default: 9001,
-    help: "Envoy's admin port, reached on 127.0.0.1 inside the pod.",
+    help: "Envoy's admin port, on --admin-address; unused when that is a Unix socket.",
   } satisfies Setting<number>,
   listeners: {
     kind: kinds.nameList,
@@ -111,7 +116,7 @@ export function resolvePodDrain(input: PodDrainInput, sourceOf: (name: keyof Pod
  * port. Shared by the webhook (per pod) and the sidecar (its own flags), each with its own remedy.
  */
 export function drainTimingErrors(
-  values: Pick<PodDrainValues, 'check-delay' | 'drain-delay' | 'drain-timeout' | 'serve-port' | 'admin-port'>,
+  values: Pick<PodDrainValues, 'check-delay' | 'drain-delay' | 'drain-timeout' | 'serve-port' | 'admin-port' | 'admin-address'>,
   sourceOf: (name: 'check-delay' | 'drain-delay' | 'serve-port') => string,
   deadlineRemedy: string,
 ): ConfigError[] {
@@ -125,7 +130,7 @@ export function drainTimingErrors(
     const expected = `a drain delay that, added to the check delay of ${formatDuration(values['check-delay'])}, stays below the drain deadline of ${deadline}; ${deadlineRemedy}`;
     errors.push(new ConfigError(sourceOf('drain-delay'), formatDuration(values['drain-delay']), expected, 'drain-delay'));
   }
-  if (values['serve-port'] === values['admin-port']) {
+  if (values['serve-port'] === values['admin-port'] && kinds.adminSocketPath(values['admin-address']) === undefined) {
     const expected = `a port other than Envoy's admin port ${values['admin-port']}`;
     errors.push(new ConfigError(sourceOf('serve-port'), String(values['serve-port']), expected, 'serve-port'));
   }

@@ -17,11 +17,6 @@ export const SIDECAR_SETTINGS = {
     default: '',
     help: 'Address to serve on; empty means every interface, IPv4 and IPv6 (the kubelet calls hooks and probes on the pod IP, which may be either).',
   } satisfies Setting<string>,
-  'admin-address': {
-    kind: kinds.adminHost,
-    default: '127.0.0.1',
-    help: "Envoy's admin address (Envoy shares the pod's network namespace).",
-  } satisfies Setting<string>,
   'drain-timeout': {
     kind: kinds.positiveDurationMs,
     default: 290_000,

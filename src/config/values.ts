@@ -107,36 +107,82 @@ const HOST_NAME = /^(?=.{1,253}\.?$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-
 const DIGITS_LAST_LABEL = /(?:^|\.)\d+\.?$/;
 const HOST_AND_PORT = /^[^:]*:(\d+)$/;
 
-/** Why `raw` is not an admin host, or undefined when it is one. Most specific first: a path says "path". */
-function adminHostProblem(raw: string): string | undefined {
-  const host = raw.trim();
-  if (host === '') return 'it is empty';
-  if (host.startsWith('/') || host.toLowerCase().startsWith('unix:')) {
-    return "it is a Unix socket path, and Unix sockets are not supported yet: use Envoy's TCP admin address (admin.address.socket_address in its bootstrap) here and its port in --admin-port";
-  }
-  if (host.includes('://')) return 'it is a URL: give the host alone here and the port in --admin-port';
-  if (/\s/.test(host)) return 'it contains whitespace';
-  if (host.includes('[') || host.includes(']')) return 'brackets are for URLs: write an IPv6 address without them (e.g. ::1) and the port in --admin-port';
-  if (isIP(host) !== 0) return undefined;
-  const withPort = HOST_AND_PORT.exec(host);
-  if (withPort !== null) return `it has a port (":${withPort[1] ?? ''}"): give the host alone here and the port in --admin-port`;
-  if (host.includes(':')) return 'it contains ":" but is not a valid IPv6 address';
-  if (!HOST_NAME.test(host)) return 'it is neither an IP address nor a valid DNS name (letters, digits, hyphens and dots)';
-  if (DIGITS_LAST_LABEL.test(host)) return 'it is not a valid IPv4 address';
+/**
+ * The longest Unix socket path Linux connects to: `sun_path` holds 108 bytes with the final NUL (unix(7)).
+ * Node passes a longer one to the kernel, which refuses it with an error that does not name the path.
+ */
+export const MAX_SOCKET_PATH_BYTES = 107;
+
+/** The prefix of a Unix socket admin address, in its canonical spelling `unix:/admin/admin.sock`. */
+export const UNIX_ADDRESS_PREFIX = 'unix:';
+
+/**
+ * The socket path of `raw` when it is written as one (`unix:/p`, `unix:///p`, or a bare `/p` as Contour's
+ * `contour bootstrap --admin-address` writes it); undefined when it is not written as a path at all.
+ */
+function writtenSocketPath(raw: string): string | undefined {
+  if (raw.startsWith('/')) return raw;
+  if (!raw.toLowerCase().startsWith(UNIX_ADDRESS_PREFIX)) return undefined;
+  const rest = raw.slice(UNIX_ADDRESS_PREFIX.length);
+  return rest.startsWith('///') ? rest.slice(2) : rest;
+}
+
+/** Why `path` (as written after `unix:`) is not a socket path the sidecar can connect to. */
+function socketPathProblem(path: string): string | undefined {
+  if (path.startsWith('//')) return 'it names a host after "unix://": write unix:/path/to/admin.sock (or unix:///path/to/admin.sock)';
+  if (path.startsWith('@')) return 'it is an abstract socket name, which the sidecar does not support: give Envoy a socket file (admin.address.pipe.path) in a volume both containers mount';
+  if (!path.startsWith('/')) return 'a socket path must be absolute (relative to what? each container has its own working directory): write unix:/path/to/admin.sock';
+  if (/[\s\u0000-\u001f]/.test(path)) return 'the socket path contains whitespace or a control character';
+  if (path.endsWith('/')) return 'the socket path ends with "/": name the socket file itself';
+  if (path.split('/').some((segment) => segment === '.' || segment === '..')) return 'the socket path has "." or ".." segments: write it as Envoy names it, without them';
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) return `the socket path is ${Buffer.byteLength(path)} bytes long, and Linux connects only to paths of at most ${MAX_SOCKET_PATH_BYTES}`;
   return undefined;
 }
 
+/** Why `raw` is not an admin address, or undefined when it is one. Most specific first: a URL says "URL". */
+function adminAddressProblem(raw: string): string | undefined {
+  const address = raw.trim();
+  if (address === '') return 'it is empty';
+  const path = writtenSocketPath(address);
+  if (path !== undefined) return socketPathProblem(path);
+  if (address.includes('://')) return 'it is a URL: give the host alone here and the port in --admin-port (or unix:/path for a Unix socket)';
+  if (/\s/.test(address)) return 'it contains whitespace';
+  if (address.includes('[') || address.includes(']')) return 'brackets are for URLs: write an IPv6 address without them (e.g. ::1) and the port in --admin-port';
+  if (isIP(address) !== 0) return undefined;
+  const withPort = HOST_AND_PORT.exec(address);
+  if (withPort !== null) return `it has a port (":${withPort[1] ?? ''}"): give the host alone here and the port in --admin-port`;
+  if (address.includes(':')) return 'it contains ":" but is not a valid IPv6 address';
+  if (!HOST_NAME.test(address)) return 'it is neither an IP address nor a valid DNS name (letters, digits, hyphens and dots)';
+  if (DIGITS_LAST_LABEL.test(address)) return 'it is not a valid IPv4 address';
+  return undefined;
+}
+
+/** The canonical spelling of a valid address: a socket as `unix:/path`, a host as written (trimmed). */
+function canonicalAdminAddress(raw: string): string {
+  const address = raw.trim();
+  const path = writtenSocketPath(address);
+  return path === undefined ? address : `${UNIX_ADDRESS_PREFIX}${path}`;
+}
+
 /**
- * The host of Envoy's admin API, reached over TCP: an IPv4 or IPv6 literal or a DNS name. Paths (Unix
- * sockets), URLs, `host:port` and bracketed IPv6 are refused with what to write instead: the client would
- * otherwise look them up as host names and fail on every call with an error that hides the mistake.
+ * Where Envoy's admin API is: a host reached over TCP at the admin port (an IPv4 or IPv6 literal or a DNS
+ * name, which may resolve to both families), or a Unix socket, `unix:/admin/admin.sock` (Contour's: its
+ * admin API is on a socket only). One string all the way from flag or annotation to the client, which
+ * connects by `adminSocketPath`. URLs, `host:port`, bracketed IPv6, relative or abstract socket names are
+ * refused with what to write instead: the client would otherwise fail on every call with an error that
+ * hides the mistake.
  */
-export const adminHost: ValueKind<string> = {
-  form: 'an IPv4 or IPv6 address or a DNS name, without port or brackets, such as 127.0.0.1, ::1 or envoy.local',
-  parse: (raw) => (adminHostProblem(raw) === undefined ? raw.trim() : undefined),
+export const adminAddress: ValueKind<string> = {
+  form: 'an IPv4 or IPv6 address or a DNS name without port or brackets (127.0.0.1, ::1, localhost), or a Unix socket as unix:/absolute/path',
+  parse: (raw) => (adminAddressProblem(raw) === undefined ? canonicalAdminAddress(raw) : undefined),
   format: (value) => value,
-  problem: adminHostProblem,
+  problem: adminAddressProblem,
 };
+
+/** The socket path of a (valid, canonical) admin address, or undefined when it is a host reached over TCP. */
+export function adminSocketPath(address: string): string | undefined {
+  return address.startsWith(UNIX_ADDRESS_PREFIX) ? address.slice(UNIX_ADDRESS_PREFIX.length) : undefined;
+}
 
 /** An absolute directory path, or empty for "none". */
 export const optionalDirectory: ValueKind<string> = {

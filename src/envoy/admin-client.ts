@@ -9,7 +9,9 @@
  * loopback needs nothing more.
  */
 import { OwnedTimer, systemClock, type Clock } from '../clock.js';
+import { adminSocketPath } from '../config/values.js';
 import { isJsonObject } from '../json.js';
+import { drainListenersPath, parseEnvoyVersion, type EnvoyVersion } from './version.js';
 import { countDownstreamConnections, CONNECTION_STATS_FILTER, jsonDepthExceeds, MAX_JSON_DEPTH, parseJsonStats, type ConnectionCount } from './stats.js';
 
 /**
@@ -20,7 +22,9 @@ import { countDownstreamConnections, CONNECTION_STATS_FILTER, jsonDepthExceeds, 
 const http = process.getBuiltinModule('node:http');
 
 export interface EnvoyAdminOptions {
+  /** A host reached over TCP at `port`, or a Unix socket as `unix:/admin/admin.sock` (see adminAddress in src/config/values.ts). */
   readonly address: string;
+  /** Unused when `address` is a Unix socket. */
   readonly port: number;
   /**
    * Upper bound of each call: connecting, the headers and the whole body. A call settles by then whatever the
@@ -54,6 +58,8 @@ export interface EnvoyProcessInfo {
    * step of the node's clock moves it, below zero after a step back: an estimate, never an identity proof.
    */
   readonly uptimeSeconds: number;
+  /** Envoy's release, from `version`; null when the build string names none. */
+  readonly version: EnvoyVersion | null;
   /** `command_line_options.restart_epoch`: raised by each hot restart; null when not reported. */
   readonly restartEpoch: number | null;
   /**
@@ -190,6 +196,9 @@ export class EnvoyAdminClient {
 
   private latestAnswer: AdminAnswer | undefined;
 
+  /** The release /server_info last named: what drain_listeners is spelled for. */
+  private knownVersion: EnvoyVersion | null = null;
+
   private readonly own = new OwnConnectionLedger();
 
   /** Calls not yet settled, so that close() ends them at once. */
@@ -197,17 +206,23 @@ export class EnvoyAdminClient {
 
   private readonly clock: Clock;
 
+  /** Where each call connects: decided once, from the one address string. */
+  private readonly connectTo: ConnectTarget;
+
   constructor(private readonly options: EnvoyAdminOptions) {
     this.clock = options.clock ?? systemClock;
+    const socketPath = adminSocketPath(options.address);
+    this.connectTo = socketPath === undefined ? { host: options.address, port: options.port } : { socketPath };
   }
 
-  /** Describes the target, for logs and error messages. */
+  /** Describes the target, for logs and error messages: `http://host:port` or `unix:/path`. */
   get target(): string {
-    return `http://${this.address}`;
+    return 'socketPath' in this.connectTo ? this.options.address : `http://${this.address}`;
   }
 
-  /** `host:port` of the admin API (IPv6 hosts in brackets). */
+  /** `host:port` of the admin API (IPv6 hosts in brackets), or `unix:/path` for a socket. */
   get address(): string {
+    if ('socketPath' in this.connectTo) return this.options.address;
     const host = this.options.address.includes(':') ? `[${this.options.address}]` : this.options.address;
     return `${host}:${this.options.port}`;
   }
@@ -276,7 +291,9 @@ export class EnvoyAdminClient {
     const options = isJsonObject(document) ? document['command_line_options'] : undefined;
     const epoch = isJsonObject(options) ? options['restart_epoch'] : undefined;
     const restartEpoch = typeof epoch === 'number' && Number.isSafeInteger(epoch) && epoch >= 0 ? epoch : null;
-    return { state: state as EnvoyServerState, uptimeSeconds: seconds, restartEpoch, startedAtMs: readAtMs - seconds * 1000, readAtMs };
+    const version = parseEnvoyVersion(isJsonObject(document) ? document['version'] : undefined);
+    if (version !== null) this.knownVersion = version;
+    return { state: state as EnvoyServerState, uptimeSeconds: seconds, version, restartEpoch, startedAtMs: readAtMs - seconds * 1000, readAtMs };
   }
 
   /** `POST /healthcheck/ok`: undoes /healthcheck/fail (the only part of a drain that can be undone). */
@@ -295,12 +312,18 @@ export class EnvoyAdminClient {
   }
 
   /**
-   * `POST /drain_listeners?graceful`: Envoy drain-closes the connections of every listener (`Connection:
-   * close`, GOAWAY) and keeps accepting until its drain period ends. With `inboundOnly`, only listeners
+   * `POST /drain_listeners?graceful&skip_exit`: Envoy drain-closes the connections of every listener
+   * (`Connection: close`, GOAWAY) and keeps accepting new ones; before Envoy 1.29, `graceful` alone (see
+   * src/envoy/version.ts for what each spelling means in which release). With `inboundOnly`, only listeners
    * with `traffic_direction: INBOUND` (see EnvoyAdminOptions).
    */
   async drainListeners(signal?: AbortSignal): Promise<void> {
-    await this.mutate(this.options.inboundOnly === true ? '/drain_listeners?graceful&inboundonly' : '/drain_listeners?graceful', signal);
+    await this.mutate(drainListenersPath(this.knownVersion, this.options.inboundOnly === true), signal);
+  }
+
+  /** Envoy's release, as /server_info last named it; null until it has. */
+  get version(): EnvoyVersion | null {
+    return this.knownVersion;
   }
 
   /**
@@ -345,8 +368,7 @@ export class EnvoyAdminClient {
     const endpoint = `${method} ${path}`;
     if (signal?.aborted === true) throw new AdminTransportError(endpoint, 'cancelled by the caller before it started');
     const call = new AdminCall(endpoint, {
-      host: this.options.address,
-      port: this.options.port,
+      connectTo: this.connectTo,
       method,
       path,
       agent: this.agent,
@@ -413,13 +435,19 @@ class OwnConnectionLedger {
   }
 }
 
+/**
+ * A Unix socket (Contour's admin API), or a host and port over TCP. A host name that resolves to both families
+ * (`localhost` to 127.0.0.1 and ::1) is tried on each address in turn (Node's autoSelectFamily, RFC 8305),
+ * so the sidecar reaches Envoy on the family it listens on: Envoy Gateway binds ::1 only on IPv6 clusters.
+ */
+type ConnectTarget = { readonly socketPath: string } | { readonly host: string; readonly port: number };
+
 interface CallSpec {
-  readonly host: string;
-  readonly port: number;
+  readonly connectTo: ConnectTarget;
   readonly method: 'GET' | 'POST';
   readonly path: string;
   readonly agent: import('node:http').Agent;
-  /** For messages: `http://host:port`. */
+  /** For messages: `http://host:port` or `unix:/path`. */
   readonly target: string;
   readonly timeoutMs: number;
   readonly maxBodyBytes: number;
@@ -467,8 +495,7 @@ class AdminCall {
     this.timer = new OwnedTimer(spec.timeoutMs, () => this.fail(this.timeoutError()));
     spec.signal?.addEventListener('abort', this.onAbort, { once: true });
     this.request = http.request({
-      host: spec.host,
-      port: spec.port,
+      ...('socketPath' in spec.connectTo ? { socketPath: spec.connectTo.socketPath } : { ...spec.connectTo, autoSelectFamily: true }),
       method: spec.method,
       path: spec.path,
       agent: spec.agent,
@@ -584,13 +611,39 @@ class AdminCall {
     if (code?.startsWith('HPE_') === true) {
       return new AdminResponseError(this.endpoint, `answered something that is not HTTP/1.1 (${code}: ${error.message}): is this Envoy's admin port?`, { cause: error });
     }
-    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-      return new AdminTransportError(this.endpoint, `cannot resolve ${JSON.stringify(this.spec.host)} (${code}): check --admin-address`, { cause: error });
+    if ('socketPath' in this.spec.connectTo) {
+      const socketError = this.classifySocketError(code, this.spec.connectTo.socketPath, error);
+      if (socketError !== undefined) return socketError;
+    } else if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+      return new AdminTransportError(this.endpoint, `cannot resolve ${JSON.stringify(this.spec.connectTo.host)} (${code}): check --admin-address`, { cause: error });
     }
     if (code === 'ECONNRESET') {
       return new AdminTransportError(this.endpoint, `the connection to ${this.spec.target} was reset (${this.progress()}): Envoy may have exited or restarted`, { cause: error });
     }
     return new AdminTransportError(this.endpoint, `${code ?? error.name}: ${error.message} (${this.progress()})`, { cause: error });
+  }
+
+  /**
+   * A missing socket file is "nothing listens there", as a closed port is: Envoy not started yet, or exited.
+   * A socket the sidecar may not connect to is no sign of Envoy at all, and the message says what to change:
+   * connect(2) needs write permission on the socket file (unix(7)), and Contour creates it with mode 0644.
+   */
+  private classifySocketError(code: string | undefined, path: string, cause: Error): EnvoyAdminError | undefined {
+    if (code === 'ENOENT') {
+      return new AdminRefusedError(this.endpoint, `no socket at ${path} (Envoy not started yet, or the directory is not the volume Envoy's container mounts there)`, { cause });
+    }
+    if (code === 'EACCES' || code === 'EPERM') {
+      const uid = process.getuid?.() ?? 'unknown';
+      return new AdminTransportError(
+        this.endpoint,
+        `permission denied connecting to ${path} as uid ${uid}: connecting needs write permission on the socket file; run the sidecar as Envoy's user (runAsUser) or give the socket a mode that lets this user connect (admin.address.pipe.mode)`,
+        { cause },
+      );
+    }
+    if (code === 'ENOTDIR' || code === 'ENOTSOCK') {
+      return new AdminTransportError(this.endpoint, `${path} is not a Unix socket (${code}): check --admin-address`, { cause });
+    }
+    return undefined;
   }
 }
 

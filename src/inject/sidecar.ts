@@ -5,6 +5,7 @@ import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { resourceRequirements, type SidecarResources } from '../config/resources.js';
 import { toFlags } from '../config/settings.js';
 import { SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS } from '../config/sidecar.js';
+import { adminSocketPath } from '../config/values.js';
 import type { InjectionConfig } from '../config/webhook.js';
 
 /**
@@ -61,7 +62,10 @@ function sidecarHook(path: string, plan: PodDrainValues, token: string | undefin
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
 export function sidecarArgs(plan: PodDrainValues): string[] {
-  const { 'termination-grace-period': _boundByDrainTimeout, listeners, 'drain-timeout': drainTimeout, ...settings } = plan;
+  const { 'termination-grace-period': _boundByDrainTimeout, listeners, 'drain-timeout': drainTimeout, ...planned } = plan;
+  const settings: Partial<typeof planned> = { ...planned };
+  // A socket has no port: the flag would only mislead a reader of the pod spec.
+  if (adminSocketPath(plan['admin-address']) !== undefined) delete settings['admin-port'];
   return [
     'mode=sidecar',
     ...toFlags(SIDECAR_SETTINGS, {

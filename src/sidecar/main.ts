@@ -21,6 +21,7 @@ import { createJsonLog } from './json-log.js';
 import type { SidecarLog } from './log.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
 import { EnvoyAdminClient } from '../envoy/admin-client.js';
+import { drainListenersPath, hasSkipExit } from '../envoy/version.js';
 import { countedAdmin } from './admin-calls.js';
 import { startAdminProbe } from './admin-probe.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -142,6 +143,7 @@ export async function startSidecar(
   const recovered = probe.finished.then(async () => {
     if (!envoy.hasAnswered) return;
     await supervisor.recover();
+    logEnvoyVersion(client, config['drain-inbound-only'], log);
     await supervisor.watch();
   });
 
@@ -156,6 +158,24 @@ export async function startSidecar(
       client.close();
     })());
   return { port: server.port, supervisor, log, stop };
+}
+
+/**
+ * Which Envoy this sidecar drains, and how it will ask: once, when /server_info first answered. Before 1.29
+ * Envoy cannot keep its listeners open past its drain time (see src/envoy/version.ts): said as a warning.
+ */
+function logEnvoyVersion(client: EnvoyAdminClient, inboundOnly: boolean, log: SidecarLog): void {
+  const version = client.version;
+  const call = `POST ${drainListenersPath(version, inboundOnly)}`;
+  const fields = { event: 'envoy_version', envoy_version: version?.text ?? null, drain_call: call };
+  if (version === null) log.info(fields, `Envoy's release is unknown (its /server_info names none yet): the drain will send ${call}`);
+  else if (hasSkipExit(version)) log.info(fields, `draining Envoy ${version.text}: the drain will send ${call}`);
+  else {
+    log.warn(
+      fields,
+      `Envoy ${version.text} predates drain_listeners?skip_exit (1.29): its listeners stop accepting at the end of its --drain-time-s, which must then last until the pod is gone`,
+    );
+  }
 }
 
 /** How long closing may take once nothing is held, before the process exits anyway. */

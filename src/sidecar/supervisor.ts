@@ -72,7 +72,13 @@ export interface SupervisorSnapshot extends DrainSnapshot {
   /** Reads of Envoy by every drain of this process (a counter: never goes down when a drain is re-armed). */
   readonly pollsTotal: number;
   /** The Envoy process last seen through /server_info. */
-  readonly envoyProcess: { readonly state: string; readonly startedAt: string; readonly uptimeSeconds: number } | null;
+  readonly envoyProcess: {
+    readonly state: string;
+    /** Envoy's release (`1.36.2`), null when its build string names none. */
+    readonly version: string | null;
+    readonly startedAt: string;
+    readonly uptimeSeconds: number;
+  } | null;
   readonly recovery: RecoveryReport | null;
   readonly watch: AdminWatch;
 }
@@ -248,7 +254,7 @@ export class DrainSupervisor {
       envoyProcess:
         process === undefined
           ? null
-          : { state: process.state, startedAt: isoAt(this.clock, process.startedAtMs), uptimeSeconds: process.uptimeSeconds },
+          : { state: process.state, version: process.version?.text ?? null, startedAt: isoAt(this.clock, process.startedAtMs), uptimeSeconds: process.uptimeSeconds },
       recovery: this.recovery,
       watch: {
         up: this.watchState.up,

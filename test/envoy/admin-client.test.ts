@@ -33,7 +33,7 @@ describe('EnvoyAdminClient', () => {
     await client.drainListeners();
     assert.deepEqual(
       emulator.adminRequests.map((request) => `${request.method} ${request.path}?${request.query} ${request.status}`),
-      ['POST /healthcheck/fail? 200', 'POST /drain_listeners?graceful 200'],
+      ['POST /healthcheck/fail? 200', 'POST /drain_listeners?graceful&skip_exit 200'],
     );
     assert.equal(emulator.isHealthCheckFailed, true);
     assert.equal(emulator.drainScope, 'all');
@@ -42,7 +42,7 @@ describe('EnvoyAdminClient', () => {
   test('inboundOnly adds inboundonly to the drain', async (t) => {
     const { emulator, client } = await setUp(t, {}, 1_000, { inboundOnly: true });
     await client.drainListeners();
-    assert.equal(emulator.adminRequests.at(-1)?.query, 'graceful&inboundonly');
+    assert.equal(emulator.adminRequests.at(-1)?.query, 'graceful&skip_exit&inboundonly');
     assert.equal(emulator.drainScope, 'inbound-only');
   });
 
@@ -191,7 +191,7 @@ describe('EnvoyAdminClient', () => {
     for (const mutation of [() => client.failHealthChecks(), () => client.drainListeners()]) {
       await assert.rejects(mutation(), (error: unknown) => {
         assert.ok(error instanceof AdminResponseError);
-        assert.match(error.message, /POST \/(healthcheck\/fail|drain_listeners\?graceful): answered 200 with "ok\\n", not Envoy's "OK"/);
+        assert.match(error.message, /POST \/(healthcheck\/fail|drain_listeners\?graceful&skip_exit): answered 200 with "ok\\n", not Envoy's "OK"/);
         return true;
       });
     }

@@ -102,7 +102,7 @@ class OneEnvoy implements SupervisedEnvoy {
   async serverInfo(): Promise<EnvoyProcessInfo> {
     this.accept();
     const now = systemClock.now();
-    return { state: 'LIVE', uptimeSeconds: 100, restartEpoch: 0, startedAtMs: now - 100_000, readAtMs: now };
+    return { state: 'LIVE', uptimeSeconds: 100, version: null, restartEpoch: 0, startedAtMs: now - 100_000, readAtMs: now };
   }
   async failHealthChecks(): Promise<void> {
     this.accept();

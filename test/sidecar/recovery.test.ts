@@ -14,7 +14,7 @@ const STATES: readonly EnvoyServerState[] = ['LIVE', 'DRAINING', 'PRE_INITIALIZI
 const PROGRESS: readonly (StepProgress | null)[] = [null, 'intended', 'accepted'];
 
 function envoy(state: EnvoyServerState): EnvoyProcessInfo {
-  return { state, uptimeSeconds: 600, restartEpoch: 0, startedAtMs: STARTED, readAtMs: STARTED + 600_000 };
+  return { state, uptimeSeconds: 600, version: null, restartEpoch: 0, startedAtMs: STARTED, readAtMs: STARTED + 600_000 };
 }
 
 function record(healthChecks: StepProgress | null, listenersDrain: StepProgress | null, envoyStartedAtMs: number | null = STARTED): JournalEntry {

@@ -70,7 +70,7 @@ class ModelEnvoy implements SupervisedEnvoy {
     this.answer('server_info');
     const readAtMs = systemClock.now();
     const uptimeSeconds = Math.floor((readAtMs - this.startedAtMs) / 1000);
-    return { state: this.state, uptimeSeconds, restartEpoch: 0, startedAtMs: readAtMs - uptimeSeconds * 1000, readAtMs };
+    return { state: this.state, uptimeSeconds, version: null, restartEpoch: 0, startedAtMs: readAtMs - uptimeSeconds * 1000, readAtMs };
   }
 
   async failHealthChecks(): Promise<void> {

@@ -91,6 +91,7 @@ describe('an Envoy pod created by a Deployment', () => {
       '--drain-delay=0s',
       '--min-open-connections=0',
       '--serve-port=8090',
+      '--admin-address=127.0.0.1',
       '--admin-port=9001',
       '--recover-envoy=true',
       '--drain-timeout=4m50s',
