@@ -891,18 +891,18 @@ export class EnvoyEmulator {
     if (!this.stopped.http && covers(this.httpConfig)) {
       this.stopped.http = true;
       this.listenersStopped += 1;
-      this.httpServer.close();
+      stopAccepting(this.httpServer);
     }
     if (!this.stopped.tcp && covers(this.tcpConfig)) {
       this.stopped.tcp = true;
       this.listenersStopped += 1;
-      this.tcpServer.close();
+      stopAccepting(this.tcpServer);
     }
     // Contour's `envoy-admin` listener is an ordinary listener to the listener manager: it stops too.
     if (this.readonlyServer !== undefined && !this.stopped.readonly && covers(this.readonlyConfig)) {
       this.stopped.readonly = true;
       this.listenersStopped += 1;
-      this.readonlyServer.close();
+      stopAccepting(this.readonlyServer);
     }
   }
 
@@ -1327,9 +1327,21 @@ function socketAddress(path: string): string {
   return path.startsWith('@') ? `\0${path.slice(1)}` : path;
 }
 
+/**
+ * ListenerManagerImpl::stopListeners closes the listen socket and nothing else. http.Server#close would
+ * also close idle keep-alive connections (Node 19+, httpServerPreClose), which Envoy leaves open.
+ */
+function stopAccepting(server: net.Server): void {
+  net.Server.prototype.close.call(server);
+}
+
 function closeServer(server: net.Server): Promise<void> {
   return new Promise((resolve) => {
-    if (!server.listening) return resolve();
+    if (!server.listening) {
+      // Stopped by stopAccepting: http.Server#close still clears its connection-checking interval.
+      if (server instanceof http.Server) server.close(() => undefined);
+      return resolve();
+    }
     server.close(() => resolve());
   });
 }
