@@ -25,14 +25,28 @@
  *   --started-at=<ms since epoch>        (the instant /server_info uptimes count from; default now)
  *   --fault=none|slow:<ms>|status:<code>|garbage|empty|down   --fault-paths=/stats,/healthcheck
  *   --upstream-port=N                    (route the HTTP listener's requests to this local port: a sidecar Envoy)
+ *   --version=X.Y.Z                      (the Envoy release to behave as; default 1.36.2: /server_info `version`
+ *                                         and drain_listeners' rules by release. Real Envoy's `--version` is a
+ *                                         switch that prints the version and exits; the emulator reuses the name
+ *                                         with a value, so a pod spec's Envoy args never contain it)
+ *   --admin-socket=PATH                  (serve the admin API on this Unix socket only, no TCP admin port, as
+ *                                         Contour's bootstrap does; an existing file there is replaced, as Envoy
+ *                                         does; "@name" is an abstract socket; excludes --admin-port)
+ *   --admin-socket-mode=0644             (the socket file's mode, octal; default 0644, Contour's pipe.mode)
+ *   --readonly-admin-port=N              (Contour's `envoy-admin` listener: GET-only read-only admin routes on
+ *                                         <host>:N forwarded to the admin API; 0 for a free port)
+ *   --host=::1 binds every listener (admin, http, tcp, read-only) on IPv6 loopback only; listener stat
+ *   names then follow Envoy's IPv6 form, e.g. `[__1]_10000` (and `--stat-address=::` gives `[__]_<port>`).
  *
  * Prints one JSON line on stdout once listening: {"pid":…,"host":"127.0.0.1","admin":…,"http":…,"tcp":…,
- * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"},"startedAt":…,"drainStrategy":"gradual","drainTimeMs":…}.
+ * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"},"startedAt":…,"drainStrategy":"gradual","drainTimeMs":…,
+ * "version":"1.36.2"}; with --admin-socket also "admin":null,"adminSocket":"<path>"; with
+ * --readonly-admin-port also "readonlyAdmin":<port> and "listeners":{…,"readonlyAdmin":"127.0.0.1_<port>"}.
  * On SIGTERM, SIGINT or POST /quitquitquit it closes every listener and connection at once, as Envoy does,
  * and exits 0. Restarting "the Envoy container" (a new process on the same --admin-port/--http-port/
  * --tcp-port right after the old one exited) works: libuv sets SO_REUSEADDR on every TCP listener
  * (src/unix/tcp.c uv__tcp_bind), so TIME_WAIT connections of the old process do not block the bind.
- * While running, its admin port also answers POST /emulator/fault?fault=…[&paths=/stats,…][&for_ms=…]
+ * While running, its admin port (or socket) also answers POST /emulator/fault?fault=…[&paths=/stats,…][&for_ms=…]
  * (change the fault, optionally for a while: the only way back from `down`) and GET /emulator/requests
  * (the admin requests received, as JSON).
  */
@@ -40,6 +54,7 @@ import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import {
   EnvoyEmulator,
+  parseEnvoyVersion,
   parseFault,
   seededRandom,
   type DrainStrategy,
@@ -71,6 +86,13 @@ function integer(name: string, text: string): number {
     throw new Error(`--${name}: ${JSON.stringify(text)} is not a whole number`);
   }
   return value;
+}
+
+/** A file mode in octal, as `chmod` takes it: "0644", "644", "0o644". */
+function octalMode(name: string, text: string): number {
+  const match = /^(?:0o?)?([0-7]{3,4})$/.exec(text.trim());
+  if (match === null) throw new Error(`--${name}: ${JSON.stringify(text)} is not an octal file mode such as 0644`);
+  return parseInt(match[1] ?? '', 8);
 }
 
 function oneOf<T extends string>(name: string, text: string, allowed: readonly T[]): T {
@@ -134,6 +156,16 @@ const VALUE_FLAGS: Readonly<Record<string, ValueFlag>> = {
   },
   'fault-paths': (draft, value) => (draft.options.faultPaths = value.split(',').filter((path) => path !== '')),
   'upstream-port': (draft, value, name) => (draft.options.upstreamPort = integer(name, value)),
+  version: (draft, value, name) => {
+    if (parseEnvoyVersion(value) === undefined) throw new Error(`--${name}: ${JSON.stringify(value)} is not a version X.Y.Z`);
+    draft.options.version = value;
+  },
+  'admin-socket': (draft, value, name) => {
+    if (value.trim() === '') throw new Error(`--${name} needs a path`);
+    draft.options.adminSocketPath = value;
+  },
+  'admin-socket-mode': (draft, value, name) => (draft.options.adminSocketMode = octalMode(name, value)),
+  'readonly-admin-port': (draft, value, name) => (draft.options.readonlyAdminPort = integer(name, value)),
 };
 
 const SWITCHES: Readonly<Record<string, (draft: Draft) => void>> = {
@@ -198,10 +230,14 @@ async function main(): Promise<void> {
     pid: process.pid,
     host: emulator.host,
     ...emulator.ports,
+    // Served on a Unix socket, the admin API has no port: `admin` is null and `adminSocket` its path.
+    ...(emulator.adminSocket === undefined ? {} : { admin: null, adminSocket: emulator.adminSocket }),
+    ...(emulator.readonlyAdminPort === undefined ? {} : { readonlyAdmin: emulator.readonlyAdminPort }),
     listeners: emulator.listenerNames,
     startedAt: emulator.startedAt,
     drainStrategy: emulator.drainStrategy,
     drainTimeMs: emulator.drainTimeMs,
+    version: emulator.envoyVersion,
   };
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }

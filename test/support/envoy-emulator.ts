@@ -8,9 +8,13 @@
  * - a TCP proxy listener (stat prefix `ingress_tcp`) that holds raw connections and echoes their bytes,
  *   counted in `listener.*` stats only, as Envoy's tcp_proxy has no `downstream_cx_active`;
  * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
- *   formats of Envoy's documentation (see test/fixtures/envoy/), and switchable faults.
+ *   formats of Envoy's documentation (see test/fixtures/envoy/), and switchable faults; on a TCP port, or
+ *   (`adminSocketPath`) only on a Unix socket, as Contour's bootstrap puts it;
+ * - optionally (`readonlyAdminPort`) Contour's `envoy-admin` listener: read-only admin routes, GET only,
+ *   forwarded to the admin API (projectcontour/contour internal/envoy/v3/stats.go AdminListener).
  *
- * What it models, and the Envoy source it follows (Envoy 1.34 to 1.40; version notes inline):
+ * What it models, and the Envoy source it follows (Envoy 1.34 to 1.40 by default; `version` picks the
+ * release for what changed, see `drainListeners`; other version notes inline):
  *
  * - Server state (source/server/utils.cc Utility::serverState, used by ServerInfoHandler::handlerReady and
  *   handlerServerInfo): once initialized, DRAINING if and only if health checks are failed, else LIVE.
@@ -28,10 +32,12 @@
  *   PR #37873), InboundOnly; a repeated drain the running one covers is a no-op; at the end of the drain
  *   time the covered listeners stop accepting unless `skip_exit` (ListenerManagerImpl::stopListeners: the
  *   listeners stay counted in `total_listeners_active`, `listener_stopped` counts them, open connections
- *   stay). Without `graceful` the listeners stop at once and no drain starts; `skip_exit` without
- *   `graceful` is 400. (Envoy main since PR #47042, 2026, behind the runtime guard
- *   `envoy.reloadable_features.non_graceful_drain_notifies_connections`, also drains on a non-graceful
- *   call and accepts `skip_exit` alone: not modelled, no release documents it yet.)
+ *   stay). Up to 1.39, without `graceful` the listeners stop at once and no drain starts; `skip_exit`
+ *   without `graceful` is 400; before 1.29 `skip_exit` does not exist and is ignored (PR #30003); before
+ *   1.34 the drain has no direction. From 1.40 (PR #47042, merged 2026-08-27, runtime guard
+ *   `envoy.reloadable_features.non_graceful_drain_notifies_connections` taken as on), a call without
+ *   `graceful` also starts the drain, then stops the listeners at once unless `skip_exit`, which it accepts.
+ *   The emulator follows `version` (default 1.36.2); see `drainListeners`.
  * - No proactive drain of idle connections: DrainManagerImpl runs drain-close callbacks at drain start
  *   (addOnDrainCloseCb, PR #17026, Envoy 1.19+, spread over the first quarter of the remaining drain time for
  *   `gradual`, at once for `immediate`), but the HTTP connection manager of a released Envoy registers none
@@ -43,7 +49,18 @@
  * - `/quitquitquit` and SIGTERM (source/server/admin/server_cmd_handler.cc handlerQuitQuitQuit,
  *   source/server/server.cc InstanceImpl::shutdown): no drain; the admin answer `OK\n` goes out, the
  *   dispatcher exits and terminate() stops the workers, cutting every connection; the process exits 0.
- * - `/server_info` (ServerInfoHandler::handlerServerInfo): uptimes are whole seconds of system time since
+ * - Admin on a Unix socket (an Envoy `pipe` address): SocketImpl::bind (source/common/network/socket_impl.cc)
+ *   unlinks a file already at the path, binds, then chmods to `pipe.mode` (Contour: 0644); "@name" is an
+ *   abstract socket. Its stats keep the `listener.admin.` / `http.admin.` names (admin.cc).
+ * - Listener stat names (`listenerStatName`): `listener.<address:port>` with ':' turned into '_'
+ *   (ListenerImpl scope + Stats::Utility::sanitizeStatsName), so IPv6 "[::1]:10000" is `[__1]_10000`.
+ * - Contour's `envoy-admin` listener (`readonlyAdminPort`): an HTTP connection manager (stat prefix
+ *   `envoy-admin`) bound to 127.0.0.1 (`host` here), named `listener.127.0.0.1_<port>` after its real
+ *   address; exact-path GET routes to the admin API, 404 with no body otherwise, so no mutation passes it.
+ *   It drain-closes (drain_type DEFAULT) and stopListeners stops it, like any listener.
+ * - `/server_info` (ServerInfoHandler::handlerServerInfo): `version` is VersionInfo::version()
+ *   (source/common/version/version.cc) "<revision>/<X.Y.Z>/Clean/RELEASE/BoringSSL" with a fixed fake
+ *   revision; uptimes are whole seconds of system time since
  *   this instance started, `hot_restart_version` is HotRestartImpl::version() ("11.104" on x86-64 Linux)
  *   or "disabled", and `command_line_options` reflects the options (`--drain-strategy`, `--drain-time-s`…).
  *
@@ -56,6 +73,7 @@
  * `node --import tsx test/support/envoy-emulator-cli.ts` (see that file).
  */
 import { randomInt } from 'node:crypto';
+import { chmod, unlink } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -173,6 +191,23 @@ export interface EnvoyEmulatorOptions {
    * endpoint, as a sidecar Envoy's inbound route to its application) instead of answering them itself.
    */
   readonly upstreamPort?: number;
+  /**
+   * The Envoy release to behave as, "X.Y.Z"; default 1.36.2. It shows in /server_info `version` and
+   * decides `drain_listeners` (see `drainListeners`).
+   */
+  readonly version?: string;
+  /**
+   * Serve the admin API on this Unix socket only (no TCP admin port), as Contour's bootstrap does
+   * (admin address a `pipe`). An existing file at the path is replaced. Excludes `adminPort`.
+   */
+  readonly adminSocketPath?: string;
+  /** The socket file's mode (Envoy's `pipe.mode`); default 0o644, Contour's. */
+  readonly adminSocketMode?: number;
+  /**
+   * Also open Contour's `envoy-admin` listener on this port (0: a free one): read-only admin routes,
+   * GET only, forwarded to the admin API. See `createReadonlyAdminListener`.
+   */
+  readonly readonlyAdminPort?: number;
 }
 
 export interface AdminRequestRecord {
@@ -187,6 +222,15 @@ export interface AdminRequestRecord {
 }
 
 export type ServerState = 'LIVE' | 'DRAINING';
+
+/** An upstream endpoint: an IP address and port, or a Unix socket (an Envoy `pipe` address). */
+type UpstreamAddress = { readonly host: string; readonly port: number } | { readonly socketPath: string };
+
+interface UpstreamAnswer {
+  readonly status: number;
+  readonly contentType: string;
+  readonly body: string;
+}
 
 interface StatValue {
   readonly name: string;
@@ -258,6 +302,21 @@ const GARBAGE_BODY = '<!DOCTYPE html><html><head><title>502</title></head><body>
  */
 const HOT_RESTART_VERSION = '11.104';
 const DEFAULT_DRAIN_TIME_MS = 600_000;
+const DEFAULT_VERSION = '1.36.2';
+/** A stand-in for the 40-hex git revision Envoy's build stamps into its version (source/common/version/version.cc). */
+const FAKE_REVISION = 'e1b0a6c5d4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9';
+/** Contour's pipe.mode for the admin socket (internal/envoy/v3 unixSocketAddress: 0o644). */
+const DEFAULT_ADMIN_SOCKET_MODE = 0o644;
+/** The stat prefix of Contour's `envoy-admin` listener's HTTP connection manager (internal/envoy/v3/stats.go). */
+const READONLY_ADMIN_STAT_PREFIX = 'envoy-admin';
+/**
+ * Contour's AdminListener routes (internal/envoy/v3/stats.go routeForAdminInterface): exact paths, each
+ * requiring `:method` GET (ignore_case), to the `envoy-admin` cluster (the admin API).
+ */
+const READONLY_ADMIN_PATHS = new Set([
+  '/certs', '/clusters', '/listeners', '/config_dump', '/memory', '/ready', '/runtime', '/server_info',
+  '/stats', '/stats/prometheus', '/stats/recentlookups',
+]);
 const DEFAULT_PARENT_SHUTDOWN_TIME_S = 900;
 
 /**
@@ -295,18 +354,69 @@ export function seededRandom(seed: number): RandomSource {
   };
 }
 
+/** An Envoy release, for the behaviours that changed between releases. */
+export interface EnvoyVersion {
+  readonly major: number;
+  readonly minor: number;
+  readonly patch: number;
+}
+
+/** Reads "X.Y.Z" (whole numbers, no suffix); undefined if it is not that. */
+export function parseEnvoyVersion(text: string): EnvoyVersion | undefined {
+  const match = /^(\d{1,4})\.(\d{1,4})\.(\d{1,4})$/.exec(text);
+  if (match === null) return undefined;
+  return { major: Number(match[1]), minor: Number(match[2]), patch: Number(match[3]) };
+}
+
+/** Whether `version` is `major.minor` or later. */
+function atLeast(version: EnvoyVersion, major: number, minor: number): boolean {
+  return version.major > major || (version.major === major && version.minor >= minor);
+}
+
+/**
+ * The name Envoy gives a listener in stats, `listener.<name>.…`, for one bound to `address`:`port`.
+ * ListenerImpl's scope is `listener.<address->asString()>.` (source/common/listener_manager/listener_impl.cc
+ * listenerStatsScope) and Stats::Utility::sanitizeStatsName (source/common/stats/utility.cc), applied by
+ * createScope, turns ':' (and '/') into '_'. Ipv4Instance::asString is "127.0.0.1:10000", so
+ * "127.0.0.1_10000"; Ipv6Instance::asString is "[<inet_ntop form>]:<port>" (source/common/network/
+ * address_impl.cc), so "[::1]:10000" becomes "[__1]_10000" and "[::]:443" "[__]_443", the shape the
+ * listener address tag extractor expects (source/common/config/well_known_names.cc `<ADDRESS>`:
+ * `\[[a-fA-F_\d]+\]_\d+`). The WHATWG URL serializer gives the same compressed lower-case form as inet_ntop
+ * except for IPv4-mapped addresses (inet_ntop "::ffff:1.2.3.4", URL "::ffff:102:304").
+ */
+export function listenerStatName(address: string, port: number): string {
+  const ip = address.includes(':') ? new URL(`http://[${address}]/`).hostname : address;
+  return `${ip}:${port}`.replaceAll(':', '_').replaceAll('/', '_');
+}
+
 /** Envoy's default generator draws uint64s; 48 random bits keep `% drain_time_s` just as uniform. */
 function cryptoRandom(): number {
   return randomInt(0, 2 ** 48 - 1);
 }
 
 type ResolvedOptions = Required<
-  Omit<EnvoyEmulatorOptions, 'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener' | 'random' | 'clock' | 'startedAt' | 'commandLine' | 'upstreamPort'>
+  Omit<
+    EnvoyEmulatorOptions,
+    'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener' | 'random' | 'clock' | 'startedAt' | 'commandLine' | 'upstreamPort' | 'version' | 'adminSocketPath' | 'readonlyAdminPort'
+  >
 > & {
   faultPaths: readonly string[];
   extraGauges: Readonly<Record<string, number>>;
   upstreamPort: number | undefined;
+  version: string;
+  adminSocketPath: string | undefined;
+  readonlyAdminPort: number | undefined;
 };
+
+/** The release to behave as, once the options that cannot go together or parse are checked; throws naming the option. */
+function checkedVersion(options: EnvoyEmulatorOptions): EnvoyVersion {
+  if (options.adminSocketPath !== undefined && options.adminPort !== undefined) {
+    throw new Error('adminSocketPath and adminPort exclude each other: the admin API listens on one address');
+  }
+  const version = parseEnvoyVersion(options.version ?? DEFAULT_VERSION);
+  if (version === undefined) throw new Error(`version: ${JSON.stringify(options.version)} is not X.Y.Z`);
+  return version;
+}
 
 export class EnvoyEmulator {
   readonly adminRequests: AdminRequestRecord[] = [];
@@ -325,7 +435,8 @@ export class EnvoyEmulator {
   /** DrainManagerImpl's drain_deadlines_, kept as start instants (clock ms), per DrainDirection. */
   private readonly drainStarts: { inbound?: number; all?: number } = {};
   private readonly drainTimers = new Set<NodeJS.Timeout>();
-  private readonly stopped = { http: false, tcp: false };
+  private readonly stopped = { http: false, tcp: false, readonly: false };
+  private readonly version: EnvoyVersion;
   private listenersStopped = 0;
   private closed = false;
   private exitReason: ExitReason | undefined;
@@ -336,7 +447,16 @@ export class EnvoyEmulator {
   private readonly tcpServer: net.Server;
   /** Connections to the upstream, pooled as Envoy's cluster connection pool keeps them. */
   private readonly upstreamAgent = new http.Agent({ keepAlive: true });
+  /** The `envoy-admin` cluster's connection pool: the read-only listener's route to the admin API. */
+  private readonly adminAgent = new http.Agent({ keepAlive: true });
   private adminServer: http.Server | undefined;
+  /** Contour's `envoy-admin` listener, when `readonlyAdminPort` asks for it. */
+  private readonly readonlyServer: http.Server | undefined;
+  private readonlyListener: ListenerStats | undefined;
+  /** An HTTP connection manager listener like the ingress one: drain_type DEFAULT, direction UNSPECIFIED. */
+  private readonly readonlyConfig: ListenerConfig = listenerConfig(undefined);
+  private readonlyRequests = 0;
+  private readonlyDrainCloses = 0;
   private readonly sockets = new Set<net.Socket>();
   private adminSockets = new Set<net.Socket>();
   private httpListener!: ListenerStats;
@@ -364,7 +484,12 @@ export class EnvoyEmulator {
       mutationOnGetStatus: options.mutationOnGetStatus ?? 400,
       extraGauges: options.extraGauges ?? {},
       upstreamPort: options.upstreamPort,
+      version: options.version ?? DEFAULT_VERSION,
+      adminSocketPath: options.adminSocketPath,
+      adminSocketMode: options.adminSocketMode ?? DEFAULT_ADMIN_SOCKET_MODE,
+      readonlyAdminPort: options.readonlyAdminPort,
     };
+    this.version = checkedVersion(options);
     this.random = options.random ?? cryptoRandom;
     this.clock = options.clock ?? Date.now;
     this.commandLine = options.commandLine ?? {};
@@ -378,6 +503,7 @@ export class EnvoyEmulator {
     this.admin = new ListenerStats('admin', 1);
     this.httpServer = this.createHttpListener();
     this.tcpServer = this.createTcpListener();
+    this.readonlyServer = this.options.readonlyAdminPort === undefined ? undefined : this.createReadonlyAdminListener();
   }
 
   /** Starts the three listeners; ports default to free ones (see `ports`). */
@@ -399,9 +525,28 @@ export class EnvoyEmulator {
     return this.options.host;
   }
 
-  /** The stat names of the data listeners, e.g. `0.0.0.0_8080`. */
-  get listenerNames(): { readonly http: string; readonly tcp: string } {
-    return { http: this.httpListener.statName, tcp: this.tcpListener.statName };
+  /** The Unix socket the admin API is served on, if any (then `ports.admin` is 0: no TCP admin port). */
+  get adminSocket(): string | undefined {
+    return this.options.adminSocketPath;
+  }
+
+  /** The port of Contour's `envoy-admin` listener, if there is one. */
+  get readonlyAdminPort(): number | undefined {
+    return (this.readonlyServer?.address() as AddressInfo | null | undefined)?.port ?? this.options.readonlyAdminPort;
+  }
+
+  /** The Envoy release this emulator behaves as, "X.Y.Z". */
+  get envoyVersion(): string {
+    return this.options.version;
+  }
+
+  /**
+   * The stat names of the data listeners, e.g. `0.0.0.0_8080` (see `listenerStatName`), and of the
+   * `envoy-admin` listener if there is one, e.g. `127.0.0.1_9001`.
+   */
+  get listenerNames(): { readonly http: string; readonly tcp: string; readonly readonlyAdmin?: string } {
+    const names = { http: this.httpListener.statName, tcp: this.tcpListener.statName };
+    return this.readonlyListener === undefined ? names : { ...names, readonlyAdmin: this.readonlyListener.statName };
   }
 
   /**
@@ -446,8 +591,8 @@ export class EnvoyEmulator {
   }
 
   /** Open downstream connections per data listener, and on the admin listener. */
-  get openConnections(): { readonly http: number; readonly tcp: number; readonly admin: number } {
-    return { http: this.httpListener.active, tcp: this.tcpListener.active, admin: this.admin.active };
+  get openConnections(): { readonly http: number; readonly tcp: number; readonly admin: number; readonly readonlyAdmin: number } {
+    return { http: this.httpListener.active, tcp: this.tcpListener.active, admin: this.admin.active, readonlyAdmin: this.readonlyListener?.active ?? 0 };
   }
 
   /** Changes the admin fault; `down` closes the admin listener, leaving `down` reopens it on the same port. */
@@ -457,7 +602,7 @@ export class EnvoyEmulator {
     this.fault = fault;
     this.faultPaths = paths;
     if (fault.kind === 'down' && !wasDown) await this.closeAdmin();
-    if (fault.kind !== 'down' && wasDown) await this.listenAdmin(this.adminPortNumber);
+    if (fault.kind !== 'down' && wasDown) await this.listenAdmin();
   }
 
   /** Every counter and gauge, sorted by name, as Envoy's /stats lists them. */
@@ -481,22 +626,37 @@ export class EnvoyEmulator {
       counter('listener.admin.main_thread.downstream_cx_total', this.admin.total),
       ...this.httpListener.stats(),
       ...this.tcpListener.stats(),
+      ...this.readonlyAdminStats(),
       // ListenerManagerImpl::stopListeners stops listeners without removing them: they stay active and
       // `listener_stopped` counts them; `total_listeners_draining` counts only LDS-removed listeners.
       counter('listener_manager.listener_stopped', this.listenersStopped),
-      gauge('listener_manager.total_listeners_active', 2, true),
+      gauge('listener_manager.total_listeners_active', this.readonlyListener === undefined ? 2 : 3, true),
       gauge('listener_manager.total_listeners_draining', 0, true),
       gauge('listener_manager.workers_started', 1, true),
       gauge('server.concurrency', this.options.workers, true),
       // InstanceImpl::failHealthcheck sets `live`; `state` is the ServerInfo::State enum (LIVE 0, DRAINING 1).
       gauge('server.live', this.healthCheckFailed ? 0 : 1, true),
       gauge('server.state', this.state === 'LIVE' ? 0 : 1, true),
-      gauge('server.total_connections', this.httpListener.active + this.tcpListener.active + this.admin.active, true),
+      gauge('server.total_connections', this.httpListener.active + this.tcpListener.active + this.admin.active + (this.readonlyListener?.active ?? 0), true),
       gauge('server.uptime', this.uptimeSeconds(), true),
       counter(`tcp.${this.options.tcpStatPrefix}.downstream_cx_total`, this.tcpListener.total),
       ...Object.entries(this.options.extraGauges).map(([name, value]) => gauge(name, value, true)),
     ];
     return values.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** The `envoy-admin` listener's: its listener stats and its HTTP connection manager's `http.envoy-admin.*`. */
+  private readonlyAdminStats(): StatValue[] {
+    const listener = this.readonlyListener;
+    if (listener === undefined) return [];
+    const prefix = `http.${READONLY_ADMIN_STAT_PREFIX}`;
+    return [
+      gauge(`${prefix}.downstream_cx_active`, listener.active, listener.total > 0),
+      counter(`${prefix}.downstream_cx_drain_close`, this.readonlyDrainCloses),
+      counter(`${prefix}.downstream_cx_total`, listener.total),
+      counter(`${prefix}.downstream_rq_total`, this.readonlyRequests),
+      ...listener.stats(),
+    ];
   }
 
   /** Waits (bounded) until an admin request matching `predicate` has been received. */
@@ -526,8 +686,11 @@ export class EnvoyEmulator {
     this.drainTimers.clear();
     for (const socket of this.sockets) socket.destroy();
     this.upstreamAgent.destroy();
+    this.adminAgent.destroy();
     this.httpServer.closeAllConnections();
-    await Promise.all([closeServer(this.httpServer), closeServer(this.tcpServer), this.closeAdmin()]);
+    this.readonlyServer?.closeAllConnections();
+    const readonly = this.readonlyServer === undefined ? Promise.resolve() : closeServer(this.readonlyServer);
+    await Promise.all([closeServer(this.httpServer), closeServer(this.tcpServer), readonly, this.closeAdmin()]);
     this.exitReason = reason;
     this.resolveExited(reason);
   }
@@ -541,7 +704,7 @@ export class EnvoyEmulator {
       request.resume();
       let answer = { status: 200, body: DATA_RESPONSE_BODY };
       if (this.options.upstreamPort !== undefined) {
-        answer = await this.forward(request.url ?? '/', this.options.upstreamPort);
+        answer = await this.forward(request.url ?? '/', { host: this.options.host, port: this.options.upstreamPort }, this.upstreamAgent);
         if (this.closed || response.destroyed) return;
       } else {
         // `/delay/<ms>` stands for a slow upstream: the response, and so the drain-close decision, comes
@@ -572,20 +735,63 @@ export class EnvoyEmulator {
    * local reply when the upstream refused the connection or closed it before answering (router.cc
    * onUpstreamReset: "upstream connect error or disconnect/reset before headers. reset reason: …").
    */
-  private forward(path: string, port: number): Promise<{ status: number; body: string }> {
+  private forward(path: string, target: UpstreamAddress, agent: http.Agent): Promise<UpstreamAnswer> {
     return new Promise((resolve) => {
       const reset = (reason: string): void =>
-        resolve({ status: 503, body: `upstream connect error or disconnect/reset before headers. reset reason: ${reason}` });
-      const upstream = http.request({ host: this.options.host, port, path, agent: this.upstreamAgent, signal: this.closing.signal }, (answer) => {
+        resolve({ status: 503, contentType: 'text/plain', body: `upstream connect error or disconnect/reset before headers. reset reason: ${reason}` });
+      const upstream = http.request({ ...target, path, agent, signal: this.closing.signal }, (answer) => {
         let body = '';
         answer.setEncoding('utf8');
         answer.on('data', (chunk: string) => (body += chunk));
-        answer.on('end', () => resolve({ status: answer.statusCode ?? 502, body }));
+        answer.on('end', () => resolve({ status: answer.statusCode ?? 502, contentType: answer.headers['content-type'] ?? 'text/plain', body }));
         answer.on('error', () => reset('connection termination'));
       });
-      upstream.on('error', (error: NodeJS.ErrnoException) => reset(error.code === 'ECONNREFUSED' ? 'remote connection failure' : 'connection termination'));
+      // A refused TCP connection, or a Unix socket path with nothing bound (ENOENT) or nobody accepting.
+      const refused = (code: string | undefined): boolean => code === 'ECONNREFUSED' || code === 'ENOENT';
+      upstream.on('error', (error: NodeJS.ErrnoException) => reset(refused(error.code) ? 'remote connection failure' : 'connection termination'));
       upstream.end();
     });
+  }
+
+  /**
+   * Contour's `envoy-admin` listener (internal/envoy/v3/stats.go AdminListener, filterChain,
+   * routeForAdminInterface): an HTTP connection manager with stat prefix `envoy-admin` and the router,
+   * whose routes match READONLY_ADMIN_PATHS exactly (the query string is not part of the path; it is
+   * forwarded) with header `:method` GET ignoring case, to the cluster `envoy-admin`: the admin API, on its
+   * Unix socket or port. Anything else gets the router's local reply for no route, 404 with an empty body
+   * (source/common/router/router.cc Filter::decodeHeaders, NoRoute). As an ordinary listener of drain_type
+   * DEFAULT it drain-closes like the ingress one, and stopListeners stops it.
+   */
+  private createReadonlyAdminListener(): http.Server {
+    const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, async (request, response) => {
+      this.readonlyRequests += 1;
+      request.resume();
+      // HttpConnectionManager normalize_path (set by Contour): RFC 3986 dot segments resolved, as URL does.
+      const url = new URL(request.url ?? '/', 'http://envoy-admin');
+      const routed = READONLY_ADMIN_PATHS.has(url.pathname) && (request.method ?? '').toUpperCase() === 'GET';
+      const answer = routed ? await this.forward(`${url.pathname}${url.search}`, this.adminAddress(), this.adminAgent) : undefined;
+      if (this.closed || response.destroyed) return;
+      const body = answer?.body ?? '';
+      const headers: Record<string, string> = { server: 'envoy', 'content-length': String(Buffer.byteLength(body)) };
+      if (answer !== undefined) headers['content-type'] = answer.contentType;
+      if (this.drainClose(this.readonlyConfig)) {
+        headers['connection'] = 'close';
+        this.readonlyDrainCloses += 1;
+      }
+      response.writeHead(answer?.status ?? 404, headers);
+      response.end(body);
+    });
+    server.keepAliveTimeout = 0;
+    server.on('connection', (socket: net.Socket) => {
+      if (this.readonlyListener !== undefined) this.track(socket, this.readonlyListener);
+    });
+    return server;
+  }
+
+  /** Where the admin API listens, as the `envoy-admin` cluster's one endpoint. */
+  private adminAddress(): UpstreamAddress {
+    const socketPath = this.options.adminSocketPath;
+    return socketPath === undefined ? { host: this.options.host, port: this.adminPortNumber } : { socketPath: socketAddress(socketPath) };
   }
 
   private createTcpListener(): net.Server {
@@ -610,15 +816,20 @@ export class EnvoyEmulator {
     const { host } = this.options;
     await listenOn(this.httpServer, this.options.httpPort, host);
     await listenOn(this.tcpServer, this.options.tcpPort, host);
-    this.httpListener = new ListenerStats(`${this.options.statAddress}_${(this.httpServer.address() as AddressInfo).port}`, this.options.workers);
-    this.tcpListener = new ListenerStats(`${this.options.statAddress}_${(this.tcpServer.address() as AddressInfo).port}`, this.options.workers);
-    if (this.fault.kind === 'down') {
-      // Reserve a port so that the listener can come back up on it when the fault is lifted.
-      await this.listenAdmin(this.options.adminPort);
-      await this.closeAdmin();
-    } else {
-      await this.listenAdmin(this.options.adminPort);
+    const { statAddress, workers } = this.options;
+    this.httpListener = new ListenerStats(listenerStatName(statAddress, (this.httpServer.address() as AddressInfo).port), workers);
+    this.tcpListener = new ListenerStats(listenerStatName(statAddress, (this.tcpServer.address() as AddressInfo).port), workers);
+    if (this.readonlyServer !== undefined) {
+      await listenOn(this.readonlyServer, this.options.readonlyAdminPort ?? 0, host);
+      // Contour binds it to 127.0.0.1 (stats.go AdminListener), so it is named with the address it is
+      // really bound to, not `statAddress`.
+      const bound = this.readonlyServer.address() as AddressInfo;
+      this.readonlyListener = new ListenerStats(listenerStatName(bound.address, bound.port), workers);
     }
+    // With a `down` fault the admin listener binds and closes at once: a port 0 becomes a fixed one, so
+    // that the listener comes back on it when the fault is lifted.
+    await this.listenAdmin();
+    if (this.fault.kind === 'down') await this.closeAdmin();
   }
 
   /**
@@ -655,16 +866,17 @@ export class EnvoyEmulator {
 
   /**
    * DrainManagerImpl::startDrainSequence(direction, cb): the drain of that direction starts now; at the end
-   * of the drain time its completion callback stops the covered listeners, unless `skip_exit` (the callback
-   * handlerDrainListeners gives). Widening an inbound-only drain to all keeps the first one's timer too.
-   * Drain-close callbacks are not run: no HTTP connection manager registers any (see the file comment).
+   * of the drain time its completion callback stops the listeners of `stopScope`, if given (the callback
+   * handlerDrainListeners gives does nothing with `skip_exit`, and a non-graceful drain gives an empty one).
+   * Widening an inbound-only drain to all keeps the first one's timer too. Drain-close callbacks are not
+   * run: no HTTP connection manager registers any (see the file comment).
    */
-  private startDrainSequence(scope: Exclude<DrainScope, 'none'>, skipExit: boolean): void {
+  private startDrainSequence(scope: Exclude<DrainScope, 'none'>, stopScope: Exclude<DrainScope, 'none'> | undefined): void {
     this.drainStarts[scope === 'all' ? 'all' : 'inbound'] = this.clock();
-    if (skipExit) return;
+    if (stopScope === undefined) return;
     const timer = setTimeout(() => {
       this.drainTimers.delete(timer);
-      this.stopListeners(scope);
+      this.stopListeners(stopScope);
     }, this.options.drainTimeMs);
     timer.unref();
     this.drainTimers.add(timer);
@@ -679,12 +891,18 @@ export class EnvoyEmulator {
     if (!this.stopped.http && covers(this.httpConfig)) {
       this.stopped.http = true;
       this.listenersStopped += 1;
-      this.httpServer.close();
+      stopAccepting(this.httpServer);
     }
     if (!this.stopped.tcp && covers(this.tcpConfig)) {
       this.stopped.tcp = true;
       this.listenersStopped += 1;
-      this.tcpServer.close();
+      stopAccepting(this.tcpServer);
+    }
+    // Contour's `envoy-admin` listener is an ordinary listener to the listener manager: it stops too.
+    if (this.readonlyServer !== undefined && !this.stopped.readonly && covers(this.readonlyConfig)) {
+      this.stopped.readonly = true;
+      this.listenersStopped += 1;
+      stopAccepting(this.readonlyServer);
     }
   }
 
@@ -695,7 +913,25 @@ export class EnvoyEmulator {
 
   // --- admin ------------------------------------------------------------------------------------
 
-  private async listenAdmin(port: number): Promise<void> {
+  /** Opens the admin listener: on the Unix socket if there is one, else on the TCP port (the same one again after a `down` fault). */
+  private async listenAdmin(): Promise<void> {
+    const server = this.createAdminServer();
+    const socketPath = this.options.adminSocketPath;
+    if (socketPath !== undefined) {
+      await listenOnPipe(server, socketPath, this.options.adminSocketMode);
+    } else {
+      await listenOn(server, this.adminPortNumber === 0 ? this.options.adminPort : this.adminPortNumber, this.options.host);
+      this.adminPortNumber = (server.address() as AddressInfo).port;
+    }
+    this.adminServer = server;
+  }
+
+  /**
+   * The admin listener's HTTP server. Its stats are `listener.admin.*` and `http.admin.*` whatever its
+   * address, a Unix socket included: AdminImpl names its listener's scope "listener.admin." and its
+   * connection manager's "http.admin." (source/server/admin/admin.cc).
+   */
+  private createAdminServer(): http.Server {
     const server = http.createServer((request, response) => {
       request.resume();
       request.on('end', () => void this.handleAdmin(request, response));
@@ -708,9 +944,7 @@ export class EnvoyEmulator {
         this.adminSockets.delete(socket);
       });
     });
-    await listenOn(server, port, this.options.host);
-    this.adminServer = server;
-    this.adminPortNumber = (server.address() as AddressInfo).port;
+    return server;
   }
 
   private async closeAdmin(): Promise<void> {
@@ -788,17 +1022,36 @@ export class EnvoyEmulator {
   }
 
   /**
-   * ListenersHandler::handlerDrainListeners (listeners_handler.cc), as released: `skip_exit` needs
-   * `graceful`; `graceful` starts a drain sequence unless one covering this direction runs; without it the
-   * listeners stop at once and nothing drains.
+   * ListenersHandler::handlerDrainListeners (source/server/admin/listeners_handler.cc), by release:
+   *
+   * - `graceful` starts DrainManagerImpl::startDrainSequence unless a drain covering this direction runs
+   *   (startDrainSequence itself only queues the completion callback then, so a repeat changes nothing);
+   *   at its end the listeners stop unless `skip_exit`. Unchanged in every release modelled.
+   * - Before 1.29, `skip_exit` did not exist (PR #30003 added it): it is ignored, so `graceful&skip_exit`
+   *   stops the listeners at the end of the drain time.
+   * - Before 1.34 the drain manager had no direction (PR #37873): `draining()` and one drain for every
+   *   listener; `inboundonly` then only chooses which listeners stopListeners stops.
+   * - 1.29 to 1.39: without `graceful`, the listeners stop at once and nothing drains; `skip_exit` without
+   *   `graceful` is 400 "skip_exit requires graceful".
+   * - 1.40 and later (PR #47042, runtime guard envoy.reloadable_features.non_graceful_drain_notifies_connections,
+   *   on by default): without `graceful`, onServerDrainStart and startDrainSequence first (the connections
+   *   drain-close as in a graceful drain), then stopListeners unless `skip_exit`; `skip_exit` alone is
+   *   accepted (drain, keep accepting). The push notification onServerDrainStart is not modelled apart:
+   *   the HTTP connection manager drain-closes on its next response either way (see the file comment).
    */
   private drainListeners(params: URLSearchParams, send: (status: number, type: string, body: string) => void): void {
     const graceful = params.has('graceful');
-    const skipExit = params.has('skip_exit');
-    if (skipExit && !graceful) return send(400, 'text/plain', 'skip_exit requires graceful\n');
-    const scope = params.has('inboundonly') ? 'inbound-only' : 'all';
-    if (!graceful) this.stopListeners(scope);
-    else if (!this.drainCovers(scope)) this.startDrainSequence(scope, skipExit);
+    const skipExit = atLeast(this.version, 1, 29) && params.has('skip_exit');
+    const nonGracefulDrains = atLeast(this.version, 1, 40);
+    if (skipExit && !graceful && !nonGracefulDrains) return send(400, 'text/plain', 'skip_exit requires graceful\n');
+    const stopScope = params.has('inboundonly') ? 'inbound-only' : 'all';
+    const drainScope = atLeast(this.version, 1, 34) ? stopScope : 'all';
+    if (graceful) {
+      if (!this.drainCovers(drainScope)) this.startDrainSequence(drainScope, skipExit ? undefined : stopScope);
+    } else {
+      if (nonGracefulDrains && !this.drainCovers(drainScope)) this.startDrainSequence(drainScope, undefined);
+      if (!skipExit) this.stopListeners(stopScope);
+    }
     send(200, 'text/plain', 'OK\n');
   }
 
@@ -841,7 +1094,8 @@ export class EnvoyEmulator {
   private renderServerInfo(): string {
     const uptime = `${this.uptimeSeconds()}s`;
     const info = {
-      version: 'emulated/1.36.2/Clean/RELEASE/BoringSSL',
+      // VersionInfo::version() (source/common/version/version.cc): revision/version/status/build type/TLS library.
+      version: `${FAKE_REVISION}/${this.options.version}/Clean/RELEASE/BoringSSL`,
       state: this.state,
       uptime_current_epoch: uptime,
       uptime_all_epochs: uptime,
@@ -1044,9 +1298,50 @@ function listenOn(server: net.Server, port: number, host: string): Promise<void>
   });
 }
 
+/**
+ * Binds a Unix socket as Envoy binds a `pipe` address (source/common/network/socket_impl.cc
+ * SocketImpl::bind): a filesystem path (not an abstract `@name`) is unlinked first, errors ignored ("it's
+ * fine if the path doesn't exist, and if it exists but can't be unlinked then bind() will generate a
+ * reasonable errno"), then bound, then chmod-ed to `mode` when it is not 0. libuv would fail with
+ * EADDRINUSE on a leftover file instead.
+ */
+async function listenOnPipe(server: net.Server, path: string, mode: number): Promise<void> {
+  const abstract = path.startsWith('@');
+  if (!abstract) await unlink(path).catch(() => undefined);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketAddress(path), () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  if (mode === 0 || abstract) return;
+  await chmod(path, mode).catch(async (error: unknown) => {
+    await closeServer(server);
+    throw error;
+  });
+}
+
+/** Envoy's pipe path "@name" is Linux's abstract socket "\0name" (PipeInstance, address_impl.cc); others are files. */
+function socketAddress(path: string): string {
+  return path.startsWith('@') ? `\0${path.slice(1)}` : path;
+}
+
+/**
+ * ListenerManagerImpl::stopListeners closes the listen socket and nothing else. http.Server#close would
+ * also close idle keep-alive connections (Node 19+, httpServerPreClose), which Envoy leaves open.
+ */
+function stopAccepting(server: net.Server): void {
+  net.Server.prototype.close.call(server);
+}
+
 function closeServer(server: net.Server): Promise<void> {
   return new Promise((resolve) => {
-    if (!server.listening) return resolve();
+    if (!server.listening) {
+      // Stopped by stopAccepting: http.Server#close still clears its connection-checking interval.
+      if (server instanceof http.Server) server.close(() => undefined);
+      return resolve();
+    }
     server.close(() => resolve());
   });
 }
