@@ -71,7 +71,7 @@ describe('sidecar process: the drain', () => {
     const mutations = emulator.adminRequests.filter((request) => request.method === 'POST');
     assert.deepEqual(
       mutations.map((request) => `${request.path}?${request.query}`),
-      ['/healthcheck/fail?', '/drain_listeners?graceful'],
+      ['/healthcheck/fail?', '/drain_listeners?graceful&skip_exit'],
       'health checks failed first, every listener drained next, each once for both calls',
     );
     assert.ok(emulator.adminRequests.every((request) => request.method === 'POST' || ['/stats', '/ready', '/server_info'].includes(request.path)));
@@ -181,7 +181,7 @@ describe('sidecar process: the drain', () => {
     assert.equal((await shutdown.response).status, 200);
     assert.deepEqual(
       emulator.adminRequests.filter((request) => request.path === '/drain_listeners').map((request) => request.query),
-      ['graceful'],
+      ['graceful&skip_exit'],
     );
   });
 
@@ -208,7 +208,7 @@ describe('sidecar process: the drain', () => {
     await other.waitForLog((line) => line['event'] === 'drain_step' && line['step'] === 'drain listeners');
     assert.equal((await requestOn(inboundHttp.socket)).headers['connection'], 'close');
     assert.equal((await drained.response).status, 200);
-    assert.equal(inbound.adminRequests.find((request) => request.path === '/drain_listeners')?.query, 'graceful&inboundonly');
+    assert.equal(inbound.adminRequests.find((request) => request.path === '/drain_listeners')?.query, 'graceful&skip_exit&inboundonly');
   });
 });
 

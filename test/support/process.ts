@@ -92,20 +92,28 @@ export interface StartOptions {
   readonly cwd?: string;
   /** Runs node under `ulimit -n <fileLimit>` (bash), as a container with that open-file limit would. */
   readonly fileLimit?: number;
+  /**
+   * A command that runs node in its place (it must end by exec'ing its remaining arguments), such as a mount
+   * namespace of the container's volumes (see mount-namespace.ts).
+   */
+  readonly launcher?: readonly string[];
+  /** The user and group to run as (a container's runAsUser and runAsGroup); only root may change them. */
+  readonly uid?: number;
+  readonly gid?: number;
 }
 
 /** Starts `node ARGS` and resolves once it logs its ready line; a process that does not is killed. */
 export async function startNode(args: readonly string[], options: StartOptions): Promise<LoggingProcess> {
-  const { ready, readyTimeoutMs = 10_000, env = {}, cwd, fileLimit } = options;
+  const { ready, readyTimeoutMs = 10_000, env = {}, cwd, fileLimit, launcher = [], uid, gid } = options;
   // `exec` keeps one process: signals sent to the child reach node itself, not a shell in between.
-  const [file, argv] =
-    fileLimit === undefined
-      ? [process.execPath, [...args]]
-      : ['bash', ['-c', `ulimit -n ${Math.trunc(fileLimit)} && exec "$@"`, 'bash', process.execPath, ...args]];
-  const child = spawn(file, argv, {
+  const command = [...launcher, process.execPath, ...args];
+  const [file, ...argv] = fileLimit === undefined ? command : ['bash', '-c', `ulimit -n ${Math.trunc(fileLimit)} && exec "$@"`, 'bash', ...command];
+  const child = spawn(file ?? process.execPath, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: cleanEnvironment(env),
     ...(cwd === undefined ? {} : { cwd }),
+    ...(uid === undefined ? {} : { uid }),
+    ...(gid === undefined ? {} : { gid }),
   });
   const logs: LogLine[] = [];
   const waiters = new Set<{ predicate: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();

@@ -19,13 +19,17 @@ export interface SpawnOptions {
   readonly serveAddress?: string | null;
   /** Runs the sidecar under `ulimit -n <fileLimit>` (bash), as a container with that open-file limit would. */
   readonly fileLimit?: number;
+  /** See StartOptions: a mount namespace, a user. */
+  readonly launcher?: readonly string[];
+  readonly uid?: number;
+  readonly gid?: number;
 }
 
 /** Starts the sidecar and resolves once it logs that it listens (its port read from that line). */
 export async function spawnSidecar(flags: readonly string[], options: SpawnOptions = {}): Promise<SidecarProcess> {
-  const { readyTimeoutMs = 10_000, serveAddress = '127.0.0.1', fileLimit } = options;
+  const { serveAddress = '127.0.0.1', ...start } = options;
   const addressFlag = serveAddress === null ? [] : [`--serve-address=${serveAddress}`];
-  return spawnSidecarWith(['mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {}, readyTimeoutMs, fileLimit);
+  return spawnSidecarWith(['mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {}, start);
 }
 
 /**
@@ -35,15 +39,10 @@ export async function spawnSidecar(flags: readonly string[], options: SpawnOptio
 export async function spawnSidecarWith(
   args: readonly string[],
   env: Readonly<Record<string, string>>,
-  readyTimeoutMs = 10_000,
-  fileLimit?: number,
+  options: Omit<SpawnOptions, 'serveAddress'> = {},
 ): Promise<SidecarProcess> {
-  const sidecar = await startBuiltEntry(args, {
-    ready: (line) => line['event'] === 'listening',
-    readyTimeoutMs,
-    env,
-    ...(fileLimit === undefined ? {} : { fileLimit }),
-  });
+  const { readyTimeoutMs = 10_000, ...start } = options;
+  const sidecar = await startBuiltEntry(args, { ready: (line) => line['event'] === 'listening', readyTimeoutMs, env, ...start });
   const port = Number(sidecar.ready['port']);
   return { ...sidecar, port, url: (path) => `http://127.0.0.1:${port}${path}` };
 }
