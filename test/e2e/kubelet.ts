@@ -23,7 +23,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -31,6 +31,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { LogLine } from '../support/process.js';
+import { ensureMountPoints, mountNamespaceLauncher, mountNamespaceProblem, type Bind, type RunAs } from '../support/mount-namespace.js';
 import { spawnSidecarWith, type SidecarProcess } from '../support/sidecar-process.js';
 import { waitUntil } from '../support/wait.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
@@ -39,7 +40,12 @@ const EMULATOR_CLI = fileURLToPath(new URL('../support/envoy-emulator-cli.ts', i
 const APP_SERVER = fileURLToPath(new URL('./app-server.ts', import.meta.url));
 
 export interface EnvoyPorts {
+  /** 0 when the admin API is on a Unix socket (see adminSocket). */
   readonly admin: number;
+  /** Envoy's admin socket, on the host's filesystem (in the pod's volume directory). */
+  readonly adminSocket?: string;
+  /** Contour's read-only admin listener, when Envoy serves admin on a socket. */
+  readonly readonlyAdmin?: number;
   readonly http: number;
   readonly tcp: number;
 }
@@ -92,6 +98,20 @@ export interface SimulatedPodOptions {
    * as the inbound route of a sidecar Envoy does; by default Envoy answers requests itself.
    */
   readonly envoyUpstream?: string;
+  /**
+   * Mount volumes as the kubelet does: the sidecar runs in its own mount namespace with each of its
+   * volumeMounts bound at its mountPath (mount-namespace.ts), and keeps its args exactly as the spec gives
+   * them. By default the mount paths in its args are rewritten to the volumes' directories instead (no root
+   * needed).
+   */
+  readonly mountNamespaces?: boolean;
+  /**
+   * Where Envoy's bootstrap config (not its command line) puts the admin API when it is a Unix socket, as the
+   * Envoy container sees it: Contour's `contour bootstrap` writes `/admin/admin.sock`. The emulator serves
+   * admin there only (its path in the volume the Envoy container mounts at that directory), and also Contour's
+   * read-only `envoy-admin` listener.
+   */
+  readonly envoyAdminSocket?: string;
 }
 
 interface Running {
@@ -137,6 +157,8 @@ export class SimulatedPod {
     private readonly containers: readonly Container[],
     private readonly volumeDirs: ReadonlyMap<string, string>,
     private readonly options: SimulatedPodOptions,
+    /** Removes the mount points created on the host for mount namespaces (see ensureMountPoints). */
+    private readonly removeMountPoints: () => void = () => undefined,
   ) {}
 
   /** Ports of the Envoy container; a restarted Envoy keeps them. */
@@ -176,13 +198,22 @@ export class SimulatedPod {
     const specs = [...native, ...(pod.spec?.containers ?? [])];
     const sidecarSpec = specs.find((c) => c.name === SIDECAR_CONTAINER_NAME);
     if (sidecarSpec === undefined) throw new Error('the pod has no shutdown-manager container: was it injected?');
+    if (options.mountNamespaces === true) {
+      const problem = mountNamespaceProblem();
+      if (problem !== undefined) throw new Error(problem);
+    }
     const envoyName = (JSON.parse(pod.metadata?.annotations?.['shutdown-manager.io/status'] ?? '{}') as { envoyContainer?: string }).envoyContainer;
     const envoySpec = specs.find((c) => c.name === envoyName);
     if (envoySpec === undefined) throw new Error(`the pod has no Envoy container named ${String(envoyName)}`);
 
     const volumeDirs = new Map<string, string>();
     for (const volume of pod.spec?.volumes ?? []) {
-      if (volume.emptyDir !== undefined) volumeDirs.set(volume.name, mkdtempSync(join(tmpdir(), `pod-${volume.name}-`)));
+      if (volume.emptyDir === undefined) continue;
+      const dir = mkdtempSync(join(tmpdir(), `pod-${volume.name}-`));
+      // An emptyDir is world-writable (0777), so that containers of any user can use it: the kubelet's
+      // pkg/volume/emptydir setupDir.
+      chmodSync(dir, 0o777);
+      volumeDirs.set(volume.name, dir);
     }
     const apps = (pod.spec?.containers ?? []).filter((c) => c !== envoySpec && c !== sidecarSpec);
     const containers = [
@@ -190,7 +221,8 @@ export class SimulatedPod {
       new Container(sidecarSpec, 'sidecar', native.includes(sidecarSpec)),
       ...apps.map((spec) => new Container(spec, 'app', false)),
     ];
-    const simulated = new SimulatedPod(pod, containers, volumeDirs, options);
+    const mountPoints = options.mountNamespaces === true ? (sidecarSpec.volumeMounts ?? []).filter((mount) => volumeDirs.has(mount.name)).map((mount) => mount.mountPath) : [];
+    const simulated = new SimulatedPod(pod, containers, volumeDirs, options, ensureMountPoints(mountPoints));
     try {
       // Envoy first: its ports become fixed, so that a restarted Envoy comes back on them.
       for (const container of containers) await simulated.run(container);
@@ -335,13 +367,13 @@ export class SimulatedPod {
   }
 
   private async startEnvoy(spec: V1Container): Promise<Running> {
-    const adminPort = this.envoyPorts?.admin ?? Number(flagValue(this.byRole('sidecar').spec.args ?? [], '--admin-port'));
     const ports = this.envoyPorts === undefined ? [] : [`--http-port=${this.envoyPorts.http}`, `--tcp-port=${this.envoyPorts.tcp}`];
     const upstream = this.options.envoyUpstream === undefined ? [] : [`--upstream-port=${appPort(this.container(this.options.envoyUpstream).spec)}`];
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', EMULATOR_CLI, `--admin-port=${adminPort}`, ...ports, ...upstream, ...(this.options.envoyConfig ?? []), ...envoyCommandLine(spec)],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      ['--import', 'tsx', EMULATOR_CLI, ...this.envoyAdminFlags(spec), ...ports, ...upstream, ...(this.options.envoyConfig ?? []), ...envoyCommandLine(spec)],
+      // With faithful mounts, faithful users too: the socket Envoy creates is then owned by Envoy's user.
+      { stdio: ['ignore', 'pipe', 'pipe'], ...(this.options.mountNamespaces === true ? runAs(this.pod, spec) : {}) },
     );
     const exited = once(child, 'exit');
     let stderr = '';
@@ -351,8 +383,14 @@ export class SimulatedPod {
         await exited;
         throw new Error(`the Envoy emulator did not start: ${stderr.trim() || String(error)}`);
       });
-      const started = JSON.parse(line) as EnvoyPorts;
-      this.envoyPorts = { admin: started.admin, http: started.http, tcp: started.tcp };
+      const started = JSON.parse(line) as { admin: number | null; adminSocket?: string; readonlyAdmin?: number; http: number; tcp: number };
+      this.envoyPorts = {
+        admin: started.admin ?? 0,
+        ...(started.adminSocket === undefined ? {} : { adminSocket: started.adminSocket }),
+        ...(started.readonlyAdmin === undefined ? {} : { readonlyAdmin: started.readonlyAdmin }),
+        http: started.http,
+        tcp: started.tcp,
+      };
       this.envoyStarts.push(this.envoyPorts);
     } catch (error) {
       child.kill('SIGKILL');
@@ -361,12 +399,36 @@ export class SimulatedPod {
     return { process: child, exited };
   }
 
+  /**
+   * The admin API where the pod's Envoy has it: a port the sidecar's args name (the same one again after a
+   * restart), or the Unix socket of `envoyAdminSocket`, in the volume the Envoy container mounts there.
+   */
+  private envoyAdminFlags(spec: V1Container): string[] {
+    const socket = this.options.envoyAdminSocket;
+    if (socket === undefined) {
+      return [`--admin-port=${this.envoyPorts?.admin ?? Number(flagValue(this.byRole('sidecar').spec.args ?? [], '--admin-port'))}`];
+    }
+    const hostPath = this.hostPathOf(spec, socket);
+    if (hostPath === undefined) throw new Error(`the Envoy container ${spec.name} mounts no emptyDir volume at the directory of ${socket}`);
+    return [`--admin-socket=${hostPath}`, `--readonly-admin-port=${this.envoyPorts?.readonlyAdmin ?? 0}`];
+  }
+
+  /** Where `path`, as `spec`'s container sees it, is in the host's filesystem: under the volume mounted over it. */
+  private hostPathOf(spec: V1Container, path: string): string | undefined {
+    const mount = (spec.volumeMounts ?? []).find((candidate) => path.startsWith(`${candidate.mountPath.replace(/\/$/, '')}/`));
+    const dir = mount === undefined ? undefined : this.volumeDirs.get(mount.name);
+    return mount === undefined || dir === undefined ? undefined : join(dir, mount.subPath ?? '', path.slice(mount.mountPath.replace(/\/$/, '').length));
+  }
+
   private async startSidecar(spec: V1Container): Promise<Running> {
     // The kubelet gives the container its spec's args and env, with its volumes mounted; only the serve
     // address differs (tests may not bind every interface): it comes from the environment, which the
     // args do not set.
-    const args = this.mountVolumes(spec, spec.args ?? []);
-    const sidecar = await spawnSidecarWith(args, { ...containerEnv(spec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' });
+    const env = { ...containerEnv(spec), SHUTDOWN_MANAGER_SERVE_ADDRESS: '127.0.0.1' };
+    const sidecar =
+      this.options.mountNamespaces === true
+        ? await spawnSidecarWith(spec.args ?? [], env, { launcher: mountNamespaceLauncher(this.bindsOf(spec), runAs(this.pod, spec)) })
+        : await spawnSidecarWith(this.mountVolumes(spec, spec.args ?? []), env);
     this.sidecars.push(sidecar);
     return { process: sidecar.child, exited: sidecar.exited };
   }
@@ -394,6 +456,14 @@ export class SimulatedPod {
     return { process: child, exited };
   }
 
+  /** The container's emptyDir volumes, each bound at its mountPath (subPath respected). */
+  private bindsOf(spec: V1Container): Bind[] {
+    return (spec.volumeMounts ?? []).flatMap((mount) => {
+      const dir = this.volumeDirs.get(mount.name);
+      return dir === undefined ? [] : [{ source: join(dir, mount.subPath ?? ''), target: mount.mountPath }];
+    });
+  }
+
   /** An emptyDir mounted at a path: the process sees the pod's directory there (here, in its args). */
   private mountVolumes(spec: V1Container, args: readonly string[]): string[] {
     let mounted = [...args];
@@ -406,6 +476,7 @@ export class SimulatedPod {
 
   private removeVolumes(): void {
     for (const dir of this.volumeDirs.values()) rmSync(dir, { recursive: true, force: true });
+    this.removeMountPoints();
   }
 
   private container(name: string): Container {
@@ -450,6 +521,13 @@ function appPort(spec: V1Container): number {
   const port = spec.ports?.[0]?.containerPort;
   if (port === undefined) throw new Error(`container ${spec.name} declares no port: the simulator runs it as an HTTP server on its first containerPort`);
   return port;
+}
+
+/** The user a container runs as: its own securityContext's, else the pod's (the kubelet's precedence). */
+function runAs(pod: V1Pod, container: V1Container): RunAs {
+  const uid = container.securityContext?.runAsUser ?? pod.spec?.securityContext?.runAsUser;
+  const gid = container.securityContext?.runAsGroup ?? pod.spec?.securityContext?.runAsGroup;
+  return { ...(uid === undefined ? {} : { uid }), ...(gid === undefined ? {} : { gid }) };
 }
 
 function containerEnv(container: V1Container): Record<string, string> {

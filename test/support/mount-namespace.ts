@@ -31,9 +31,17 @@ export function mountNamespaceProblem(): string | undefined {
  * The launcher (see StartOptions in process.ts) that runs a command with `binds` mounted in a private mount
  * namespace, then execs it: the same process, so signals reach it.
  */
-export function mountNamespaceLauncher(binds: readonly Bind[]): string[] {
+export function mountNamespaceLauncher(binds: readonly Bind[], user?: RunAs): string[] {
   const script = 'while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 97; shift 2; done; shift; exec "$@"';
-  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flatMap(({ source, target }) => [source, target]), '--'];
+  // Mounting needs root; the container's user (runAsUser, runAsGroup) is taken only after, as runc does.
+  const dropTo = user?.uid === undefined ? [] : ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid ?? user.uid}`, '--clear-groups'];
+  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flatMap(({ source, target }) => [source, target]), '--', ...dropTo];
+}
+
+/** A container's runAsUser and runAsGroup. */
+export interface RunAs {
+  readonly uid?: number;
+  readonly gid?: number;
 }
 
 /**
