@@ -9,6 +9,7 @@
 import type { V1Container } from '@kubernetes/client-node';
 import type { PodDrainValues } from '../config/drain.js';
 import { formatDuration } from '../config/duration.js';
+import { hasSkipExit, parseEnvoyVersion, type EnvoyVersion } from '../envoy/version.js';
 
 const DRAIN_STRATEGY_FLAG = '--drain-strategy';
 const DRAIN_TIME_FLAG = '--drain-time-s';
@@ -39,7 +40,7 @@ function drainTimeSeconds(plan: PodDrainValues): number {
  */
 export function decideEnvoyDrainFlags(container: V1Container, plan: PodDrainValues): EnvoyDrainFlagsDecision {
   const present = presentDrainFlags([...(container.command ?? []), ...(container.args ?? [])]);
-  if (present !== undefined) return { action: 'keep', warnings: disagreements(present, plan) };
+  if (present !== undefined) return { action: 'keep', warnings: disagreements(present, plan, imageRelease(container.image)) };
   if (runsEnvoyDirectly(container)) return { action: 'add', args: [...(container.args ?? []), ...envoyDrainFlags(plan)] };
   const wanted = envoyDrainFlags(plan).join(' ');
   return { action: 'keep', warnings: [`cannot tell if "${container.name}" runs envoy: add ${wanted} yourself`] };
@@ -110,7 +111,7 @@ function unquote(value: string | undefined): string | undefined {
  * What in Envoy's own flags works against the plan (a flag left out is Envoy's default). Values that
  * cannot be read here (`$(DRAIN_TIME)`, a typo that Envoy will refuse at start) are not judged.
  */
-function disagreements(present: PresentFlags, plan: PodDrainValues): string[] {
+function disagreements(present: PresentFlags, plan: PodDrainValues, release: EnvoyVersion | null): string[] {
   const strategy = present.strategy ?? ENVOY_DEFAULT_STRATEGY;
   const drainTimeS =
     present.drainTime === undefined ? ENVOY_DEFAULT_DRAIN_TIME_S : /^\d+$/.test(present.drainTime) ? Number(present.drainTime) : undefined;
@@ -123,11 +124,24 @@ function disagreements(present: PresentFlags, plan: PodDrainValues): string[] {
       `Envoy's gradual ${DRAIN_TIME_FLAG} ${drainTimeS} outlasts the ${formatDuration(leftMs)} left: use ${DRAIN_STRATEGY_FLAG} immediate`,
     );
   }
-  // After its drain time Envoy closes the drained listeners: load balancers still sending get refused.
-  if (drainTimeS * 1000 < plan['check-delay']) {
+  // Before 1.29 (no skip_exit) Envoy closes the drained listeners after its drain time: load balancers still
+  // sending get refused. From 1.29 the sidecar's drain_listeners?graceful&skip_exit keeps them open.
+  if (drainTimeS * 1000 < plan['check-delay'] && (release === null || !hasSkipExit(release))) {
+    const which = release === null ? 'before Envoy 1.29, ' : '';
     warnings.push(
-      `Envoy's ${DRAIN_TIME_FLAG} ${drainTimeS} < check-delay ${formatDuration(plan['check-delay'])}: listeners close while load balancers still send`,
+      `Envoy's ${DRAIN_TIME_FLAG} ${drainTimeS} < check-delay ${formatDuration(plan['check-delay'])}: ${which}listeners close while ${release === null ? 'LBs' : 'load balancers'} still send`,
     );
   }
   return warnings;
+}
+
+/**
+ * Envoy's release from its image tag, when the tag names one (`envoyproxy/envoy:v1.39.0`,
+ * `envoy:distroless-v1.35.8`, `envoy-contrib:contrib-v1.36.2`); null for `latest`, a digest or a tag of
+ * one's own.
+ */
+export function imageRelease(image: string | undefined): EnvoyVersion | null {
+  const tag = /:([\w.-]{1,128})(?:@sha256:[0-9a-f]{64})?$/.exec(image ?? '')?.[1];
+  const release = tag === undefined ? undefined : /(?:^|-)v?(\d+\.\d+\.\d+)$/.exec(tag)?.[1];
+  return release === undefined ? null : parseEnvoyVersion(release);
 }

@@ -582,13 +582,17 @@ describe("Envoy's own drain flags", () => {
     ]);
   });
 
-  test('a drain time below check-delay is left alone, with a warning', async () => {
+  test('a drain time below check-delay is left alone; a warning when Envoy may be older than 1.29 (no skip_exit: its listeners close after the drain time)', async () => {
     const args = ['-c', '/e.yaml', '--drain-strategy', 'immediate', '--drain-time-s', '30'];
-    const { envoy, warnings } = await envoyAfter(await deploymentWith({ command: ['envoy'], args }));
-    assert.deepEqual(envoy.args, args);
-    assert.deepEqual(warnings, [
-      "shutdown-manager: Envoy's --drain-time-s 30 < check-delay 1m: listeners close while load balancers still send",
+    const old = await envoyAfter(await deploymentWith({ command: ['envoy'], args, image: 'envoyproxy/envoy:distroless-v1.28.7' }));
+    assert.deepEqual(old.envoy.args, args);
+    assert.deepEqual(old.warnings, ["shutdown-manager: Envoy's --drain-time-s 30 < check-delay 1m: listeners close while load balancers still send"]);
+    const unknown = await envoyAfter(await deploymentWith({ command: ['envoy'], args, image: 'envoyproxy/envoy:latest' }));
+    assert.deepEqual(unknown.warnings, [
+      "shutdown-manager: Envoy's --drain-time-s 30 < check-delay 1m: before Envoy 1.29, listeners close while LBs still send",
     ]);
+    const recent = await envoyAfter(await deploymentWith({ command: ['envoy'], args, image: 'envoyproxy/envoy:v1.31.2' }));
+    assert.deepEqual(recent.warnings, [], 'from 1.29 the drain keeps the listeners open (skip_exit)');
   });
 
   test('a drain time that cannot be read here (a variable) is not judged', async () => {
