@@ -54,7 +54,7 @@ function findInConfigYaml(envoy: V1Container, warnings: string[]): AdminFinding 
   const text = configYamlOf([...(envoy.command ?? []), ...(envoy.args ?? [])]);
   if (text === undefined) return undefined;
   if (Buffer.byteLength(text, 'utf8') > MAX_CONFIG_YAML_BYTES) {
-    warnings.push(`${CONFIG_YAML_SOURCE} of container "${envoy.name}" is over 1 MiB and was not read for the admin address`);
+    warnings.push(`${CONFIG_YAML_SOURCE} of "${envoy.name}" is over 1 MiB: admin address not read from it`);
     return undefined;
   }
   let bootstrap: unknown;
@@ -63,12 +63,13 @@ function findInConfigYaml(envoy: V1Container, warnings: string[]): AdminFinding 
     bootstrap = parseYaml(text, { maxAliasCount: 100 });
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
-    warnings.push(`${CONFIG_YAML_SOURCE} of container "${envoy.name}" is not valid YAML (${reason}); its admin address was not read`);
+    // The reason last: admission warnings are cut at about 100 characters.
+    warnings.push(`${CONFIG_YAML_SOURCE} of "${envoy.name}" is not valid YAML, admin address not read: ${reason}`);
     return undefined;
   }
   const found = adminOfBootstrap(bootstrap);
   if (typeof found === 'string') {
-    warnings.push(`${CONFIG_YAML_SOURCE} of container "${envoy.name}": ${found}; its admin address was not used`);
+    warnings.push(`${CONFIG_YAML_SOURCE} of "${envoy.name}" ignored: ${found}`);
     return undefined;
   }
   return found;
@@ -97,16 +98,16 @@ function adminOfBootstrap(bootstrap: unknown): AdminFinding | string | undefined
   if (pipe !== undefined) {
     const path = field(pipe, 'path');
     const canonical = typeof path === 'string' ? adminAddress.parse(path) : undefined;
-    if (canonical === undefined || adminSocketPath(canonical) === undefined) return `admin.address.pipe.path ${JSON.stringify(path)} is not an absolute socket path`;
+    if (canonical === undefined || adminSocketPath(canonical) === undefined) return `admin pipe path ${JSON.stringify(path)} is not absolute`;
     return { kind: 'socket', address: canonical, from: CONFIG_YAML_SOURCE };
   }
   const socket = field(address, 'socket_address');
   if (socket === undefined) return undefined;
   const port = portOf(field(socket, 'port_value'));
-  if (port === undefined) return `admin.address.socket_address.port_value ${JSON.stringify(field(socket, 'port_value'))} is not a port`;
+  if (port === undefined) return `admin port_value ${JSON.stringify(field(socket, 'port_value'))} is not a port`;
   const host = field(socket, 'address');
   const parsed = typeof host === 'string' ? adminAddress.parse(host) : undefined;
-  if (parsed === undefined || adminSocketPath(parsed) !== undefined) return `admin.address.socket_address.address ${JSON.stringify(host)} is not a host`;
+  if (parsed === undefined || adminSocketPath(parsed) !== undefined) return `admin address ${JSON.stringify(host)} is not a host`;
   return { kind: 'tcp', host: reachableHost(parsed), port, from: CONFIG_YAML_SOURCE };
 }
 
@@ -137,7 +138,7 @@ function findContourBootstrap(initContainers: readonly V1Container[], warnings: 
     const path = flagValue(argv, CONTOUR_ADMIN_FLAG) ?? CONTOUR_DEFAULT_ADMIN_SOCKET;
     const canonical = adminAddress.parse(path);
     if (canonical === undefined || adminSocketPath(canonical) === undefined) {
-      warnings.push(`${CONTOUR_SOURCE} in init container "${container.name}": ${CONTOUR_ADMIN_FLAG} ${JSON.stringify(path)} is not an absolute socket path; not used`);
+      warnings.push(`${CONTOUR_SOURCE} in "${container.name}" ignored: ${CONTOUR_ADMIN_FLAG} ${JSON.stringify(path)} is not an absolute path`);
       return undefined;
     }
     return { kind: 'socket', address: canonical, from: CONTOUR_SOURCE };

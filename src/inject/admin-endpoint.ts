@@ -65,13 +65,11 @@ export function resolveAdminEndpoint(inputs: AdminInputs): AdminEndpoint {
   // Said only when it changes what the sidecar would have used: a pod declaring the default port needs no note.
   const changed = address !== planAddress || (port !== planPort && adminSocketPath(address) === undefined);
   if (discoveredParts.length > 0 && found !== undefined && changed) {
-    warnings.push(`Envoy's admin API found at ${describe(endpoint)} by ${found.from} of the pod; the sidecar drains it there (annotations ${ANNOTATIONS.envoyAdminAddress} and ${ANNOTATIONS.envoyAdminPort} override)`);
+    warnings.push(`Envoy admin found at ${describe(endpoint)} (${found.from}); the sidecar drains it there`);
   }
   for (const finding of discovery.findings) {
     const conflict = contradiction(endpoint, finding);
-    if (conflict !== undefined) {
-      warnings.push(`the sidecar drains Envoy's admin API at ${describe(endpoint)} (${from}), but ${finding.from} of container "${inputs.envoyName}" says ${conflict}; the drain cannot reach Envoy if that is where it listens: correct the annotation or the pod`);
-    }
+    if (conflict !== undefined) warnings.push(`admin ${describe(endpoint)} (${briefSource(from)}) but ${finding.from} says ${conflict}`);
   }
   return { address, port, from, discovered: discoveredParts.length > 0, warnings };
 }
@@ -105,6 +103,11 @@ function contradiction(endpoint: { address: string; port: number }, finding: Adm
 
 export function describe(endpoint: { address: string; port: number }): string {
   return adminSocketPath(endpoint.address) === undefined ? hostPort(endpoint.address, endpoint.port) : endpoint.address;
+}
+
+/** Admission warnings are cut at about 100 characters (webhook/admission.ts): annotations by kind alone. */
+function briefSource(source: string): string {
+  return source.startsWith('annotation ') ? 'annotation' : source;
 }
 
 function hostPort(host: string, port: number): string {
@@ -176,6 +179,8 @@ export function unreachableSocketError(endpoint: AdminEndpoint, reason: string):
   );
 }
 
-export function unreachableSocketWarning(endpoint: AdminEndpoint, reason: string): string {
-  return `Envoy's admin API is on the Unix socket ${endpoint.address} (${endpoint.from}), but ${reason}: the sidecar cannot reach it, so the pod will not become Ready and cannot be drained; mount the socket's volume (Contour: volume "envoy-admin" at /admin) in the Envoy container, or set annotation ${ANNOTATIONS.envoyAdminAddress}`;
+/** Short, as admission warnings are (about 100 characters): what is unreachable and what to mount; the warning that found it names the source. */
+export function unreachableSocketWarning(endpoint: AdminEndpoint, envoyName: string): string {
+  const directory = posix.dirname(adminSocketPath(endpoint.address) ?? '/');
+  return `no volume holds admin socket ${endpoint.address}: mount one at ${directory} in "${envoyName}"`;
 }

@@ -207,7 +207,7 @@ function decideAdminAccess(pod: V1Pod, envoy: V1Container, resolved: PodDrainVal
   const lookup = socketMount(envoy, socket);
   if (!lookup.found) {
     if (!endpoint.discovered) throw unreachableSocketError(endpoint, lookup.reason);
-    warnings.push(unreachableSocketWarning(endpoint, lookup.reason));
+    warnings.push(unreachableSocketWarning(endpoint, envoy.name));
     return { plan, endpoint, mount: undefined, runAs: undefined, warnings };
   }
   const runAs = envoyRunAs(envoy, pod.spec?.securityContext);
@@ -232,19 +232,21 @@ function assertAdminPortIsNotServePort(plan: PodDrainValues, endpoint: AdminEndp
  * Envoy's user when the pod says it; never root, which runAsNonRoot refuses and the sidecar does not need.
  */
 function socketUserWarning(envoy: V1Container, endpoint: AdminEndpoint, runAs: RunAs | undefined): string | undefined {
-  const socket = `Envoy's admin socket ${endpoint.address}`;
   if (runAs === undefined) {
-    return `the sidecar runs as user ${SIDECAR_USER_ID} and must connect to ${socket}, whose mode must let it (Contour's 0644 lets only its owner): set runAsUser in the securityContext of container "${envoy.name}" or of the pod, and the sidecar runs as that user`;
+    return `sidecar runs as ${SIDECAR_USER_ID}: ${endpoint.address} must let it connect, or set runAsUser on "${envoy.name}"`;
   }
   if (runAs.user === 0) {
-    return `container "${envoy.name}" runs as root, so ${socket} is root's; the sidecar runs as user ${SIDECAR_USER_ID}, not root, and can connect only if the socket's mode lets it: run Envoy as a non-root runAsUser`;
+    return `"${envoy.name}" runs as root: sidecar (${SIDECAR_USER_ID}) reaches ${endpoint.address} only if its mode lets it`;
   }
   return undefined;
 }
 
-/** On the node's network the serve port is a port of the node, shared with every other hostNetwork pod there. */
+/**
+ * On the node's network the serve port is a port of the node, shared with every other hostNetwork pod there:
+ * two Envoy DaemonSets with the same serve port collide on every node, and the second sidecar cannot start.
+ */
 function hostNetworkWarning(plan: PodDrainValues): string {
-  return `the pod uses hostNetwork, so the sidecar's serve port ${plan['serve-port']} is a port of the node: another hostNetwork pod on the same node with that port (a second Envoy DaemonSet) collides and its sidecar cannot start; set annotation ${ANNOTATION_PREFIX}serve-port to a port unique on the node`;
+  return `hostNetwork: serve port ${plan['serve-port']} must be unique on the node; set annotation ${ANNOTATION_PREFIX}serve-port`;
 }
 
 interface PodSettings extends ResolvedPlan {
