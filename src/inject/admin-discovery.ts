@@ -42,7 +42,8 @@ export function discoverAdmin(pod: V1Pod, envoy: V1Container): AdminDiscovery {
 
 function findAdminPort(envoy: V1Container): AdminFinding | undefined {
   const port = envoy.ports?.find((candidate) => ADMIN_PORT_NAMES.has(candidate.name ?? ''));
-  if (port === undefined) return undefined;
+  // The API server has validated a stored pod's ports, but a review is only shaped, not validated, when it arrives.
+  if (port === undefined || portOf(port.containerPort) === undefined) return undefined;
   return { kind: 'tcp', host: undefined, port: port.containerPort, from: `container port ${JSON.stringify(port.name)}` };
 }
 

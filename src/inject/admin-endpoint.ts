@@ -129,11 +129,13 @@ export type SocketMountLookup =
  */
 export function socketMount(envoy: V1Container, socketPath: string): SocketMountLookup {
   const directory = posix.dirname(posix.normalize(socketPath));
-  const holding = (envoy.volumeMounts ?? [])
+  // Only shaped by the review's schema (objects): a mount without a path string holds nothing.
+  const mounts = (envoy.volumeMounts ?? []).filter((mount) => typeof mount.mountPath === 'string' && typeof mount.name === 'string');
+  const holding = mounts
     .filter((mount) => isSameOrParent(normalizedDir(mount.mountPath), directory))
     .sort((a, b) => normalizedDir(b.mountPath).length - normalizedDir(a.mountPath).length);
   const mount = holding[0];
-  const mounted = (envoy.volumeMounts ?? []).map((m) => m.mountPath).join(', ') || 'none';
+  const mounted = mounts.map((m) => m.mountPath).join(', ') || 'none';
   if (mount === undefined) {
     return { found: false, reason: `container "${envoy.name}" mounts no volume at ${directory} or a parent directory (its mounts: ${mounted})` };
   }
@@ -143,7 +145,7 @@ export function socketMount(envoy: V1Container, socketPath: string): SocketMount
   }
   return {
     found: true,
-    mount: { name: mount.name, mountPath: mount.mountPath, ...(mount.subPath === undefined ? {} : { subPath: mount.subPath }), readOnly: true },
+    mount: { name: mount.name, mountPath: mount.mountPath, ...(typeof mount.subPath === 'string' ? { subPath: mount.subPath } : {}), readOnly: true },
   };
 }
 
@@ -164,8 +166,14 @@ export interface RunAs {
 
 export function envoyRunAs(envoy: V1Container, podContext: V1PodSecurityContext | undefined): RunAs | undefined {
   const user = envoy.securityContext?.runAsUser ?? podContext?.runAsUser;
-  if (user === undefined) return undefined;
-  return { user, group: envoy.securityContext?.runAsGroup ?? podContext?.runAsGroup };
+  if (!isUserId(user)) return undefined;
+  const group = envoy.securityContext?.runAsGroup ?? podContext?.runAsGroup;
+  return { user, group: isUserId(group) ? group : undefined };
+}
+
+/** The API server validates these later; a review's own must not reach the sidecar's spec unless they are ids. */
+function isUserId(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 2 ** 31 - 1;
 }
 
 /** Denied when the socket came from the webhook's configuration or an annotation: nobody could drain that pod. */
