@@ -3,7 +3,7 @@
  * AdmissionReviews. The mutated pod shares every untouched subtree with the original (copy on write),
  * which keeps injection cheap and lets the JSON-patch diff skip unchanged parts by identity.
  */
-import type { V1Container, V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import type { V1Container, V1Pod, V1PodSpec, V1VolumeMount } from '@kubernetes/client-node';
 import { ANNOTATION_PREFIX, ANNOTATIONS } from '../config/annotation-names.js';
 import { resolvePodDrainPlan, type ResolvedPlan } from '../config/annotations.js';
 import type { PodDrainValues } from '../config/drain.js';
@@ -11,11 +11,21 @@ import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { matchesLabels } from '../config/label-selector.js';
 import { resolveSidecarResources, type SidecarResources } from '../config/resources.js';
-import { boolean } from '../config/values.js';
+import { adminSocketPath, boolean } from '../config/values.js';
 import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
+import { discoverAdmin } from './admin-discovery.js';
+import {
+  envoyRunAs,
+  resolveAdminEndpoint,
+  socketMount,
+  unreachableSocketError,
+  unreachableSocketWarning,
+  type AdminEndpoint,
+  type RunAs,
+} from './admin-endpoint.js';
 import { findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
 import { decideEnvoyDrainFlags, type EnvoyDrainFlagsDecision } from './envoy-drain-flags.js';
-import { buildSidecarContainer, shutdownHook, STATE_VOLUME_NAME, stateVolume, waitHook } from './sidecar.js';
+import { buildSidecarContainer, shutdownHook, SIDECAR_USER_ID, STATE_VOLUME_NAME, stateVolume, waitHook } from './sidecar.js';
 
 export type SkipReason =
   /** The pod's labels do not match --pod-selector (what the webhook's objectSelector should have filtered). */
@@ -42,6 +52,16 @@ export interface InjectionStatus {
   readonly native: boolean;
   /** App containers given a preStop hook that waits for the drain; absent when none. */
   readonly waitContainers?: readonly string[];
+  /** Envoy's admin API as the sidecar reaches it: a host, or unix:/path. */
+  readonly adminAddress?: string;
+  /** Absent for a Unix socket. */
+  readonly adminPort?: number;
+  /** Where the admin address came from: `annotation …`, `container port "admin"`, `inline --config-yaml`, `contour bootstrap`, `default`. */
+  readonly adminFrom?: string;
+  /** The pod's volume mounted into the sidecar to reach the admin socket. */
+  readonly adminVolume?: string;
+  /** The sidecar's user when it is not the image's own (Envoy's, to connect to its socket). */
+  readonly sidecarUser?: number;
 }
 
 /**
@@ -96,8 +116,11 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
   const envoy = collect(errors, () => findEnvoyContainer(containers, annotations));
   const waitContainers = collect(errors, () => readWaitContainers(annotations, containers, envoy));
   if (settings === undefined || envoy === undefined || waitContainers === undefined) throw new ConfigErrors(errors);
-  const { plan, unknownAnnotations, native, manageEnvoyFlags, resources } = settings;
+  const { unknownAnnotations, native, manageEnvoyFlags, resources } = settings;
   if (!envoy.found) return skip('no-envoy-container', [`not injected: ${envoy.reason}`]);
+  const envoyContainer = containers[envoy.index] as V1Container;
+  const admin = decideAdminAccess(pod, envoyContainer, settings.plan);
+  const { plan } = admin;
   assertRoomForSidecar(plan, pod.spec);
   if (!native && runsToCompletion(pod.spec)) {
     // A regular sidecar never exits, so the Job's pod would never complete.
@@ -105,7 +128,8 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
   }
 
   const warnings = unknownAnnotations.map((key) => `unknown annotation ${key} ignored`);
-  const envoyContainer = containers[envoy.index] as V1Container;
+  warnings.push(...admin.warnings);
+  if (pod.spec?.hostNetwork === true) warnings.push(hostNetworkWarning(plan));
   const hookWarning = preStopReplacementWarning(envoyContainer);
   if (hookWarning !== undefined) warnings.push(hookWarning);
   for (const name of waitContainers) {
@@ -124,6 +148,11 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     servePort: plan['serve-port'],
     native,
     ...(waitContainers.length > 0 ? { waitContainers } : {}),
+    adminAddress: plan['admin-address'],
+    ...(adminSocketPath(plan['admin-address']) === undefined ? { adminPort: plan['admin-port'] } : {}),
+    adminFrom: admin.endpoint.from,
+    ...(admin.mount === undefined ? {} : { adminVolume: admin.mount.name }),
+    ...(admin.runAs === undefined ? {} : { sidecarUser: admin.runAs.user }),
   };
   const changes: PodChanges = {
     envoyIndex: envoy.index,
@@ -134,8 +163,90 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     resources,
     status,
     token: config.protectShutdown ? token : undefined,
+    adminMount: admin.mount,
+    runAs: admin.runAs,
   };
   return { action: 'inject', pod: mutate(pod, changes), plan, warnings };
+}
+
+/** How the sidecar reaches Envoy's admin API: the plan with the pod's admin address, and what a socket needs. */
+interface AdminAccess {
+  readonly plan: PodDrainValues;
+  readonly endpoint: AdminEndpoint;
+  /** The Envoy container's volume holding the admin socket, as the sidecar mounts it. */
+  readonly mount: V1VolumeMount | undefined;
+  /** Envoy's user, for the sidecar to connect to a socket only its owner may (Contour's is 0644). */
+  readonly runAs: RunAs | undefined;
+  readonly warnings: readonly string[];
+}
+
+/**
+ * The admin address by annotation, else as the pod says it, else the default. A socket nobody can reach denies
+ * the pod when it was configured (annotation or flag: a mistake to fix) and is a warning when only discovered.
+ */
+function decideAdminAccess(pod: V1Pod, envoy: V1Container, resolved: PodDrainValues): AdminAccess {
+  const annotations = pod.metadata?.annotations;
+  const endpoint = resolveAdminEndpoint({
+    planAddress: resolved['admin-address'],
+    planPort: resolved['admin-port'],
+    annotated: {
+      address: annotations?.[ANNOTATIONS.envoyAdminAddress] !== undefined,
+      port: annotations?.[ANNOTATIONS.envoyAdminPort] !== undefined,
+    },
+    discovery: discoverAdmin(pod, envoy),
+    envoyName: envoy.name,
+  });
+  const unchanged = endpoint.address === resolved['admin-address'] && endpoint.port === resolved['admin-port'];
+  const plan = unchanged ? resolved : { ...resolved, 'admin-address': endpoint.address, 'admin-port': endpoint.port };
+  const warnings = [...endpoint.warnings];
+  const socket = adminSocketPath(endpoint.address);
+  if (socket === undefined) {
+    assertAdminPortIsNotServePort(plan, endpoint);
+    return { plan, endpoint, mount: undefined, runAs: undefined, warnings };
+  }
+  const lookup = socketMount(envoy, socket);
+  if (!lookup.found) {
+    if (!endpoint.discovered) throw unreachableSocketError(endpoint, lookup.reason);
+    warnings.push(unreachableSocketWarning(endpoint, envoy.name));
+    return { plan, endpoint, mount: undefined, runAs: undefined, warnings };
+  }
+  const runAs = envoyRunAs(envoy, pod.spec?.securityContext);
+  const userWarning = socketUserWarning(envoy, endpoint, runAs);
+  if (userWarning !== undefined) warnings.push(userWarning);
+  return { plan, endpoint, mount: lookup.mount, runAs: runAs?.user === 0 ? undefined : runAs, warnings };
+}
+
+/** A discovered admin port may be the serve port that annotations and flags were checked against without it. */
+function assertAdminPortIsNotServePort(plan: PodDrainValues, endpoint: AdminEndpoint): void {
+  if (!endpoint.discovered || plan['admin-port'] !== plan['serve-port']) return;
+  throw new ConfigError(
+    'serve-port (annotation shutdown-manager.io/serve-port or the webhook default)',
+    String(plan['serve-port']),
+    `a port other than Envoy's admin port ${plan['admin-port']} (${endpoint.from})`,
+    'serve-port',
+  );
+}
+
+/**
+ * A socket's mode decides who may connect: Contour's is 0644, so only Envoy's own user may. The sidecar takes
+ * Envoy's user when the pod says it; never root, which runAsNonRoot refuses and the sidecar does not need.
+ */
+function socketUserWarning(envoy: V1Container, endpoint: AdminEndpoint, runAs: RunAs | undefined): string | undefined {
+  if (runAs === undefined) {
+    return `sidecar runs as ${SIDECAR_USER_ID}: ${endpoint.address} must let it connect, or set runAsUser on "${envoy.name}"`;
+  }
+  if (runAs.user === 0) {
+    return `"${envoy.name}" runs as root: sidecar (${SIDECAR_USER_ID}) reaches ${endpoint.address} only if its mode lets it`;
+  }
+  return undefined;
+}
+
+/**
+ * On the node's network the serve port is a port of the node, shared with every other hostNetwork pod there:
+ * two Envoy DaemonSets with the same serve port collide on every node, and the second sidecar cannot start.
+ */
+function hostNetworkWarning(plan: PodDrainValues): string {
+  return `hostNetwork: serve port ${plan['serve-port']} must be unique on the node; set annotation ${ANNOTATION_PREFIX}serve-port`;
 }
 
 interface PodSettings extends ResolvedPlan {
@@ -266,14 +377,19 @@ function runsToCompletion(spec: V1PodSpec | undefined): boolean {
 /** The sidecar shares the pod's network namespace: a port another container listens on would make it crash-loop. */
 function assertServePortIsFree(plan: PodDrainValues, spec: V1PodSpec | undefined): void {
   const running = [...(spec?.containers ?? []), ...(spec?.initContainers ?? []).filter(isNativeSidecar)];
+  const hostNetwork = spec?.hostNetwork === true;
   for (const container of running) {
-    const clash = container.ports?.find((port) => port.containerPort === plan['serve-port']);
+    // On the node's network a hostPort is bound in the same namespace as the sidecar's port.
+    const clash = container.ports?.find(
+      (port) => port.containerPort === plan['serve-port'] || (hostNetwork && port.hostPort === plan['serve-port']),
+    );
     if (clash !== undefined) {
       throw new ConfigError(
         'serve-port (annotation shutdown-manager.io/serve-port or the webhook default)',
         String(plan['serve-port']),
-        `a port that no container uses; container "${container.name}" declares port ${plan['serve-port']}` +
-          (clash.name ? ` (${clash.name})` : ''),
+        `a port that no container uses; container "${container.name}" declares ${clash.containerPort === plan['serve-port'] ? 'port' : 'host port'} ${plan['serve-port']}` +
+          (clash.name ? ` (${clash.name})` : '') +
+          (hostNetwork ? ' on the node\'s network (hostNetwork)' : ''),
         'serve-port',
       );
     }
@@ -311,10 +427,12 @@ interface PodChanges {
   readonly resources: SidecarResources;
   readonly status: InjectionStatus;
   readonly token: string | undefined;
+  readonly adminMount: V1VolumeMount | undefined;
+  readonly runAs: RunAs | undefined;
 }
 
 function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
-  const { envoyIndex, envoyArgs, waitContainers, plan, config, resources, status, token } = changes;
+  const { envoyIndex, envoyArgs, waitContainers, plan, config, resources, status, token, adminMount, runAs } = changes;
   const spec = pod.spec as V1PodSpec;
   const containers = spec.containers.map((container, index) => {
     if (index === envoyIndex) {
@@ -327,7 +445,7 @@ function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
     if (waitContainers.has(container.name)) return { ...container, lifecycle: { ...container.lifecycle, preStop: waitHook(plan, token) } };
     return container;
   });
-  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token, resources });
+  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token, resources, adminMount, runAs });
   // A native sidecar goes last among the init containers: bootstrap init containers (Contour's) run first.
   const placement = status.native
     ? { containers, initContainers: [...(spec.initContainers ?? []), sidecar] }

@@ -1,5 +1,5 @@
 /** The pieces the injector adds to a pod: the shutdown-manager container, its state volume and the preStop hooks. */
-import type { V1Container, V1LifecycleHandler, V1Probe, V1Volume } from '@kubernetes/client-node';
+import type { V1Container, V1LifecycleHandler, V1Probe, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import type { PodDrainValues } from '../config/drain.js';
 import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { resourceRequirements, type SidecarResources } from '../config/resources.js';
@@ -143,6 +143,10 @@ export interface SidecarOptions {
   readonly native: boolean;
   readonly token: string | undefined;
   readonly resources: SidecarResources;
+  /** The pod's volume holding Envoy's admin socket, mounted where Envoy mounts it; undefined for a TCP admin. */
+  readonly adminMount?: V1VolumeMount | undefined;
+  /** Envoy's user, so that the sidecar may connect to its admin socket; undefined keeps the image's user. */
+  readonly runAs?: { readonly user: number; readonly group: number | undefined } | undefined;
 }
 
 /**
@@ -161,10 +165,10 @@ function cachedTemplate(plan: PodDrainValues, config: InjectionConfig, options: 
   let byKey = templates.get(config);
   if (byKey === undefined) templates.set(config, (byKey = new Map()));
   // Every input but the token's value is in the key, options that are added later included.
-  const { token, native, resources, ...unkeyed } = options;
+  const { token, native, resources, adminMount, runAs, ...unkeyed } = options;
   // An option added later must join the key: this stops compiling until it does.
   const _everyOptionKeyed: Record<string, never> = unkeyed;
-  const key = `${jsonOf(plan)} ${jsonOf(resources)} ${native} ${token !== undefined}`;
+  const key = `${jsonOf(plan)} ${jsonOf(resources)} ${native} ${token !== undefined} ${JSON.stringify(adminMount ?? null)} ${JSON.stringify(runAs ?? null)}`;
   let template = byKey.get(key);
   if (template === undefined) {
     if (byKey.size >= TEMPLATES_PER_CONFIG) byKey.clear();
@@ -224,15 +228,15 @@ function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: S
     resources: resourceRequirements(options.resources),
     securityContext: {
       runAsNonRoot: true,
-      runAsUser: SIDECAR_USER_ID,
-      runAsGroup: SIDECAR_USER_ID,
+      runAsUser: options.runAs?.user ?? SIDECAR_USER_ID,
+      runAsGroup: options.runAs?.group ?? SIDECAR_USER_ID,
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       privileged: false,
       capabilities: { drop: ['ALL'] },
       seccompProfile: { type: 'RuntimeDefault' },
     },
-    volumeMounts: [{ name: STATE_VOLUME_NAME, mountPath: STATE_DIR }],
+    volumeMounts: [{ name: STATE_VOLUME_NAME, mountPath: STATE_DIR }, ...(options.adminMount === undefined ? [] : [{ ...options.adminMount }])],
     // Should the sidecar ever crash, its last log lines show in `kubectl describe pod`.
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };

@@ -286,3 +286,45 @@ describe('YAML as people write it', () => {
     assert.doesNotMatch(result.stdout, /--tls-cert-file/, 'server flags are not offered');
   });
 });
+
+describe('what the sidecar could not reach is said on stderr', () => {
+  test("an Authorino-like Deployment: the admin port found in the pod, and a hostNetwork DaemonSet's serve port", async () => {
+    const yaml = [
+      'apiVersion: apps/v1',
+      'kind: Deployment',
+      'metadata: {name: envoy, namespace: authorino}',
+      'spec:',
+      '  template:',
+      '    metadata: {labels: {app: envoy}}',
+      '    spec:',
+      '      containers:',
+      '      - name: envoy',
+      '        image: envoyproxy/envoy:v1.31-latest',
+      '        command: [/usr/local/bin/envoy]',
+      '        ports: [{name: web, containerPort: 8000}, {name: admin, containerPort: 8001}]',
+      '---',
+      'apiVersion: apps/v1',
+      'kind: DaemonSet',
+      'metadata: {name: edge, namespace: ingress}',
+      'spec:',
+      '  template:',
+      '    metadata: {labels: {app: envoy}}',
+      '    spec:',
+      '      hostNetwork: true',
+      '      containers: [{name: envoy, image: envoyproxy/envoy:v1.31.2, command: [envoy]}]',
+      '',
+    ].join('\n');
+    const result = await inject(['-f', '-'], yaml);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stderr,
+      /^note: document 1 \(Deployment authorino\/envoy\): Envoy admin found at 127\.0\.0\.1:8001 \(container port "admin"\); the sidecar drains it there$/m,
+    );
+    assert.match(
+      result.stderr,
+      /^note: document 2 \(DaemonSet ingress\/edge\): hostNetwork: serve port 8090 must be unique on the node; set annotation shutdown-manager.io\/serve-port$/m,
+    );
+    const sidecar = parseAllDocuments(result.stdout)[0]?.toJS().spec.template.spec.containers[1];
+    assert.ok(sidecar.args.includes('--admin-port=8001'), sidecar.args.join(' '));
+  });
+});

@@ -127,14 +127,15 @@ describe('Envoy Gateway (a proxy pod of a Gateway)', () => {
     assert.deepEqual(pod.metadata.labels, original.metadata.labels);
   });
 
-  test('the admin port 19000 reaches the sidecar by annotation too, with the default --admin-port', async () => {
+  test('the admin port 19000 reaches the sidecar by annotation too, and without either from its --config-yaml', async () => {
     const { response, pod } = await admit(selectorOnly, await withoutOwnShutdownManager({ 'shutdown-manager.io/envoy-admin-port': '19000' }));
     assert.equal(response.allowed, true, JSON.stringify(response.status));
     const args: string[] = container(pod, 'shutdown-manager').args;
     assert.ok(args.includes('--admin-port=19000'), args.join(' '));
 
-    const defaulted = await admit(selectorOnly, await withoutOwnShutdownManager());
-    assert.ok(container(defaulted.pod, 'shutdown-manager').args.includes('--admin-port=9001'), 'without either, the default 9001 (then the drain cannot reach Envoy)');
+    const found = await admit(selectorOnly, await withoutOwnShutdownManager());
+    assert.ok(container(found.pod, 'shutdown-manager').args.includes('--admin-port=19000'), 'without either, found in its inline --config-yaml');
+    assert.ok(found.response.warnings.includes('shutdown-manager: Envoy admin found at 127.0.0.1:19000 (inline --config-yaml); the sidecar drains it there'));
   });
 
   test('a pod annotation may still override the webhook-wide 19000', async () => {

@@ -71,6 +71,16 @@ function readinessProbe(port = 8090): Json {
 }
 const READINESS_PROBE = readinessProbe();
 
+const HOOK_WARNING = 'shutdown-manager: replaced the existing preStop hook of container "envoy" with the shutdown-manager\'s';
+/**
+ * contour-daemonset-pod.json runs `contour bootstrap` without --admin-address, so its Envoy serves admin on
+ * Contour's default socket /admin/admin.sock; the fixture mounts no volume there, so the sidecar could not reach it.
+ */
+const CONTOUR_STYLE_ADMIN_WARNINGS = [
+  'shutdown-manager: Envoy admin found at unix:/admin/admin.sock (contour bootstrap); the sidecar drains it there',
+  'shutdown-manager: no volume holds admin socket unix:/admin/admin.sock: mount one at /admin in "envoy"',
+];
+
 describe('an Envoy pod created by a Deployment', () => {
   test('gets the sidecar, both preStop hooks, liveness and readiness probes, a state volume, Envoy drain flags and a longer grace period', async () => {
     const body = await loadReview('deployment-envoy-pod.json');
@@ -132,6 +142,10 @@ describe('an Envoy pod created by a Deployment', () => {
       envoyContainer: 'envoy',
       servePort: 8090,
       native: false,
+      // Found in the pod (its Envoy declares port 9001 as "admin"), the default's value: recorded, not warned.
+      adminAddress: '127.0.0.1',
+      adminPort: 9001,
+      adminFrom: 'container port "admin"',
     });
     // Untouched parts stay as they were.
     assert.deepEqual(pod.metadata.managedFields, body.request.object.metadata.managedFields);
@@ -257,9 +271,7 @@ describe('a Contour-style DaemonSet pod', () => {
     const body = await loadReview('contour-daemonset-pod.json');
     const answer = await review(body);
     assert.equal(answer.response.allowed, true);
-    assert.deepEqual(answer.response.warnings, [
-      'shutdown-manager: replaced the existing preStop hook of container "envoy" with the shutdown-manager\'s',
-    ]);
+    assert.deepEqual(answer.response.warnings, [...CONTOUR_STYLE_ADMIN_WARNINGS, HOOK_WARNING]);
     const pod = applyResponse(body.request.object, answer.response);
     assert.deepEqual(pod.spec.initContainers, body.request.object.spec.initContainers);
     assert.equal(pod.spec.terminationGracePeriodSeconds, 600);
@@ -515,7 +527,6 @@ async function deploymentWith(envoy: { command?: string[]; args?: string[]; imag
   return body;
 }
 
-const HOOK_WARNING = 'shutdown-manager: replaced the existing preStop hook of container "envoy" with the shutdown-manager\'s';
 
 describe("Envoy's own drain flags", () => {
   test('a Contour-style pod running `command: [envoy]` gets them appended to its args, with the deadline as drain time', async () => {
@@ -524,7 +535,7 @@ describe("Envoy's own drain flags", () => {
     const { envoy, warnings } = await envoyAfter(body);
     assert.deepEqual(envoy.command, ['envoy']);
     assert.deepEqual(envoy.args, [...original.args, '--drain-strategy', 'immediate', '--drain-time-s', '590'], 'grace 600 s: deadline 9m50s');
-    assert.deepEqual(warnings, [HOOK_WARNING]);
+    assert.deepEqual(warnings, [...CONTOUR_STYLE_ADMIN_WARNINGS, HOOK_WARNING]);
   });
 
   test('an args-only pod of the Envoy image gets them too (the image entrypoint prepends envoy to flags)', async () => {
@@ -662,7 +673,7 @@ describe("Envoy's own drain flags", () => {
       const body = await loadReview('contour-daemonset-pod.json');
       const { envoy, warnings } = await envoyAfter(body, untouched);
       assert.deepEqual(envoy.args, body.request.object.spec.containers[0].args);
-      assert.deepEqual(warnings, [HOOK_WARNING]);
+      assert.deepEqual(warnings, [...CONTOUR_STYLE_ADMIN_WARNINGS, HOOK_WARNING]);
       body.request.object.metadata.annotations['shutdown-manager.io/envoy-drain-flags'] = 'true';
       const asked = await envoyAfter(body, untouched);
       assert.deepEqual(asked.envoy.args.slice(-4), ['--drain-strategy', 'immediate', '--drain-time-s', '590']);
