@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { REPO_ROOT } from '../support/process.js';
 import {
   MANIFESTS_DIR,
+  componentDirs,
   getString,
   isDirectory,
   isObject,
@@ -72,6 +73,20 @@ describe('manifests/ layout', () => {
       }
     });
   }
+
+  it('has one kustomize Component, the Contour recipe: its patches exist and it lists no resources (test/e2e/contour.test.ts applies it)', async () => {
+    const components = await componentDirs();
+    assert.deepEqual(components.map((dir) => relative(REPO_ROOT, dir)), ['manifests/contour']);
+    for (const dir of components) {
+      const [doc] = await loadYamlFile(join(dir, 'kustomization.yaml'));
+      assert.ok(isObject(doc));
+      assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
+      assert.equal(doc.resources, undefined, 'a recipe adds nothing of its own');
+      const patchFiles = ((doc.patches ?? []) as { path?: string }[]).map((patch) => patch.path);
+      const yamlFiles = (await readdir(dir)).filter((file) => /\.ya?ml$/.test(file) && file !== 'kustomization.yaml');
+      assert.deepEqual([...patchFiles].sort(), yamlFiles.sort(), 'every patch file is used and exists');
+    }
+  });
 
   it('the default install includes cert-manager.yaml and the whole base', async () => {
     const { resources } = await loadKustomization(MANIFESTS_DIR);

@@ -5,6 +5,7 @@
  * Kubernetes label-selector semantics.
  */
 import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
 import jsonPatch, { type Operation } from 'fast-json-patch';
@@ -204,13 +205,30 @@ export function applyOverlay(text: string, name: string, docs: readonly Manifest
   return applyPatches([...docs], patches, name);
 }
 
-/** Directories under manifests/ (itself included). */
+/**
+ * Directories under manifests/ (itself included) that are installs; kustomize Components (recipes applied to
+ * someone else's manifests, such as manifests/contour) are not: see componentDirs.
+ */
 export async function manifestDirs(dir = MANIFESTS_DIR): Promise<string[]> {
+  return (await allDirs(dir)).filter((found) => !isComponent(found));
+}
+
+/** Directories under manifests/ holding a kustomize Component. */
+export async function componentDirs(dir = MANIFESTS_DIR): Promise<string[]> {
+  return (await allDirs(dir)).filter(isComponent);
+}
+
+async function allDirs(dir: string): Promise<string[]> {
   const dirs = [dir];
   for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (entry.isDirectory()) dirs.push(...(await manifestDirs(join(dir, entry.name))));
+    if (entry.isDirectory()) dirs.push(...(await allDirs(join(dir, entry.name))));
   }
   return dirs;
+}
+
+function isComponent(dir: string): boolean {
+  const path = join(dir, 'kustomization.yaml');
+  return existsSync(path) && /^kind: Component$/m.test(readFileSync(path, 'utf8'));
 }
 
 export async function isDirectory(path: string): Promise<boolean> {
