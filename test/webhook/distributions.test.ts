@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import jsonPatch from 'fast-json-patch';
 import { sampleOf } from '../support/prometheus.js';
-import { findOne, getObject, MANIFESTS_DIR, resolveKustomization } from '../support/manifests.js';
+import { findOne, getObject, loadYamlFile, MANIFESTS_DIR, resolveKustomization } from '../support/manifests.js';
 import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
@@ -73,7 +73,29 @@ describe('Contour (examples/contour/03-envoy.yaml, a DaemonSet pod)', () => {
     review.request.object.metadata.annotations = { 'shutdown-manager.io/native-sidecar': 'true', 'shutdown-manager.io/envoy-admin-port': '9001' };
     await assertSkipped(webhook, review, 'hand-configured', [HAND_CONFIGURED]);
   });
+
+  test("with the README's recipe (manifests/contour) is injected: Envoy's admin socket found, its volume mounted, the sidecar as Envoy's user", async () => {
+    const review = await loadReview('contour-envoy-daemonset-pod.json');
+    const deleted = await recipeDeletes();
+    assert.deepEqual(deleted, ['shutdown-manager']);
+    review.request.object.spec.containers = review.request.object.spec.containers.filter((c: Json) => !deleted.includes(c.name));
+    const { response, pod } = await admit(webhook, review);
+    assert.equal(response.allowed, true);
+    assert.deepEqual(names(pod), ['envoy', 'shutdown-manager']);
+    const sidecar = container(pod, 'shutdown-manager');
+    assert.ok(sidecar.args.includes('--admin-address=unix:/admin/admin.sock'), sidecar.args.join(' '));
+    assert.deepEqual(sidecar.volumeMounts.find((m: Json) => m.name === 'envoy-admin'), { name: 'envoy-admin', mountPath: '/admin', readOnly: true });
+    assert.equal(sidecar.securityContext.runAsUser, 65534);
+    assert.deepEqual(container(pod, 'envoy').lifecycle.preStop.httpGet.path, '/shutdown');
+  });
 });
+
+/** The containers the recipe's strategic merge patch deletes (`$patch: delete`); kubectl applies it in test/e2e/contour.test.ts. */
+async function recipeDeletes(): Promise<string[]> {
+  const [patch] = await loadYamlFile(join(MANIFESTS_DIR, 'contour', 'remove-contour-shutdown-manager.yaml'));
+  const containers = getObject(patch, ['spec', 'template', 'spec']).containers as Json[];
+  return containers.filter((c) => c.$patch === 'delete').map((c) => c.name as string);
+}
 
 describe('Envoy Gateway (a proxy pod of a Gateway)', () => {
   let byDefault: RunningWebhook;
