@@ -14,7 +14,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
@@ -94,20 +93,6 @@ function container(pod: V1Pod, name: string): V1Container {
   return found;
 }
 
-/** An admin request to the emulator over its Unix socket: what the sidecar's calls look like to Envoy. */
-function overSocket(socketPath: string, method: string, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const call = request({ socketPath, method, path, timeout: 5_000 }, (response) => {
-      let body = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
-    });
-    call.on('error', reject);
-    call.on('timeout', () => call.destroy(new Error('timed out')));
-    call.end();
-  });
-}
-
 async function runPod(t: TestContext, pod: V1Pod): Promise<SimulatedPod> {
   const simulated = await SimulatedPod.start(pod, { mountNamespaces: true, envoyAdminSocket: ADMIN_SOCKET });
   t.after(() => simulated.kill());
@@ -151,7 +136,7 @@ describe("Contour's Envoy with the README's recipe", () => {
     const held = await holdConnections(t, simulated);
     const termination = simulated.terminate();
     const posts = async (): Promise<string[]> =>
-      (JSON.parse((await overSocket(socket, 'GET', '/emulator/requests')).body) as { method: string; path: string }[])
+      (JSON.parse((await httpRequest('http://localhost/emulator/requests', { socketPath: socket })).body) as { method: string; path: string }[])
         .filter((entry) => entry.method === 'POST')
         .map((entry) => entry.path);
     await waitUntil(async () => (await posts()).length >= 2, 10_000, 'both drain steps reach Envoy');

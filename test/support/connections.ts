@@ -102,10 +102,17 @@ export interface SimpleResponse {
 /** One HTTP request on a fresh connection (no agent reuse), rejecting after `timeoutMs`. */
 export function httpRequest(
   url: string,
-  options: { method?: string; timeoutMs?: number; headers?: Record<string, string> } = {},
+  options: { method?: string; timeoutMs?: number; headers?: Record<string, string>; socketPath?: string } = {},
 ): Promise<SimpleResponse> {
   return new Promise((resolve, reject) => {
-    const settings = { method: options.method ?? 'GET', headers: options.headers ?? {}, agent: false, signal: AbortSignal.timeout(options.timeoutMs ?? 5_000) };
+    const settings = {
+      method: options.method ?? 'GET',
+      headers: options.headers ?? {},
+      agent: false,
+      signal: AbortSignal.timeout(options.timeoutMs ?? 5_000),
+      // Over a Unix socket (an admin API such as Contour's), the URL gives only the path.
+      ...(options.socketPath === undefined ? {} : { socketPath: options.socketPath }),
+    };
     const request = http.request(url, settings, (response) => {
       let body = '';
       response.setEncoding('utf8');

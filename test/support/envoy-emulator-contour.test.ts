@@ -35,20 +35,6 @@ function admin(emulator: EnvoyEmulator, path: string, method = 'GET'): Promise<S
   return httpRequest(`http://127.0.0.1:${emulator.ports.admin}${path}`, { method });
 }
 
-/** One request over a Unix socket, on a fresh connection, bounded. */
-function socketRequest(socketPath: string, path: string, method = 'GET'): Promise<SimpleResponse> {
-  return new Promise((resolve, reject) => {
-    const request = http.request({ socketPath, path, method, agent: false, signal: AbortSignal.timeout(5_000) }, (response) => {
-      let body = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => (body += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body }));
-      response.on('error', reject);
-    });
-    request.on('error', reject);
-    request.end();
-  });
-}
 
 function readonly(emulator: EnvoyEmulator, path: string, method = 'GET'): Promise<SimpleResponse> {
   return httpRequest(`http://127.0.0.1:${emulator.readonlyAdminPort ?? 0}${path}`, { method });
@@ -143,20 +129,20 @@ describe('Envoy emulator: admin on a Unix socket (Contour)', () => {
     assert.equal(emulator.ports.admin, 0);
     assert.equal((await stat(path)).isSocket(), true);
     assert.equal((await stat(path)).mode & 0o777, 0o644);
-    assert.equal((await socketRequest(path, '/ready')).body, 'LIVE\n');
-    const stats = (await socketRequest(path, '/stats?filter=^listener\\.admin\\.downstream_cx_total$')).body;
+    assert.equal((await httpRequest('http://localhost/ready', { socketPath: path })).body, 'LIVE\n');
+    const stats = (await httpRequest('http://localhost/stats?filter=^listener\\.admin\\.downstream_cx_total$', { socketPath: path })).body;
     assert.match(stats, /^listener\.admin\.downstream_cx_total: [1-9]\d*\n$/);
 
-    assert.equal((await socketRequest(path, '/emulator/fault?fault=status:503&paths=/ready', 'POST')).status, 200);
-    assert.equal((await socketRequest(path, '/ready')).status, 503);
+    assert.equal((await httpRequest('http://localhost/emulator/fault?fault=status:503&paths=/ready', { socketPath: path, method: 'POST' })).status, 200);
+    assert.equal((await httpRequest('http://localhost/ready', { socketPath: path })).status, 503);
     await emulator.setFault({ kind: 'down' });
-    await assert.rejects(socketRequest(path, '/ready'), /ENOENT|ECONNREFUSED/);
+    await assert.rejects(httpRequest('http://localhost/ready', { socketPath: path }), /ENOENT|ECONNREFUSED/);
     await emulator.setFault({ kind: 'none' });
-    assert.equal((await socketRequest(path, '/ready')).status, 200);
-    const requests = JSON.parse((await socketRequest(path, '/emulator/requests')).body) as { path: string }[];
+    assert.equal((await httpRequest('http://localhost/ready', { socketPath: path })).status, 200);
+    const requests = JSON.parse((await httpRequest('http://localhost/emulator/requests', { socketPath: path })).body) as { path: string }[];
     assert.ok(requests.some((request) => request.path === '/ready'));
 
-    assert.equal((await socketRequest(path, '/quitquitquit', 'POST')).body, 'OK\n');
+    assert.equal((await httpRequest('http://localhost/quitquitquit', { socketPath: path, method: 'POST' })).body, 'OK\n');
     assert.equal(await emulator.exited, 'quitquitquit');
   });
 
@@ -185,7 +171,7 @@ describe("Envoy emulator: Contour's envoy-admin read-only listener", () => {
     assert.equal(emulator.exitedWith, undefined);
     assert.deepEqual(emulator.adminRequests.map((request) => `${request.method} ${request.path}?${request.query}`), ['GET /stats?filter=^server\\.live$', 'GET /ready?']);
     // Positive control: the same mutation on the admin API itself works.
-    assert.equal((await socketRequest(path, '/healthcheck/fail', 'POST')).status, 200);
+    assert.equal((await httpRequest('http://localhost/healthcheck/fail', { socketPath: path, method: 'POST' })).status, 200);
     assert.equal(emulator.state, 'DRAINING');
   });
 
@@ -266,7 +252,7 @@ describe('Envoy emulator CLI: versions, Unix socket, read-only listener', () => 
     assert.equal(line.listeners.readonlyAdmin, `127.0.0.1_${line.readonlyAdmin}`);
     const info = await httpRequest(`http://127.0.0.1:${line.readonlyAdmin}/server_info`);
     assert.match((JSON.parse(info.body) as { version: string }).version, /\/1\.40\.0\//);
-    assert.equal((await socketRequest(path, '/ready')).status, 200);
+    assert.equal((await httpRequest('http://localhost/ready', { socketPath: path })).status, 200);
     child.kill('SIGTERM');
     assert.deepEqual(await exited, [0, null]);
   });

@@ -1,9 +1,11 @@
 /** A real webhook on loopback with fresh certificates, and an HTTPS client for it. */
+import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import jsonPatch from 'fast-json-patch';
 import pino, { type Logger } from 'pino';
 import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
 import { openTlsSource } from '../../src/certs/source.js';
@@ -121,4 +123,21 @@ export async function postReview(webhook: RunningWebhook, review: unknown): Prom
     body: JSON.stringify(review),
     contentType: 'application/json',
   });
+}
+
+/** An AdmissionReview answer, and the pod as its patch leaves it (the pod as sent when there is none). */
+export interface Admission {
+  /** Free-form JSON, as the tests navigate it (like HttpsResult.json). */
+  readonly response: any;
+  readonly pod: any;
+}
+
+/** Sends `review` to the running webhook over HTTPS and applies the JSON patch it answers. */
+export async function admitReview(webhook: RunningWebhook, review: Record<string, any>): Promise<Admission> {
+  const result = await postReview(webhook, review);
+  assert.equal(result.status, 200, result.text);
+  const { response } = result.json();
+  if (response.patch === undefined) return { response, pod: review.request.object };
+  const operations = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
+  return { response, pod: jsonPatch.applyPatch(structuredClone(review.request.object), operations, true, false).newDocument };
 }

@@ -5,27 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import jsonPatch from 'fast-json-patch';
-import { loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+import { admitReview, loadReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 
 const PREFIX = 'shutdown-manager: ';
 const ENVOY_GATEWAY_SELECTOR = '--pod-selector=app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy';
 
-interface Answer {
-  readonly response: Json;
-  readonly pod: Json;
-}
 
-async function admit(webhook: RunningWebhook, review: Json): Promise<Answer> {
-  const result = await postReview(webhook, review);
-  assert.equal(result.status, 200, result.text);
-  const { response } = result.json();
-  if (response.patch === undefined) return { response, pod: review.request.object };
-  const operations = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
-  return { response, pod: jsonPatch.applyPatch(structuredClone(review.request.object), operations, true, false).newDocument };
-}
 
 function container(pod: Json, name: string): Json {
   return [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c: Json) => c.name === name);
@@ -64,7 +51,7 @@ describe('Authorino (Envoy Deployment with containerPort 8001 named admin)', () 
   after(() => webhook.close());
 
   test('the sidecar drains admin port 8001, and a warning says where it was found', async () => {
-    const { response, pod } = await admit(webhook, await authorinoReview());
+    const { response, pod } = await admitReview(webhook, await authorinoReview());
     assert.equal(response.allowed, true);
     const args: string[] = container(pod, 'shutdown-manager').args;
     assert.ok(args.includes('--admin-port=8001'), args.join(' '));
@@ -83,7 +70,7 @@ describe('Authorino (Envoy Deployment with containerPort 8001 named admin)', () 
   test('an annotation that says 9001 wins, with a warning naming both', async () => {
     const review = await authorinoReview();
     review.request.object.metadata.annotations = { 'shutdown-manager.io/envoy-admin-port': '9001' };
-    const { response, pod } = await admit(webhook, review);
+    const { response, pod } = await admitReview(webhook, review);
     assert.ok(container(pod, 'shutdown-manager').args.includes('--admin-port=9001'));
     assert.ok(
       response.warnings.includes(
@@ -115,7 +102,7 @@ describe('Envoy Gateway (admin in the inline --config-yaml)', () => {
   }
 
   test('on an IPv6 cluster (admin on ::1, envoyproxy/gateway#9853): --admin-address=::1 --admin-port=19000', async () => {
-    const { response, pod } = await admit(webhook, await proxyReview('::1'));
+    const { response, pod } = await admitReview(webhook, await proxyReview('::1'));
     assert.equal(response.allowed, true);
     const args: string[] = container(pod, 'shutdown-manager').args;
     assert.ok(args.includes('--admin-address=::1') && args.includes('--admin-port=19000'), args.join(' '));
@@ -129,7 +116,7 @@ describe('Envoy Gateway (admin in the inline --config-yaml)', () => {
   });
 
   test('as rendered on IPv4: 127.0.0.1:19000 without any flag or annotation', async () => {
-    const { pod } = await admit(webhook, await proxyReview('127.0.0.1'));
+    const { pod } = await admitReview(webhook, await proxyReview('127.0.0.1'));
     const args: string[] = container(pod, 'shutdown-manager').args;
     assert.ok(args.includes('--admin-address=127.0.0.1') && args.includes('--admin-port=19000'), args.join(' '));
   });
@@ -159,7 +146,7 @@ describe("Contour (examples/contour/03-envoy.yaml's DaemonSet pod, its own shutd
   }
 
   test("the sidecar reaches the socket: --admin-address=unix:/admin/admin.sock, volume envoy-admin at /admin, Envoy's user 65534", async () => {
-    const { response, pod } = await admit(webhook, await contourReview());
+    const { response, pod } = await admitReview(webhook, await contourReview());
     assert.equal(response.allowed, true, JSON.stringify(response.status));
     const sidecar = container(pod, 'shutdown-manager');
     assert.ok(sidecar.args.includes('--admin-address=unix:/admin/admin.sock'), sidecar.args.join(' '));
@@ -183,7 +170,7 @@ describe("Contour (examples/contour/03-envoy.yaml's DaemonSet pod, its own shutd
   });
 
   test('negative control: without the envoy-admin volume, admitted with a warning saying what to mount', async () => {
-    const { response, pod } = await admit(webhook, withoutAdminVolume(await contourReview()));
+    const { response, pod } = await admitReview(webhook, withoutAdminVolume(await contourReview()));
     assert.equal(response.allowed, true);
     const sidecar = container(pod, 'shutdown-manager');
     assert.deepEqual(sidecar.volumeMounts, [{ name: 'shutdown-manager-state', mountPath: '/var/run/shutdown-manager' }]);
@@ -198,7 +185,7 @@ describe("Contour (examples/contour/03-envoy.yaml's DaemonSet pod, its own shutd
   test('negative control: the socket set by annotation without the volume is denied', async () => {
     const review = withoutAdminVolume(await contourReview());
     review.request.object.metadata.annotations = { 'shutdown-manager.io/envoy-admin-address': 'unix:/admin/admin.sock' };
-    const { response } = await admit(webhook, review);
+    const { response } = await admitReview(webhook, review);
     assert.equal(response.allowed, false);
     assert.equal(
       response.status.message,
@@ -223,7 +210,7 @@ describe('hostNetwork pods', () => {
   }
 
   test('are injected with a warning naming the serve port and the annotation', async () => {
-    const { response, pod } = await admit(webhook, await hostNetworkReview());
+    const { response, pod } = await admitReview(webhook, await hostNetworkReview());
     assert.equal(response.allowed, true);
     assert.ok(container(pod, 'shutdown-manager'));
     assert.ok(response.warnings.includes(HOST_NETWORK_WARNING), response.warnings.join('\n'));
@@ -232,7 +219,7 @@ describe('hostNetwork pods', () => {
   test('a serve port another container binds on the node is denied', async () => {
     const review = await hostNetworkReview();
     review.request.object.spec.containers.push({ name: 'node-agent', image: 'example.com/agent:1', ports: [{ name: 'agent', containerPort: 8090, hostPort: 8090 }] });
-    const { response } = await admit(webhook, review);
+    const { response } = await admitReview(webhook, review);
     assert.equal(response.allowed, false);
     assert.equal(
       response.status.message,
@@ -243,7 +230,7 @@ describe('hostNetwork pods', () => {
   test('a node-unique serve port by annotation is taken', async () => {
     const review = await hostNetworkReview();
     review.request.object.metadata.annotations = { 'shutdown-manager.io/serve-port': '18090' };
-    const { response, pod } = await admit(webhook, review);
+    const { response, pod } = await admitReview(webhook, review);
     assert.equal(response.allowed, true);
     assert.ok(container(pod, 'shutdown-manager').args.includes('--serve-port=18090'));
     assert.ok(response.warnings.some((w: string) => w.includes('serve port 18090 must be unique on the node')));

@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import jsonPatch from 'fast-json-patch';
 import { sampleOf } from '../support/prometheus.js';
 import { findOne, getObject, loadYamlFile, MANIFESTS_DIR, resolveKustomization } from '../support/manifests.js';
-import { httpsRequest, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+import { admitReview, httpsRequest, loadReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 
@@ -16,21 +15,7 @@ const HAND_CONFIGURED = 'shutdown-manager: pod already has a container named "sh
 /** Envoy Gateway's labels on its proxies, as the README's overlay selects them. */
 const ENVOY_GATEWAY_SELECTOR = '--pod-selector=app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy';
 
-interface Answer {
-  readonly response: Json;
-  /** The pod after the patch (the pod as sent when there is none). */
-  readonly pod: Json;
-}
 
-async function admit(webhook: RunningWebhook, review: Json): Promise<Answer> {
-  const result = await postReview(webhook, review);
-  assert.equal(result.status, 200, result.text);
-  const { response } = result.json();
-  assert.equal(response.uid, review.request.uid);
-  if (response.patch === undefined) return { response, pod: review.request.object };
-  const operations = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
-  return { response, pod: jsonPatch.applyPatch(structuredClone(review.request.object), operations, true, false).newDocument };
-}
 
 async function skips(webhook: RunningWebhook, reason: string): Promise<number> {
   const text = (await httpsRequest(`${webhook.server.url}/metrics`, { ca: webhook.ca, method: 'GET' })).text;
@@ -48,7 +33,7 @@ function names(pod: Json): string[] {
 /** Asserts the answer is "admitted unchanged" and that the metrics counted it under `reason`. */
 async function assertSkipped(webhook: RunningWebhook, review: Json, reason: string, warnings: string[] | undefined): Promise<void> {
   const before = await skips(webhook, reason);
-  const { response } = await admit(webhook, review);
+  const { response } = await admitReview(webhook, review);
   assert.equal(response.allowed, true);
   assert.equal(response.patch, undefined, 'admitted unchanged');
   assert.deepEqual(response.warnings, warnings);
@@ -79,7 +64,7 @@ describe('Contour (examples/contour/03-envoy.yaml, a DaemonSet pod)', () => {
     const deleted = await recipeDeletes();
     assert.deepEqual(deleted, ['shutdown-manager']);
     review.request.object.spec.containers = review.request.object.spec.containers.filter((c: Json) => !deleted.includes(c.name));
-    const { response, pod } = await admit(webhook, review);
+    const { response, pod } = await admitReview(webhook, review);
     assert.equal(response.allowed, true);
     assert.deepEqual(names(pod), ['envoy', 'shutdown-manager']);
     const sidecar = container(pod, 'shutdown-manager');
@@ -130,7 +115,7 @@ describe('Envoy Gateway (a proxy pod of a Gateway)', () => {
   test('without its own shutdown-manager, is injected, with the sidecar on admin port 19000 set by webhook flag', async () => {
     const review = await withoutOwnShutdownManager();
     const original = review.request.object;
-    const { response, pod } = await admit(withOverlay, review);
+    const { response, pod } = await admitReview(withOverlay, review);
     assert.equal(response.allowed, true);
     assert.deepEqual(names(pod), ['envoy', 'shutdown-manager']);
     const sidecar = container(pod, 'shutdown-manager');
@@ -150,18 +135,18 @@ describe('Envoy Gateway (a proxy pod of a Gateway)', () => {
   });
 
   test('the admin port 19000 reaches the sidecar by annotation too, and without either from its --config-yaml', async () => {
-    const { response, pod } = await admit(selectorOnly, await withoutOwnShutdownManager({ 'shutdown-manager.io/envoy-admin-port': '19000' }));
+    const { response, pod } = await admitReview(selectorOnly, await withoutOwnShutdownManager({ 'shutdown-manager.io/envoy-admin-port': '19000' }));
     assert.equal(response.allowed, true, JSON.stringify(response.status));
     const args: string[] = container(pod, 'shutdown-manager').args;
     assert.ok(args.includes('--admin-port=19000'), args.join(' '));
 
-    const found = await admit(selectorOnly, await withoutOwnShutdownManager());
+    const found = await admitReview(selectorOnly, await withoutOwnShutdownManager());
     assert.ok(container(found.pod, 'shutdown-manager').args.includes('--admin-port=19000'), 'without either, found in its inline --config-yaml');
     assert.ok(found.response.warnings.includes('shutdown-manager: Envoy admin found at 127.0.0.1:19000 (inline --config-yaml); the sidecar drains it there'));
   });
 
   test('a pod annotation may still override the webhook-wide 19000', async () => {
-    const { pod } = await admit(withOverlay, await withoutOwnShutdownManager({ 'shutdown-manager.io/envoy-admin-port': '19100' }));
+    const { pod } = await admitReview(withOverlay, await withoutOwnShutdownManager({ 'shutdown-manager.io/envoy-admin-port': '19100' }));
     assert.ok(container(pod, 'shutdown-manager').args.includes('--admin-port=19100'));
   });
 });
@@ -197,7 +182,7 @@ describe('a plain Envoy Deployment (manifests/example)', () => {
 
   test('is injected without a warning, with its annotations and Envoy drain flags', async () => {
     const review = await examplePod();
-    const { response, pod } = await admit(webhook, review);
+    const { response, pod } = await admitReview(webhook, review);
     assert.equal(response.allowed, true);
     assert.equal(response.warnings, undefined);
     assert.deepEqual(names(pod), ['envoy', 'shutdown-manager']);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import jsonPatch from 'fast-json-patch';
-import { loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+import { admitReview, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 
@@ -34,14 +34,6 @@ async function appPod(annotations: Record<string, string>): Promise<Json> {
   return review;
 }
 
-async function admit(review: Json): Promise<{ response: Json; pod: Json }> {
-  const result = await postReview(webhook, review);
-  assert.equal(result.status, 200, result.text);
-  const { response } = result.json();
-  if (response.patch === undefined) return { response, pod: review.request.object };
-  const operations = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
-  return { response, pod: jsonPatch.applyPatch(structuredClone(review.request.object), operations, true, false).newDocument };
-}
 
 function container(pod: Json, name: string): Json {
   return [...pod.spec.containers, ...(pod.spec.initContainers ?? [])].find((c: Json) => c.name === name);
@@ -58,7 +50,7 @@ const waitHook = (secret: string): Json => ({
 describe('wait-containers', () => {
   test('each named container gets the /wait hook with the pod token; a replaced hook is a warning; the rest is untouched', async () => {
     const review = await appPod({ 'shutdown-manager.io/wait-containers': ' api , worker,api' });
-    const { response, pod } = await admit(review);
+    const { response, pod } = await admitReview(webhook, review);
     assert.equal(response.allowed, true, JSON.stringify(response.status));
     assert.deepEqual(response.warnings, [
       'shutdown-manager: replaced the preStop hook of "api" with a wait for Envoy\'s drain',
@@ -77,11 +69,11 @@ describe('wait-containers', () => {
     assert.deepEqual(JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']).waitContainers, ['api', 'worker']);
 
     review.request.object = pod;
-    assert.equal((await admit(review)).response.patch, undefined, 'injecting again changes nothing');
+    assert.equal((await admitReview(webhook, review)).response.patch, undefined, 'injecting again changes nothing');
   });
 
   test('as a native sidecar, the app containers still wait (the sidecar outlives them)', async () => {
-    const { response, pod } = await admit(await appPod({ 'shutdown-manager.io/wait-containers': 'worker', 'shutdown-manager.io/native-sidecar': 'true' }));
+    const { response, pod } = await admitReview(webhook, await appPod({ 'shutdown-manager.io/wait-containers': 'worker', 'shutdown-manager.io/native-sidecar': 'true' }));
     assert.equal(response.allowed, true);
     assert.equal(pod.spec.initContainers.at(-1).name, 'shutdown-manager');
     assert.deepEqual(container(pod, 'worker').lifecycle.preStop, waitHook(token(pod)));
@@ -90,7 +82,7 @@ describe('wait-containers', () => {
 
   test('without the annotation, no app container is touched', async () => {
     const review = await appPod({});
-    const { pod } = await admit(review);
+    const { pod } = await admitReview(webhook, review);
     assert.deepEqual(container(pod, 'api'), container(review.request.object, 'api'));
     assert.equal(container(pod, 'worker').lifecycle, undefined);
     assert.equal(JSON.parse(pod.metadata.annotations['shutdown-manager.io/status']).waitContainers, undefined);
@@ -125,7 +117,7 @@ describe('wait-containers', () => {
   ];
   for (const [value, message] of denied) {
     test(`${JSON.stringify(value)} denies the pod, naming the annotation, the value and the accepted names`, async () => {
-      const { response } = await admit(await appPod({ 'shutdown-manager.io/wait-containers': value }));
+      const { response } = await admitReview(webhook, await appPod({ 'shutdown-manager.io/wait-containers': value }));
       assert.equal(response.allowed, false);
       assert.equal(response.status.code, 400);
       assert.ok(response.status.message.includes(message), response.status.message);
@@ -133,7 +125,7 @@ describe('wait-containers', () => {
   }
 
   test('a missing name is denied together with the other bad annotations', async () => {
-    const { response } = await admit(
+    const { response } = await admitReview(webhook, 
       await appPod({ 'shutdown-manager.io/wait-containers': 'nope', 'shutdown-manager.io/check-delay': 'soon', 'shutdown-manager.io/sidecar-cpu-limit': '1 core' }),
     );
     assert.equal(response.allowed, false);
