@@ -18,7 +18,7 @@ import { pathToFileURL } from 'node:url';
 import { parseWebhookConfig } from '../src/config/webhook.js';
 import { sidecarArgs } from '../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
-import { EnvoyEmulator } from '../test/support/envoy-emulator.js';
+import { EnvoyEmulator } from '../src/emulator/envoy-emulator.js';
 import { floodWhileWatching, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';

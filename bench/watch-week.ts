@@ -14,7 +14,7 @@ import { EnvoyAdminClient } from '../src/envoy/admin-client.js';
 import { openJournal } from '../src/sidecar/journal.js';
 import type { SidecarLog } from '../src/sidecar/log.js';
 import { DrainSupervisor } from '../src/sidecar/supervisor.js';
-import { EnvoyEmulator } from '../test/support/envoy-emulator.js';
+import { EnvoyEmulator } from '../src/emulator/envoy-emulator.js';
 import type { Figure } from './support.js';
 
 const CHECK_INTERVAL_MS = 5_000;

@@ -36,7 +36,7 @@ import { spawnSidecarWith, type SidecarProcess } from '../support/sidecar-proces
 import { waitUntil } from '../support/wait.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 
-const EMULATOR_CLI = fileURLToPath(new URL('../support/envoy-emulator-cli.ts', import.meta.url));
+const EMULATOR_CLI = fileURLToPath(new URL('../../src/emulator/cli.ts', import.meta.url));
 const APP_SERVER = fileURLToPath(new URL('./app-server.ts', import.meta.url));
 
 export interface EnvoyPorts {

@@ -8,7 +8,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 import jsonPatch from 'fast-json-patch';
 import { closeAll, openTcpConnection, type HeldConnection } from '../support/connections.js';
-import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { freePorts } from '../support/ports.js';
 import type { LogLine } from '../support/process.js';
 import { loadReview, postReview, startTestWebhook } from '../support/webhook.js';

@@ -7,7 +7,7 @@ import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
 import { AdminRefusedError, AdminResponseError, AdminStatusError, EnvoyAdminClient, type AdminAnswer } from '../../src/envoy/admin-client.js';
 import { ImplausibleStatError } from '../../src/envoy/stats.js';
-import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
+import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
 import { freePort } from '../support/ports.js';
 
 async function setUp(t: TestContext, options: EnvoyEmulatorOptions = {}) {

@@ -14,7 +14,7 @@ import {
 } from '../../src/envoy/admin-client.js';
 import { CONNECTION_STATS_FILTER } from '../../src/envoy/stats.js';
 import { closeAll, openHttpConnection, openTcpConnections } from '../support/connections.js';
-import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
+import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
 import { freePorts } from '../support/ports.js';
 import { waitUntil } from '../support/wait.js';
 

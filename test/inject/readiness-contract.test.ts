@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { readinessProbe } from '../../src/inject/sidecar.js';
 import { httpRequest } from '../support/connections.js';
-import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { freePort } from '../support/ports.js';
 import { spawnSidecar } from '../support/sidecar-process.js';
 import { waitUntil } from '../support/wait.js';

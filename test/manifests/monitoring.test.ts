@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
-import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { sampleOf } from '../support/prometheus.js';
 import { REPO_ROOT, runBuiltEntry, startWebhook, type WebhookProcess } from '../support/process.js';
 import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
 import { startAdminProbe } from '../../src/sidecar/admin-probe.js';
-import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { freePort } from '../support/ports.js';
 import { waitUntil } from '../support/wait.js';

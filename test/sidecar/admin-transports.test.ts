@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { httpRequest, openHttpConnection, closeAll } from '../support/connections.js';
-import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
+import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
 import { mountNamespaceLauncher, mountNamespaceProblem } from '../support/mount-namespace.js';
 import { spawnSidecar, type SidecarProcess, type SpawnOptions } from '../support/sidecar-process.js';
 

@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { describe, test, type TestContext } from 'node:test';
 import { callsOverKeepAlive, requestHead, residentMemory, timedCall, UnreadConnections } from '../support/abuse.js';
 import { spawnDrainServer } from '../support/drain-server-process.js';
-import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import type { LogLine } from '../support/process.js';
 import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 import { waitUntil } from '../support/wait.js';

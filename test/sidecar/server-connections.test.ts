@@ -16,7 +16,7 @@ import { openJournal } from '../../src/sidecar/journal.js';
 import { DrainSupervisor } from '../../src/sidecar/supervisor.js';
 import { defaultConnectionLimits, openFilesSoftLimit, startDrainServer, type ConnectionLimits, type DrainServer } from '../../src/sidecar/server.js';
 import { closeAll, httpRequest, openTcpConnection, openTcpConnections, requestOn, type HeldConnection, type SimpleResponse } from '../support/connections.js';
-import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { spawnSidecar } from '../support/sidecar-process.js';
 import { waitUntil, within } from '../support/wait.js';

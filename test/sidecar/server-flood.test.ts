@@ -18,7 +18,7 @@ import { describe, test, type TestContext } from 'node:test';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { SIDECAR_ENV } from '../../src/inject/sidecar.js';
 import { timedCall } from '../support/abuse.js';
-import { EnvoyEmulator } from '../support/envoy-emulator.js';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { floodWhileWatching, type FloodSpec, type WatchedFlood } from '../support/flood.js';
 import { processEnvironment, spawnInjectedSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 

@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
 import { closeAll, httpRequest, openHttpConnection, openTcpConnections, requestOn, type SimpleResponse } from '../support/connections.js';
-import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../support/envoy-emulator.js';
+import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
 import { freePort } from '../support/ports.js';
 import type { LogLine } from '../support/process.js';
 import { runSidecarToExit, spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';

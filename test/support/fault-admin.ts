@@ -1,7 +1,7 @@
 /**
  * A scriptable, fault-injecting stand-in for Envoy's admin API on a real loopback TCP socket, for regression
  * tests and a model-based fault search. It models ONE Envoy process at a time, and only what the sidecar
- * can observe of it; test/support/envoy-emulator.ts is the one with real data listeners and drain close.
+ * can observe of it; src/emulator/envoy-emulator.ts is the one with real data listeners and drain close.
  *
  *   const admin = await FaultAdmin.start({ listeners: { ingress: 3 } });
  *   admin.script('/healthcheck/fail', 'delay:2100');      // the next call to that path answers late

@@ -14,10 +14,10 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test, type TestContext } from 'node:test';
-import { httpRequest, openHttpConnection, openTcpConnection, requestOn, type SimpleResponse } from './connections.js';
-import { parseCliArgs } from './envoy-emulator-cli.js';
-import { EnvoyEmulator, listenerStatName, type EnvoyEmulatorOptions } from './envoy-emulator.js';
-import { waitUntil } from './wait.js';
+import { httpRequest, openHttpConnection, openTcpConnection, requestOn, type SimpleResponse } from '../support/connections.js';
+import { parseCliArgs } from '../../src/emulator/cli.js';
+import { EnvoyEmulator, listenerStatName, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
+import { waitUntil } from '../support/wait.js';
 
 async function startEmulator(t: TestContext, options: EnvoyEmulatorOptions = {}): Promise<EnvoyEmulator> {
   const emulator = await EnvoyEmulator.start(options);
@@ -237,7 +237,7 @@ describe('Envoy emulator CLI: versions, Unix socket, read-only listener', () => 
 
   test('prints adminSocket, a null admin and readonlyAdmin; the read-only port answers; SIGTERM exits 0', async (t) => {
     const path = join(await tempDir(t), 'admin.sock');
-    const cli = new URL('./envoy-emulator-cli.ts', import.meta.url).pathname;
+    const cli = new URL('../../src/emulator/cli.ts', import.meta.url).pathname;
     const child = spawn(process.execPath, ['--import', 'tsx', cli, `--admin-socket=${path}`, '--readonly-admin-port=0', '--version', '1.40.0'], { stdio: ['ignore', 'pipe', 'inherit'] });
     t.after(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

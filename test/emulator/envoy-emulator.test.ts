@@ -5,9 +5,9 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { describe, test, type TestContext } from 'node:test';
 import { countDownstreamConnections, parseJsonStats, type StatSample } from '../../src/envoy/stats.js';
-import { closeAll, httpRequest, openHttpConnection, openTcpConnection, openTcpConnections, requestOn } from './connections.js';
-import { EnvoyEmulator, parseFault, type EnvoyEmulatorOptions, type TrafficDirection } from './envoy-emulator.js';
-import { waitUntil } from './wait.js';
+import { closeAll, httpRequest, openHttpConnection, openTcpConnection, openTcpConnections, requestOn } from '../support/connections.js';
+import { EnvoyEmulator, parseFault, type EnvoyEmulatorOptions, type TrafficDirection } from '../../src/emulator/envoy-emulator.js';
+import { waitUntil } from '../support/wait.js';
 
 async function startEmulator(t: TestContext, options: EnvoyEmulatorOptions = {}): Promise<EnvoyEmulator> {
   const emulator = await EnvoyEmulator.start(options);
@@ -299,7 +299,7 @@ describe('Envoy emulator: faults', () => {
 
 describe('Envoy emulator CLI', () => {
   test('prints its ports as one JSON line, obeys /emulator/fault, exits 0 on SIGTERM closing connections', async (t) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', new URL('./envoy-emulator-cli.ts', import.meta.url).pathname, '--workers=3'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', new URL('../../src/emulator/cli.ts', import.meta.url).pathname, '--workers=3'], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     t.after(() => {

@@ -1,7 +1,7 @@
 /**
  * The Envoy emulator as a process, standing in for the Envoy container in end-to-end tests:
  *
- *   node --import tsx test/support/envoy-emulator-cli.ts [Envoy's own args] [emulator flags]
+ *   node --import tsx src/emulator/cli.ts [Envoy's own args] [emulator flags]
  *
  * Envoy's flags, so that a pod spec's Envoy container args can be passed straight through: `--flag value`
  * as two arguments or as one (Envoy's TCLAP parser splits an argument at its first space; Envoy Gateway
@@ -62,7 +62,7 @@ import {
   type EnvoyCommandLine,
   type EnvoyEmulatorOptions,
   type TrafficDirection,
-} from './envoy-emulator.js';
+} from '../../src/emulator/envoy-emulator.js';
 
 /** What the command line asks for: the emulator's options, and a seed for its random source. */
 export interface CliConfig {

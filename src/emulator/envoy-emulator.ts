@@ -70,7 +70,7 @@
  * JavaScript regex, not RE2; the server is initialized from the start (no PRE_INITIALIZING/INITIALIZING).
  *
  * Start it in-process with `EnvoyEmulator.start(options)`, or as a child process with
- * `node --import tsx test/support/envoy-emulator-cli.ts` (see that file).
+ * `node --import tsx src/emulator/cli.ts` (see that file).
  */
 import { randomInt } from 'node:crypto';
 import { chmod, unlink } from 'node:fs/promises';

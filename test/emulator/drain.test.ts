@@ -8,12 +8,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { describe, test, type TestContext } from 'node:test';
-import { closeAll, httpRequest, openHttpConnection, openTcpConnection, requestOn, type HeldConnection } from './connections.js';
-import { parseCliArgs } from './envoy-emulator-cli.js';
-import { EnvoyEmulator, gradualDrainClose, seededRandom, type EnvoyEmulatorOptions, type RandomSource } from './envoy-emulator.js';
-import { freePorts } from './ports.js';
+import { closeAll, httpRequest, openHttpConnection, openTcpConnection, requestOn, type HeldConnection } from '../support/connections.js';
+import { parseCliArgs } from '../../src/emulator/cli.js';
+import { EnvoyEmulator, gradualDrainClose, seededRandom, type EnvoyEmulatorOptions, type RandomSource } from '../../src/emulator/envoy-emulator.js';
+import { freePorts } from '../support/ports.js';
 
-const CLI = new URL('./envoy-emulator-cli.ts', import.meta.url).pathname;
+const CLI = new URL('../../src/emulator/cli.ts', import.meta.url).pathname;
 /** An arbitrary instant, away from a whole second, for the fake clocks. */
 const T0 = 1_800_000_000_250;
 
