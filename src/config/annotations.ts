@@ -89,5 +89,7 @@ export function resolvePodDrainPlan(
     const key = annotationOf.get(name);
     return key === undefined ? `default ${name}` : `annotation ${key}`;
   };
-  return { plan: resolvePodDrain(values, sourceOf), unknownAnnotations };
+  // Without an admin annotation the injector may still find the admin port in the pod: it checks the clash then.
+  const adminPortKnown = annotationOf.has('admin-port') || annotationOf.has('admin-address');
+  return { plan: resolvePodDrain(values, sourceOf, { adminPortKnown }), unknownAnnotations };
 }

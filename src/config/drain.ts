@@ -97,16 +97,21 @@ const INPUT_NAMES = [...(Object.keys(POD_DRAIN_SETTINGS) as (keyof typeof POD_DR
 /**
  * The pod's drain from `input` (which may hold other settings too, such as all of the webhook's): its own
  * values, in the table's order, and the deadline derived from them. Throws ConfigErrors when the parts do not
- * fit together; `sourceOf` names where each value came from.
+ * fit together; `sourceOf` names where each value came from. `adminPortKnown: false` leaves the serve port's
+ * clash with the admin port to whoever settles the admin port later (the injector, from what the pod says).
  */
-export function resolvePodDrain(input: PodDrainInput, sourceOf: (name: keyof PodDrainInput) => string): PodDrainValues {
+export function resolvePodDrain(
+  input: PodDrainInput,
+  sourceOf: (name: keyof PodDrainInput) => string,
+  { adminPortKnown = true }: { readonly adminPortKnown?: boolean } = {},
+): PodDrainValues {
   const own = Object.fromEntries(INPUT_NAMES.map((name) => [name, input[name]])) as PodDrainInput;
   const values: PodDrainValues = { ...own, 'drain-timeout': drainTimeoutMs(own['termination-grace-period']) };
   const errors = drainTimingErrors(
     values,
     sourceOf,
     'lower check-delay or drain-delay, or raise termination-grace-period (the deadline is the grace period minus a safety margin)',
-  );
+  ).filter((error) => adminPortKnown || error.setting !== 'serve-port');
   if (errors.length > 0) throw new ConfigErrors(errors);
   return values;
 }

@@ -216,9 +216,13 @@ function decideAdminAccess(pod: V1Pod, envoy: V1Container, resolved: PodDrainVal
   return { plan, endpoint, mount: lookup.mount, runAs: runAs?.user === 0 ? undefined : runAs, warnings };
 }
 
-/** A discovered admin port may be the serve port that annotations and flags were checked against without it. */
+/**
+ * The sidecar cannot serve on Envoy's admin port. Checked here, once the admin port is settled (annotation,
+ * found in the pod, or the default): before, a serve port equal to the default admin port would deny a pod
+ * whose Envoy is elsewhere.
+ */
 function assertAdminPortIsNotServePort(plan: PodDrainValues, endpoint: AdminEndpoint): void {
-  if (!endpoint.discovered || plan['admin-port'] !== plan['serve-port']) return;
+  if (plan['admin-port'] !== plan['serve-port']) return;
   throw new ConfigError(
     'serve-port (annotation shutdown-manager.io/serve-port or the webhook default)',
     String(plan['serve-port']),

@@ -67,6 +67,22 @@ describe('Authorino (Envoy Deployment with containerPort 8001 named admin)', () 
     assert.equal(container(pod, 'shutdown-manager').securityContext.runAsUser, 65532, 'a TCP admin keeps the image user');
   });
 
+  test('a serve port equal to the default admin port is fine when the pod says Envoy is elsewhere; denied when it does not', async () => {
+    const elsewhere = await authorinoReview();
+    elsewhere.request.object.metadata.annotations = { 'shutdown-manager.io/serve-port': '9001' };
+    const injected = await admitReview(webhook, elsewhere);
+    assert.equal(injected.response.allowed, true, JSON.stringify(injected.response.status));
+    const args: string[] = container(injected.pod, 'shutdown-manager').args;
+    assert.ok(args.includes('--serve-port=9001') && args.includes('--admin-port=8001'), args.join(' '));
+
+    const silent = await authorinoReview();
+    silent.request.object.spec.containers[0].ports = [{ name: 'web', containerPort: 8000, protocol: 'TCP' }];
+    silent.request.object.metadata.annotations = { 'shutdown-manager.io/serve-port': '9001' };
+    const denied = await admitReview(webhook, silent);
+    assert.equal(denied.response.allowed, false);
+    assert.match(denied.response.status.message, /serve-port.*"9001" is not valid; expected a port other than Envoy's admin port 9001 \(default\)/);
+  });
+
   test('an annotation that says 9001 wins, with a warning naming both', async () => {
     const review = await authorinoReview();
     review.request.object.metadata.annotations = { 'shutdown-manager.io/envoy-admin-port': '9001' };

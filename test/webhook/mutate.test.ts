@@ -382,7 +382,7 @@ describe('bad annotations deny the pod with a message naming each one', () => {
     ],
     [
       { 'shutdown-manager.io/serve-port': '9001' },
-      'annotation shutdown-manager.io/serve-port: "9001" is not valid; expected a port other than Envoy\'s admin port 9001',
+      'serve-port (annotation shutdown-manager.io/serve-port or the webhook default): "9001" is not valid; expected a port other than Envoy\'s admin port 9001 (container port "admin")',
     ],
     [
       { 'shutdown-manager.io/termination-grace-period': '30' },
