@@ -19,23 +19,20 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-# --- prod-deps: production dependencies only, installed from the lock file -----------------------
-FROM node:24-bookworm-slim AS prod-deps
-WORKDIR /app
-COPY package.json package-lock.json ./
-RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --ignore-scripts --no-audit --no-fund
-
 # --- runtime -------------------------------------------------------------------------------------
 FROM node:24-bookworm-slim AS runtime
 RUN rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
       /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack
 WORKDIR /app
 ENV NODE_ENV=production
-# package.json carries "type": "module", without which Node would load dist/*.js as CommonJS.
-# Files stay owned by root: the process (uid 65532) can read its code but not change it.
+# No node_modules: every mode is bundled (package.json bundle:sidecar, bundle:app), so the runtime ships the
+# entry point, the sidecar's bundle and the app's bundle with its chunks, and package.json, whose "type":
+# "module" makes Node load the app's chunks as ES modules. test/docker/runtime-payload.test.ts starts every
+# mode from exactly these files. They stay owned by root: the process (uid 65532) can read its code but not
+# change it.
 COPY package.json ./
-COPY --from=prod-deps /app/node_modules ./node_modules
-COPY --from=build /app/dist ./dist
+COPY --from=build /app/dist/entry.cjs /app/dist/sidecar.cjs ./dist/
+COPY --from=build /app/dist/app ./dist/app
 # Numeric, so that the kubelet can enforce runAsNonRoot without looking the name up (65532 is the
 # conventional "nonroot" uid, also used by the manifests' securityContext).
 USER 65532:65532

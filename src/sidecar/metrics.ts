@@ -17,10 +17,11 @@ import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
  * and 3 MiB. They are the very classes the index exports (index.js re-exports lib/*), so the exposition is
  * the same; test/sidecar/sidecar-process.test.ts scrapes it.
  */
-const requireFromHere = process.getBuiltinModule('node:module').createRequire(import.meta.url);
-const Registry = requireFromHere('prom-client/lib/registry') as typeof PromClient.Registry;
-const Gauge = requireFromHere('prom-client/lib/gauge') as typeof PromClient.Gauge;
-const Counter = requireFromHere('prom-client/lib/counter') as typeof PromClient.Counter;
+// Static imports of those files (typed in prom-client-parts.d.ts), so that esbuild bundles them into
+// dist/sidecar.cjs and the image needs no node_modules; this module itself is loaded at the first scrape.
+import Registry from 'prom-client/lib/registry.js';
+import Gauge from 'prom-client/lib/gauge.js';
+import Counter from 'prom-client/lib/counter.js';
 type Registry = PromClient.Registry;
 
 const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out', 'interrupted'];

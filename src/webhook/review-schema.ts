@@ -217,7 +217,10 @@ function render(value: unknown, depth: number): string {
  * unchanged one.
  */
 export async function compileReviewChecks(): Promise<ReviewSchemaChecks> {
-  const { Ajv } = await import('ajv');
+  // ajv is CommonJS whose module.exports is the Ajv class itself: take it as the default export, which both
+  // Node's own loader and the bundle (esbuild gives a lazily loaded CommonJS chunk only a default) provide.
+  const { default: ajvExports } = await import('ajv');
+  const Ajv = ajvExports as unknown as typeof import('ajv').Ajv;
   const ajv = new Ajv({ coerceTypes: false, useDefaults: false, removeAdditional: false, allErrors: false, addUsedSchema: false });
   const compile = (schema: JsonSchema): SchemaCheck => {
     const validate = ajv.compile(schema);

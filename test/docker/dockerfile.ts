@@ -4,6 +4,7 @@
  * evaluated the way BuildKit does (last matching pattern wins; a pattern also matches everything below
  * a matching directory).
  */
+import { posix } from 'node:path';
 
 export interface Instruction {
   /** Upper-cased keyword: FROM, RUN, COPY... */
@@ -20,7 +21,12 @@ export interface Stage {
   readonly instructions: readonly Instruction[];
 }
 
-export function parseDockerfile(text: string): { readonly global: readonly Instruction[]; readonly stages: readonly Stage[] } {
+export interface Dockerfile {
+  readonly global: readonly Instruction[];
+  readonly stages: readonly Stage[];
+}
+
+export function parseDockerfile(text: string): Dockerfile {
   const instructions: Instruction[] = [];
   const lines = text.split('\n');
   let pending = '';
@@ -124,4 +130,38 @@ export function isInContext(ignoreText: string, path: string): boolean {
     if (prefixes.some((prefix) => rule.regexp.test(prefix))) included = rule.negated;
   }
   return included;
+}
+
+/** One file or directory the runtime stage copies from the build stage: where it is built, where it lands. */
+export interface RuntimeFile {
+  /** In the build stage, relative to its WORKDIR (which is the repository's root there: dist/app). */
+  readonly built: string;
+  /** In the image, absolute (/app/dist/app). */
+  readonly shipped: string;
+}
+
+/**
+ * What the last stage copies from the stage named `build`, resolved against both stages' WORKDIRs: the
+ * payload the image adds on top of its base, which test/docker/runtime-payload.test.ts starts every mode from.
+ */
+export function runtimeFiles(dockerfile: Dockerfile): RuntimeFile[] {
+  const stages = dockerfile.stages;
+  const final = stages[stages.length - 1];
+  const build = stages.find((stage) => stage.name === 'build');
+  if (final === undefined || build === undefined) throw new Error('the Dockerfile needs a build stage and a runtime stage');
+  const workdirOf = (stage: Stage): string =>
+    stage.instructions.filter((instruction) => instruction.keyword === 'WORKDIR').reduce((dir, instruction) => posix.resolve(dir, instruction.args), '/');
+  const buildDir = workdirOf(build);
+  const finalDir = workdirOf(final);
+  return final.instructions
+    .filter((instruction) => instruction.keyword === 'COPY')
+    .map(parseCopy)
+    .filter((copy) => copy.from === 'build')
+    .flatMap((copy) =>
+      copy.sources.map((source) => {
+        const destination = posix.resolve(finalDir, copy.destination);
+        const shipped = copy.destination.endsWith('/') || copy.sources.length > 1 ? posix.join(destination, posix.basename(source)) : destination;
+        return { built: posix.relative(buildDir, posix.resolve(buildDir, source)), shipped };
+      }),
+    );
 }
