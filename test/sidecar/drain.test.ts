@@ -11,8 +11,14 @@ import { describeOutcome, Drain, type DrainLoopSettings, type DrainOptions, type
 import { MemoryLog } from '../support/memory-log.js';
 import { VirtualClock } from '../support/virtual-clock.js';
 
-/** A count, an error, `hang` (settles only when aborted) or `stuck` (never settles, even when aborted). */
-type Answer = number | Error | 'hang' | 'stuck';
+/** Open connections of which `longLived` Envoy cannot drain (upgraded or TCP proxy; see ConnectionCount). */
+interface SplitCount {
+  readonly open: number;
+  readonly longLived: number;
+}
+
+/** A count (all drainable, or split), an error, `hang` (settles only when aborted) or `stuck` (never settles, even when aborted). */
+type Answer = number | SplitCount | Error | 'hang' | 'stuck';
 
 /** A scripted Envoy: each call takes the next answer of its queue (the last one repeats); records every call. */
 class FakeEnvoy implements EnvoyDrainTarget {
@@ -56,13 +62,16 @@ class FakeEnvoy implements EnvoyDrainTarget {
   }
 
   async countOpenConnections(signal: AbortSignal): Promise<ConnectionCount> {
-    const total = await this.answer('count', this.countAnswers, signal);
+    const answer = await this.answer('count', this.countAnswers, signal);
+    const { open: total, longLived } = typeof answer === 'number' ? { open: answer, longLived: 0 } : answer;
     return {
       total,
       byListener: { ingress: total },
       missingListeners: this.missingListeners,
       availableListeners: ['ingress'],
       adminConnectionsTotal: this.adminConnections,
+      drainable: total - longLived,
+      longLived,
     };
   }
 
@@ -70,7 +79,7 @@ class FakeEnvoy implements EnvoyDrainTarget {
     return this.calls.map((call) => call.name);
   }
 
-  private answer(name: string, queue: Answer[], signal: AbortSignal): Promise<number> {
+  private answer(name: string, queue: Answer[], signal: AbortSignal): Promise<number | SplitCount> {
     this.calls.push({ name, at: this.clock.now() });
     this.adminConnections += 1;
     this.ownConnections += 1;
