@@ -30,6 +30,11 @@ export const POD_DRAIN_SETTINGS = {
     default: 0,
     help: 'The drain is over when open downstream connections are at or below this number.',
   } satisfies Setting<number>,
+  'long-lived-grace': {
+    kind: kinds.optionalDurationMs,
+    default: null as number | null,
+    help: "Off by default: connections Envoy cannot drain (upgraded ones such as WebSocket, and TCP-proxy ones: Envoy tells them nothing) hold the drain until the deadline like any other. When set, they no longer do: the drain ends once the connections Envoy can drain are at or below --min-open-connections and this long has passed since Envoy's health checks failed (the instant --check-delay counts from, which still applies); the long-lived ones left are counted, reported, and cut when Envoy exits.",
+  } satisfies Setting<number | null>,
   'serve-port': {
     kind: kinds.port,
     default: 8090,

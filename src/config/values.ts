@@ -57,6 +57,20 @@ function durationBetween(minMs: number, form: string): ValueKind<number> {
 
 export const durationMs = durationBetween(0, `${DURATION_FORM}, at most 24h`);
 
+/** The words that turn an optional duration off; an empty value does too. */
+const OFF_WORDS = new Set(['', 'off']);
+
+/**
+ * A duration, or "off" (or empty) for none: `null`. For settings whose absence keeps a behaviour rather than
+ * setting a length, where 0 would be a real, different value (end at once).
+ */
+export const optionalDurationMs: ValueKind<number | null> = {
+  form: `${DURATION_FORM}, at most 24h, or "off" (or empty) for none`,
+  parse: (raw) => (OFF_WORDS.has(raw.trim().toLowerCase()) ? null : durationMs.parse(raw)),
+  format: (value) => (value === null ? 'off' : durationMs.format(value)),
+  problem: (raw) => (/^\d+(?:\.\d+)?$/.test(raw.trim()) && raw.trim() !== '0' ? 'a number alone has no unit: write 30s or 5m, say' : undefined),
+};
+
 /** A duration that must be longer than zero (a poll interval of 0 would spin). */
 export const positiveDurationMs = durationBetween(1, `${DURATION_FORM}, greater than zero and at most 24h`);
 

@@ -8,7 +8,9 @@
  * - `listener.admin.*` is Envoy's admin listener: our own polling connections live there.
  * - `listener.<name>.worker_<n>.*` are per-worker copies of the same connections.
  * - `envoy_internal` listeners carry connections that already entered through a real listener.
- * - `http.<prefix>.downstream_cx_active` is NOT added: those connections are also listener connections.
+ * - `http.<prefix>.downstream_cx_active` is NOT added to the total: those connections are also listener
+ *   connections. It is read to split the total into what Envoy can drain and what it cannot (drainable and
+ *   long-lived, below: see splitLongLived).
  *
  * Only the JSON format is read: the admin client asks for it, and a text or HTML answer must be an
  * error, never "0 connections".
@@ -72,10 +74,13 @@ function connectionCountOf(stat: string, value: number): number {
 
 /**
  * The regex sent as `/stats?filter=`: keeps the answer small. Envoy evaluates it with RE2, partial match. It
- * takes every listener's `downstream_cx_active` gauge, and the admin listener's `downstream_cx_total`
- * counter, which tells one Envoy process from the next (see ConnectionCount.adminConnectionsTotal).
+ * takes every listener's `downstream_cx_active` gauge, the admin listener's `downstream_cx_total` counter,
+ * which tells one Envoy process from the next (see ConnectionCount.adminConnectionsTotal), and the HTTP
+ * connection managers' gauges that tell drainable connections from long-lived ones (see splitLongLived):
+ * one request, so that all of them describe the same moment.
  */
-export const CONNECTION_STATS_FILTER = '^listener\\.(.*\\.downstream_cx_active|admin\\.downstream_cx_total)$';
+export const CONNECTION_STATS_FILTER =
+  '^(listener\\.(.*\\.downstream_cx_active|admin\\.downstream_cx_total)|http\\..*\\.downstream_cx_(active|upgrades_active|http2_active|http3_active))$';
 
 /** The admin listener's connection counter: every admin call opens a connection, so it grows with each of ours. */
 export const ADMIN_CONNECTIONS_TOTAL = 'listener.admin.downstream_cx_total';
@@ -151,6 +156,8 @@ export function parseJsonStats(body: string): StatSample[] {
     if (typeof name !== 'string') continue;
     if (typeof value === 'number') samples.push({ name, value });
     else if (listenerOfActiveConnections(name) !== undefined) throw notANumber(name, value);
+    // Kept as no number, so that the split distrusts it: dropped, its connections would pass for long-lived.
+    else if (connectionManagerGauge(name) !== undefined) samples.push({ name, value: NaN });
   }
   return samples;
 }
@@ -175,6 +182,17 @@ export interface ConnectionCount {
    * reads of one process it grows strictly: a value not above the last one seen is another process.
    */
   readonly adminConnectionsTotal: number | null;
+  /**
+   * Of `total`, at most this many are connections Envoy can drain (HTTP ones not upgraded): an upper bound,
+   * so that a drain that waits for it never ends while one is open. `total` when the HTTP connection
+   * managers' stats cannot be trusted (see splitLongLived).
+   */
+  readonly drainable: number;
+  /**
+   * `total - drainable`: connections Envoy gives no drain signal to (upgraded ones such as WebSocket, and
+   * TCP-proxy ones), which close only when their client or Envoy's exit closes them. A lower bound.
+   */
+  readonly longLived: number;
 }
 
 const LISTENER_ACTIVE = /^listener\.(.+)\.downstream_cx_active$/;
@@ -193,6 +211,90 @@ function isExcludedListener(listener: string): boolean {
   return listener === 'admin' || listener.startsWith('admin.') || listener.startsWith('envoy_internal');
 }
 
+/**
+ * The HTTP connection manager gauges read, of docs/root/configuration/http/http_conn_man/stats.rst (every
+ * HCM has them under `http.<stat_prefix>.`): `downstream_cx_active` ("Total active connections"),
+ * `downstream_cx_upgrades_active` ("Total active upgraded connections. These are also counted as active
+ * http1/http2 connections."), `downstream_cx_http2_active`, `downstream_cx_http3_active`.
+ */
+const CONNECTION_MANAGER_GAUGE = /^http\.(.+)\.downstream_cx_(active|upgrades_active|http2_active|http3_active)$/;
+
+type ManagerGaugeKind = 'active' | 'upgrades_active' | 'http2_active' | 'http3_active';
+
+/** Envoy's admin HCM (`http.admin.*`): our own polls. Its presence says the HCM stats are reported at all. */
+const ADMIN_MANAGER_PREFIX = 'admin';
+
+/** The stat prefix and gauge of an HTTP connection manager gauge the split reads; undefined for any other stat. */
+export function connectionManagerGauge(statName: string): { readonly prefix: string; readonly kind: ManagerGaugeKind } | undefined {
+  const match = CONNECTION_MANAGER_GAUGE.exec(statName);
+  const [, prefix, kind] = match ?? [];
+  return prefix === undefined || kind === undefined ? undefined : { prefix, kind: kind as ManagerGaugeKind };
+}
+
+type ManagerGauges = Partial<Record<ManagerGaugeKind, number>>;
+
+/** What the HTTP connection managers report, by stat prefix; `trusted` false when a value is no count. */
+interface ManagerReadings {
+  readonly byPrefix: Map<string, ManagerGauges>;
+  adminSeen: boolean;
+  trusted: boolean;
+}
+
+function isPlausibleCount(value: number): boolean {
+  return Number.isInteger(value) && value >= 0 && value <= MAX_PLAUSIBLE_CONNECTIONS;
+}
+
+function noteManagerGauge(readings: ManagerReadings, gauge: { prefix: string; kind: ManagerGaugeKind }, value: number): void {
+  if (gauge.prefix === ADMIN_MANAGER_PREFIX) {
+    readings.adminSeen = true;
+    return;
+  }
+  if (!isPlausibleCount(value)) readings.trusted = false;
+  const gauges = readings.byPrefix.get(gauge.prefix) ?? {};
+  gauges[gauge.kind] = value;
+  readings.byPrefix.set(gauge.prefix, gauges);
+}
+
+/**
+ * The connections of one HCM that are surely long-lived: a lower bound. On HTTP/1.1 an upgrade takes its
+ * connection, one each. On HTTP/2 and HTTP/3 an upgrade (extended CONNECT) is a stream, and several may share
+ * one connection, so once the HCM has (or may have: gauge absent) such connections, its upgrades prove only
+ * one long-lived connection.
+ */
+function longLivedOfManager(gauges: ManagerGauges): number {
+  const active = gauges.active ?? 0;
+  const upgrades = Math.min(gauges.upgrades_active ?? 0, active);
+  const multiplexed = gauges.http2_active === undefined || gauges.http3_active === undefined || gauges.http2_active + gauges.http3_active > 0;
+  return upgrades > 0 && multiplexed ? 1 : upgrades;
+}
+
+/**
+ * Splits the counted `total` into drainable and long-lived connections. Envoy's tcp_proxy has no active
+ * connection gauge (docs/root/configuration/listeners/network_filters/tcp_proxy_filter.rst lists
+ * `downstream_cx_total` and others, no `_active`), so its connections are found as the rest:
+ *
+ *   drainable = min(total, Σ over HCM prefixes but admin of (downstream_cx_active − long-lived of that HCM))
+ *   longLived = total − drainable
+ *
+ * Every doubt errs towards drainable, which only makes a drain wait longer, never end early:
+ * - HCM prefixes cannot be mapped to listeners from stats, so every HCM is summed, also those of listeners
+ *   not counted (--listeners, internal ones): their connections can only raise drainable, and `total` caps it.
+ * - No `http.admin.*` gauge (a stats_matcher may exclude HCM stats), an HCM with upgrades but no
+ *   `downstream_cx_active`, or a value that is no count: the HCM stats cannot be trusted, drainable = total.
+ * What remains unseen: an HCM whose stats alone a stats_matcher excludes while admin's stay; its
+ * connections would count as long-lived.
+ */
+function splitLongLived(total: number, readings: ManagerReadings): { drainable: number; longLived: number } {
+  let drainable = 0;
+  let trusted = readings.trusted && readings.adminSeen;
+  for (const gauges of readings.byPrefix.values()) {
+    if (gauges.active === undefined && (gauges.upgrades_active ?? 0) > 0) trusted = false;
+    drainable += (gauges.active ?? 0) - longLivedOfManager(gauges);
+  }
+  const bounded = trusted ? Math.min(total, drainable) : total;
+  return { drainable: bounded, longLived: total - bounded };
+}
+
 /** Sums the open downstream connections of the counted listeners; a value that is no count is an ImplausibleStatError. */
 export function countDownstreamConnections(
   samples: Iterable<StatSample>,
@@ -203,9 +305,15 @@ export function countDownstreamConnections(
   const available = new Set<string>();
   let adminConnectionsTotal: number | null = null;
   let total = 0;
+  const managers: ManagerReadings = { byPrefix: new Map(), adminSeen: false, trusted: true };
   for (const { name, value } of samples) {
     if (name === ADMIN_CONNECTIONS_TOTAL) {
       adminConnectionsTotal = Number.isSafeInteger(value) && value >= 0 ? value : null;
+      continue;
+    }
+    const managerGauge = connectionManagerGauge(name);
+    if (managerGauge !== undefined) {
+      noteManagerGauge(managers, managerGauge, value);
       continue;
     }
     const listener = listenerOfActiveConnections(name);
@@ -217,5 +325,5 @@ export function countDownstreamConnections(
     total += open;
   }
   const missingListeners = wanted === undefined ? [] : [...wanted].filter((listener) => !(listener in byListener));
-  return { total, byListener, missingListeners, availableListeners: [...available].sort(), adminConnectionsTotal };
+  return { total, byListener, missingListeners, availableListeners: [...available].sort(), adminConnectionsTotal, ...splitLongLived(total, managers) };
 }

@@ -21,6 +21,7 @@ import { compareProcess, MarkTrust, ProcessTrail, type Expectation, type MarkedR
 import type { ConnectionCount } from '../envoy/stats.js';
 import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
+import { formatDuration } from '../config/duration.js';
 import type { SidecarLog } from './log.js';
 import type { SidecarConfig } from '../config/sidecar.js';
 
@@ -43,13 +44,20 @@ export interface EnvoyDrainTarget extends OwnConnections {
 export type DrainLoopSettings = Pick<
   SidecarConfig,
   'drain-delay' | 'check-delay' | 'check-interval' | 'min-open-connections' | 'drain-timeout' | 'admin-refusals'
->;
+> &
+  /** Absent or null: off, the flag's default (callers that predate it need not name it). */
+  Partial<Pick<SidecarConfig, 'long-lived-grace'>>;
 
 export type DrainState = 'idle' | 'draining' | 'drained' | 'timed-out' | 'interrupted';
 
 export type DrainEndReason =
   /** Open connections at or below min-open-connections, check-delay after the health checks failed. */
   | 'connections-closed'
+  /**
+   * With long-lived-grace: the connections Envoy can drain at or below min-open-connections, check-delay and
+   * the grace after the health checks failed; long-lived ones (upgraded or TCP proxy) were left, to be cut.
+   */
+  | 'long-lived-left'
   /** Envoy's admin port, which answered before, refused connections several times in a row: Envoy is gone, and its connections with it. */
   | 'envoy-exited'
   /** Another Envoy process answers on the admin port: the one being drained has exited, and its connections with it. */
@@ -79,6 +87,13 @@ export interface DrainOutcome {
   readonly durationMs: number;
   /** The count the drain waited for: at or below it, Envoy was drained. */
   readonly minOpenConnections: number;
+  /**
+   * Of openConnections, those Envoy cannot drain (upgraded such as WebSocket, or TCP proxy; see
+   * ConnectionCount.longLived); null when no count could be read. With reason long-lived-left: those left to be cut.
+   */
+  readonly longLivedConnections: number | null;
+  /** The long-lived-grace the drain ran with; null when off. */
+  readonly longLivedGraceMs: number | null;
   /** `host:port` of Envoy's admin API. */
   readonly envoyAdmin: string;
   /** The last admin failure, as logged; null when every call succeeded. */
@@ -109,6 +124,11 @@ export interface DrainSnapshot {
   readonly remainingMs: number | null;
   readonly openConnections: number | null;
   readonly openConnectionsByListener: Readonly<Record<string, number>> | null;
+  /** Of openConnections at the last poll, those Envoy can drain, and those it cannot (see ConnectionCount). */
+  readonly drainableConnections: number | null;
+  readonly longLivedConnections: number | null;
+  /** The long-lived-grace; null when off (long-lived connections hold the drain like any other). */
+  readonly longLivedGraceMs: number | null;
   readonly missingListeners: readonly string[];
   readonly availableListeners: readonly string[] | null;
   readonly lastPollAt: string | null;
@@ -282,6 +302,9 @@ export class Drain {
       remainingMs: deadline === undefined ? null : Math.max(0, deadline - end),
       openConnections: this.lastCount?.total ?? null,
       openConnectionsByListener: this.lastCount?.byListener ?? null,
+      drainableConnections: this.lastCount?.drainable ?? null,
+      longLivedConnections: this.lastCount?.longLived ?? null,
+      longLivedGraceMs: this.longLivedGraceMs,
       missingListeners: this.lastCount?.missingListeners ?? [],
       availableListeners: this.lastCount?.availableListeners ?? null,
       lastPollAt: isoAtOrNull(this.clock, this.lastPollAtMs),
@@ -336,6 +359,7 @@ export class Drain {
         state: outcome.state,
         reason,
         open_connections: outcome.openConnections,
+        long_lived_connections: outcome.longLivedConnections,
         min_connections: this.settings['min-open-connections'],
         duration_ms: outcome.durationMs,
         ...(outcome.adminFailure === null ? {} : { admin_failure: outcome.adminFailure.kind }),
@@ -389,14 +413,16 @@ export class Drain {
   /**
    * Rounds follow check-interval from one start to the next; the first round after the drain delay comes at
    * its end, and one comes exactly when a count may first end the drain (check-delay after the health checks
-   * failed), so that the drain ends then rather than up to an interval later.
+   * failed) and when long-lived connections may first be left (see longLivedMayBeLeftFromMs), so that the
+   * drain ends then rather than up to an interval later.
    */
   private nextRoundAtMs(lastRoundAtMs: number): number {
     const candidates = [lastRoundAtMs + this.settings['check-interval']];
     const stepsDue = this.stepsDueAtMs();
     if (stepsDue > lastRoundAtMs) candidates.push(stepsDue);
-    const mayEnd = this.countMayEndFromMs();
-    if (mayEnd !== undefined && mayEnd > lastRoundAtMs) candidates.push(mayEnd);
+    for (const mayEnd of [this.countMayEndFromMs(), this.longLivedMayBeLeftFromMs()]) {
+      if (mayEnd !== undefined && mayEnd > lastRoundAtMs) candidates.push(mayEnd);
+    }
     return Math.min(...candidates);
   }
 
@@ -435,6 +461,23 @@ export class Drain {
     return failedAt === undefined ? undefined : failedAt + this.settings['check-delay'];
   }
 
+  private get longLivedGraceMs(): number | null {
+    return this.settings['long-lived-grace'] ?? null;
+  }
+
+  /**
+   * From when long-lived connections no longer hold the drain: long-lived-grace after the health checks failed
+   * (the instant check-delay counts from, so that clients had the same notice), and never before check-delay.
+   * Undefined when the setting is off, or the health checks have not failed.
+   */
+  private longLivedMayBeLeftFromMs(): number | undefined {
+    const grace = this.longLivedGraceMs;
+    const mayEnd = this.countMayEndFromMs();
+    const failedAt = this.healthChecksFailedAtMs;
+    if (grace === null || mayEnd === undefined || failedAt === undefined) return undefined;
+    return Math.max(mayEnd, failedAt + grace);
+  }
+
   // --- reading Envoy -----------------------------------------------------------------------------------
 
   /** One stats read: which process answered, and its count. Settles the drain when that says it is over. */
@@ -456,7 +499,8 @@ export class Drain {
     }
     this.recordCount(count, sentAtMs, process);
     // A count of a process that may not be the pinned one never ends the drain.
-    if (process !== 'doubtful' && this.countEndsDrain(count, sentAtMs)) this.settle('connections-closed');
+    const ending = process === 'doubtful' ? undefined : this.endOfDrainBy(count, sentAtMs);
+    if (ending !== undefined) this.settle(ending);
     return 'answered';
   }
 
@@ -521,12 +565,20 @@ export class Drain {
     }
   }
 
-  /** A count ends the drain only if it was asked for check-delay after the health checks failed, and is whole. */
-  private countEndsDrain(count: ConnectionCount, sentAtMs: number): boolean {
+  /**
+   * How a count ends the drain, if it does: only if it was asked for check-delay after the health checks
+   * failed, and is whole. Every open connection at or below the minimum ends it; with long-lived-grace, so do
+   * the drainable ones alone once the grace is over, leaving the long-lived ones to be cut.
+   */
+  private endOfDrainBy(count: ConnectionCount, sentAtMs: number): 'connections-closed' | 'long-lived-left' | undefined {
     const mayEnd = this.countMayEndFromMs();
-    if (mayEnd === undefined || sentAtMs < mayEnd) return false;
-    if (count.missingListeners.length > 0) return false;
-    return count.total <= this.settings['min-open-connections'];
+    if (mayEnd === undefined || sentAtMs < mayEnd) return undefined;
+    if (count.missingListeners.length > 0) return undefined;
+    const min = this.settings['min-open-connections'];
+    if (count.total <= min) return 'connections-closed';
+    const leaveLongLived = this.longLivedMayBeLeftFromMs();
+    if (leaveLongLived === undefined || sentAtMs < leaveLongLived) return undefined;
+    return count.drainable <= min ? 'long-lived-left' : undefined;
   }
 
   private recordCount(count: ConnectionCount, sentAtMs: number, process: ProcessVerdict | 'pinned'): void {
@@ -540,6 +592,8 @@ export class Drain {
       {
         event: 'poll',
         open_connections: count.total,
+        drainable_connections: count.drainable,
+        long_lived_connections: count.longLived,
         min_connections: this.settings['min-open-connections'],
         elapsed_ms: sentAtMs - started,
         remaining_ms: Math.max(0, started + this.settings['drain-timeout'] - this.clock.now()),
@@ -685,6 +739,8 @@ export class Drain {
       openConnections: this.lastCount?.total ?? null,
       durationMs: finished - (this.startedAtMs ?? finished),
       minOpenConnections: this.settings['min-open-connections'],
+      longLivedConnections: this.lastCount?.longLived ?? null,
+      longLivedGraceMs: this.longLivedGraceMs,
       envoyAdmin: this.envoy.address,
       lastError: this.lastError,
       adminFailure: this.failureReport(),
@@ -706,6 +762,7 @@ export class Drain {
         check_delay_ms: checkDelayMs,
         check_interval_ms: checkIntervalMs,
         min_connections: this.settings['min-open-connections'],
+        long_lived_grace_ms: this.longLivedGraceMs,
       },
       drainDelayMs > 0
         ? `drain started: Envoy keeps serving for the drain delay of ${drainDelayMs} ms, then its health checks fail and its listeners drain`
@@ -722,6 +779,8 @@ export function describeOutcome(outcome: DrainOutcome): string {
   switch (outcome.reason) {
     case 'connections-closed':
       return `drained: ${open} open connections (at most ${minOpenConnections} allowed) after ${seconds}s`;
+    case 'long-lived-left':
+      return `drained: ${longLivedLeft(outcome)}`;
     case 'envoy-exited':
       return `drained: Envoy's admin API refuses connections, Envoy has exited (after ${seconds}s)`;
     case 'envoy-replaced':
@@ -749,7 +808,26 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
     return `: Envoy never took POST /healthcheck/fail${failureClause(outcome)}, so load balancers were not told to stop sending (${open} connections open)`;
   }
   if (outcome.openConnections === null) return `: no count of open connections could be read${failureClause(outcome)}`;
-  return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)`;
+  return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)${longLivedClause(outcome)}`;
+}
+
+/** The long-lived-left sentence: what was drained, what was left, and why that was allowed. */
+function longLivedLeft(outcome: DrainOutcome): string {
+  const longLived = outcome.longLivedConnections ?? 0;
+  const drainable = (outcome.openConnections ?? 0) - longLived;
+  const grace = formatDuration(outcome.longLivedGraceMs ?? 0);
+  return (
+    `${drainable} drainable connections open (at most ${outcome.minOpenConnections} allowed) after ${(outcome.durationMs / 1000).toFixed(1)}s; ` +
+    `${longLived} long-lived connections (upgraded such as WebSocket, or TCP proxy: Envoy cannot drain them) left to be cut, the long-lived grace of ${grace} being over`
+  );
+}
+
+/** At a deadline: how many of the open connections Envoy could not have drained, and the setting for them. */
+function longLivedClause(outcome: DrainOutcome): string {
+  const longLived = outcome.longLivedConnections ?? 0;
+  if (longLived === 0) return '';
+  const hint = outcome.longLivedGraceMs === null ? '; the long-lived-grace setting lets them go sooner' : '';
+  return `, ${longLived} of them long-lived (upgraded or TCP proxy, which Envoy cannot drain)${hint}`;
 }
 
 function failureClause(outcome: DrainOutcome): string {
@@ -778,6 +856,7 @@ function unreachableCause(outcome: DrainOutcome): string {
 function stateAfter(reason: DrainEndReason): DrainOutcome['state'] {
   switch (reason) {
     case 'connections-closed':
+    case 'long-lived-left':
     case 'envoy-exited':
     case 'envoy-replaced':
       return 'drained';

@@ -56,6 +56,16 @@ export function sidecarMetrics(
       }
     },
   });
+  // Separate from open_connections: these are the ones the drain cannot wait out, so an alert on rollouts
+  // held to their deadline (or on connections cut with long-lived-grace) looks here.
+  new Gauge({
+    name: 'shutdown_manager_long_lived_connections',
+    help: "Of Envoy's open downstream connections at the last poll, those it cannot drain: upgraded (WebSocket) or TCP proxy (0 before the first poll). After a drain that ended long-lived-left, those left to be cut.",
+    registers: [registry],
+    collect() {
+      this.set(drain.snapshot().longLivedConnections ?? 0);
+    },
+  });
   new Gauge({
     name: 'shutdown_manager_drain_duration_seconds',
     help: 'How long the drain has lasted (so far, or in all once it ended); 0 before it starts.',

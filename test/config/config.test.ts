@@ -34,6 +34,7 @@ describe('webhook settings', () => {
       'drain-delay': 0,
       'recover-envoy': true,
       'min-open-connections': 0,
+      'long-lived-grace': null,
       'serve-port': 8090,
       'admin-address': '127.0.0.1',
       'admin-port': 9001,
@@ -154,6 +155,29 @@ describe('per-pod annotations', () => {
       /annotation shutdown-manager.io\/check-interval: "720h" is not valid; expected a Go duration such as 500ms, 5s, 2m or 1m30s, greater than zero and at most 24h/,
     );
     assert.throws(() => parseSidecarConfig(['--drain-timeout=600h'], {}), /flag --drain-timeout: "600h"/);
+  });
+
+  test('long-lived-grace: off by default, a webhook flag sets the default, an annotation overrides it (off included)', () => {
+    assert.equal(defaults['long-lived-grace'], null, 'off: long-lived connections hold the drain until the deadline');
+    const fromWebhook = parseWebhookConfig(['--long-lived-grace=2m'], {}).injection.defaults;
+    assert.equal(fromWebhook['long-lived-grace'], 120_000);
+    assert.equal(resolvePodDrainPlan(undefined, fromWebhook, undefined).plan['long-lived-grace'], 120_000);
+    assert.equal(resolvePodDrainPlan({ 'shutdown-manager.io/long-lived-grace': '30s' }, defaults, undefined).plan['long-lived-grace'], 30_000);
+    for (const off of ['off', 'OFF', '', ' off ']) {
+      assert.equal(resolvePodDrainPlan({ 'shutdown-manager.io/long-lived-grace': off }, fromWebhook, undefined).plan['long-lived-grace'], null, JSON.stringify(off));
+    }
+    assert.equal(resolvePodDrainPlan({ 'shutdown-manager.io/long-lived-grace': '0' }, defaults, undefined).plan['long-lived-grace'], 0, '0 is a grace of none, not off');
+    assert.equal(parseSidecarConfig(['--long-lived-grace=500ms'], {})['long-lived-grace'], 500);
+    assert.equal(parseSidecarConfig([], {})['long-lived-grace'], null);
+  });
+
+  test('long-lived-grace: a bad value is refused with the form, and a number without unit is told so', () => {
+    assert.throws(
+      () => resolvePodDrainPlan({ 'shutdown-manager.io/long-lived-grace': 'forever' }, defaults, undefined),
+      /annotation shutdown-manager.io\/long-lived-grace: "forever" is not valid; expected a Go duration such as 500ms, 5s, 2m or 1m30s, at most 24h, or "off" \(or empty\) for none/,
+    );
+    assert.throws(() => parseSidecarConfig(['--long-lived-grace=30'], {}), /flag --long-lived-grace: "30" is not valid; .*but a number alone has no unit: write 30s or 5m/);
+    assert.throws(() => parseSidecarConfig(['--long-lived-grace=25h'], {}), /flag --long-lived-grace: "25h"/);
   });
 
   test('a listeners annotation restricts counting', () => {

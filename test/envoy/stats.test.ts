@@ -106,7 +106,15 @@ describe('counting open downstream connections', () => {
   });
 
   test('no listener stats at all means no open connection', () => {
-    assert.deepEqual(countDownstreamConnections([]), { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: null });
+    assert.deepEqual(countDownstreamConnections([]), {
+      total: 0,
+      byListener: {},
+      missingListeners: [],
+      availableListeners: [],
+      adminConnectionsTotal: null,
+      drainable: 0,
+      longLived: 0,
+    });
   });
 
   test('a counted gauge that is no count (huge, negative, fractional, not a number) makes the count unreadable, naming the stat and value', () => {
@@ -151,9 +159,113 @@ describe('counting open downstream connections', () => {
     assert.equal(named.total, 1);
   });
 
-  test("the filter sent to Envoy selects exactly the listener gauges and the admin listener's connection counter", () => {
+  test("the filter sent to Envoy selects exactly the listener gauges, the admin listener's connection counter and the HCM gauges of the split", () => {
     const filter = new RegExp(CONNECTION_STATS_FILTER);
     const selected = parseJsonStats(fixture('stats.json')).filter((sample) => filter.test(sample.name));
-    assert.deepEqual(selected, parseJsonStats(fixture('stats-filtered.json')));
+    // stats-filtered.json is Envoy's answer to the listener part of the filter alone (see its README).
+    const listenerPart = parseJsonStats(fixture('stats-filtered.json'));
+    assert.deepEqual(
+      selected.filter((sample) => sample.name.startsWith('listener.')),
+      listenerPart,
+    );
+    assert.deepEqual(
+      selected.filter((sample) => sample.name.startsWith('http.')).map((sample) => sample.name),
+      ['http.admin.downstream_cx_active', 'http.ingress_http.downstream_cx_active', 'http.ingress_https.downstream_cx_active'],
+      'not downstream_rq_active, nor any counter',
+    );
+    for (const name of ['http.p.downstream_cx_upgrades_active', 'http.a.b.downstream_cx_http2_active', 'http.p.downstream_cx_http3_active']) assert.ok(filter.test(name), name);
+    for (const name of ['http.p.downstream_cx_http1_active', 'http.p.downstream_cx_upgrades_total', 'http.p.user_agent.ios.downstream_cx_total', 'tcp.p.downstream_cx_total']) {
+      assert.equal(filter.test(name), false, name);
+    }
+  });
+});
+
+/** Samples of one Envoy whose admin HCM is reported (as it always is, unless a stats_matcher hides it). */
+function withAdmin(samples: { name: string; value: number }[]): { name: string; value: number }[] {
+  return [{ name: 'http.admin.downstream_cx_active', value: 1 }, { name: 'listener.admin.downstream_cx_active', value: 1 }, ...samples];
+}
+
+describe('splitting the count: drainable and long-lived connections', () => {
+  test('the fixture: HTTP connections of the HCMs are drainable, the TCP proxy and the HCM-less IPv6 listener are long-lived', () => {
+    const count = countDownstreamConnections(parseJsonStats(fixture('stats.json')).filter((sample) => new RegExp(CONNECTION_STATS_FILTER).test(sample.name)));
+    // ingress_http 697 + ingress_https 120; the rest of 836 is postgres' 15 and the 4 of [__]_8080, whose HCM the hand-written sample leaves out.
+    assert.deepEqual([count.total, count.drainable, count.longLived], [FIXTURE_OPEN_CONNECTIONS, 817, 19]);
+  });
+
+  test('TCP-proxy connections (no gauge of their own) and HTTP/1.1 upgrades are long-lived; admin polls are not counted', () => {
+    const count = countDownstreamConnections(withAdmin([
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: 10 },
+      { name: 'listener.0.0.0.0_5432.downstream_cx_active', value: 4 },
+      { name: 'http.web.downstream_cx_active', value: 10 },
+      { name: 'http.web.downstream_cx_upgrades_active', value: 3 },
+      { name: 'http.web.downstream_cx_http2_active', value: 0 },
+      { name: 'http.web.downstream_cx_http3_active', value: 0 },
+    ]));
+    assert.deepEqual([count.total, count.drainable, count.longLived], [14, 7, 7]);
+  });
+
+  test('all drainable: no long-lived ones, and nothing below zero when the gauges disagree for a moment', () => {
+    const plain = countDownstreamConnections(withAdmin([
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: 5 },
+      { name: 'http.web.downstream_cx_active', value: 5 },
+      { name: 'http.web.downstream_cx_upgrades_active', value: 0 },
+    ]));
+    assert.deepEqual([plain.drainable, plain.longLived], [5, 0]);
+    // The HCM read a connection the listener gauge has already let go: drainable is capped by the total.
+    const skewed = countDownstreamConnections(withAdmin([
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: 4 },
+      { name: 'http.web.downstream_cx_active', value: 5 },
+    ]));
+    assert.deepEqual([skewed.total, skewed.drainable, skewed.longLived], [4, 4, 0]);
+  });
+
+  test('HTTP/2 or HTTP/3 on the HCM (or their gauges absent): upgrades are streams that may share one connection, so they prove one long-lived connection', () => {
+    const base = [
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: 6 },
+      { name: 'http.web.downstream_cx_active', value: 6 },
+      { name: 'http.web.downstream_cx_upgrades_active', value: 4 },
+    ];
+    const h2 = countDownstreamConnections(withAdmin([...base, { name: 'http.web.downstream_cx_http2_active', value: 2 }, { name: 'http.web.downstream_cx_http3_active', value: 0 }]));
+    assert.deepEqual([h2.drainable, h2.longLived], [5, 1]);
+    const unknown = countDownstreamConnections(withAdmin(base));
+    assert.deepEqual([unknown.drainable, unknown.longLived], [5, 1]);
+    // More upgrades than connections (streams again): never more long-lived than the HCM's connections.
+    const h1 = countDownstreamConnections(withAdmin([
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: 2 },
+      { name: 'http.web.downstream_cx_active', value: 2 },
+      { name: 'http.web.downstream_cx_upgrades_active', value: 9 },
+      { name: 'http.web.downstream_cx_http2_active', value: 0 },
+      { name: 'http.web.downstream_cx_http3_active', value: 0 },
+    ]));
+    assert.deepEqual([h1.drainable, h1.longLived], [0, 2]);
+  });
+
+  test('--listeners: every HCM is summed (they cannot be mapped to listeners), which can only raise drainable, capped by the total', () => {
+    const samples = withAdmin([
+      { name: 'listener.0.0.0.0_80.downstream_cx_active', value: 3 },
+      { name: 'listener.0.0.0.0_5432.downstream_cx_active', value: 4 },
+      { name: 'http.web.downstream_cx_active', value: 3 },
+    ]);
+    const tcpOnly = countDownstreamConnections(samples, { listeners: ['0.0.0.0_5432'] });
+    // Truly 4 long-lived on the counted listener; the uncounted HTTP listener's 3 count as drainable: the drain waits for them.
+    assert.deepEqual([tcpOnly.total, tcpOnly.drainable, tcpOnly.longLived], [4, 3, 1]);
+  });
+
+  test('HCM stats that cannot be trusted make every connection drainable (the setting then changes nothing)', () => {
+    const listenerOnly = [{ name: 'listener.0.0.0.0_80.downstream_cx_active', value: 5 }];
+    const cases: Array<[string, { name: string; value: number }[]]> = [
+      ['no http.admin gauge: a stats_matcher may hide every HCM', [...listenerOnly, { name: 'http.web.downstream_cx_active', value: 1 }]],
+      ['an HCM with upgrades but no active gauge', withAdmin([...listenerOnly, { name: 'http.web.downstream_cx_upgrades_active', value: 1 }])],
+      ['a negative HCM gauge', withAdmin([...listenerOnly, { name: 'http.web.downstream_cx_active', value: -1 }])],
+      ['a fractional HCM gauge', withAdmin([...listenerOnly, { name: 'http.web.downstream_cx_active', value: 0.5 }])],
+    ];
+    for (const [why, samples] of cases) {
+      const count = countDownstreamConnections(samples);
+      assert.deepEqual([count.total, count.drainable, count.longLived], [5, 5, 0], why);
+    }
+    // A gauge that is no number at all is kept as NaN by the parser: dropped, its connections would pass for long-lived.
+    const body = JSON.stringify({ stats: [...withAdmin(listenerOnly), { name: 'http.web.downstream_cx_active', value: 'x' }] });
+    const parsed = countDownstreamConnections(parseJsonStats(body));
+    assert.deepEqual([parsed.drainable, parsed.longLived], [5, 0]);
   });
 });

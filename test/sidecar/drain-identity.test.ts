@@ -121,7 +121,7 @@ class OneEnvoy implements SupervisedEnvoy {
   async countOpenConnections(): Promise<ConnectionCount> {
     this.accept();
     await new Promise((resolve) => setTimeout(resolve, 15));
-    return { total: 0, byListener: { ingress: 0 }, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: this.total };
+    return { total: 0, byListener: { ingress: 0 }, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: this.total, drainable: 0, longLived: 0 };
   }
   private accept(): void {
     this.total += 1;
@@ -182,7 +182,7 @@ describe('the drain counts only the process whose health checks it failed', () =
         total += 1;
         reads += 1;
         if (reads === 1) throw new AdminTimeoutError('GET /stats', 'no complete answer within 300 ms');
-        return { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: total };
+        return { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: total, drainable: 0, longLived: 0 };
       },
     };
     const log = new MemoryLog();

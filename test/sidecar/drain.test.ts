@@ -11,8 +11,14 @@ import { describeOutcome, Drain, type DrainLoopSettings, type DrainOptions, type
 import { MemoryLog } from '../support/memory-log.js';
 import { VirtualClock } from '../support/virtual-clock.js';
 
-/** A count, an error, `hang` (settles only when aborted) or `stuck` (never settles, even when aborted). */
-type Answer = number | Error | 'hang' | 'stuck';
+/** Open connections of which `longLived` Envoy cannot drain (upgraded or TCP proxy; see ConnectionCount). */
+interface SplitCount {
+  readonly open: number;
+  readonly longLived: number;
+}
+
+/** A count (all drainable, or split), an error, `hang` (settles only when aborted) or `stuck` (never settles, even when aborted). */
+type Answer = number | SplitCount | Error | 'hang' | 'stuck';
 
 /** A scripted Envoy: each call takes the next answer of its queue (the last one repeats); records every call. */
 class FakeEnvoy implements EnvoyDrainTarget {
@@ -56,13 +62,16 @@ class FakeEnvoy implements EnvoyDrainTarget {
   }
 
   async countOpenConnections(signal: AbortSignal): Promise<ConnectionCount> {
-    const total = await this.answer('count', this.countAnswers, signal);
+    const answer = await this.answer('count', this.countAnswers, signal);
+    const { open: total, longLived } = typeof answer === 'number' ? { open: answer, longLived: 0 } : answer;
     return {
       total,
       byListener: { ingress: total },
       missingListeners: this.missingListeners,
       availableListeners: ['ingress'],
       adminConnectionsTotal: this.adminConnections,
+      drainable: total - longLived,
+      longLived,
     };
   }
 
@@ -70,7 +79,7 @@ class FakeEnvoy implements EnvoyDrainTarget {
     return this.calls.map((call) => call.name);
   }
 
-  private answer(name: string, queue: Answer[], signal: AbortSignal): Promise<number> {
+  private answer(name: string, queue: Answer[], signal: AbortSignal): Promise<number | SplitCount> {
     this.calls.push({ name, at: this.clock.now() });
     this.adminConnections += 1;
     this.ownConnections += 1;
@@ -153,6 +162,86 @@ describe('Drain: the happy path', () => {
     const { drain, timeline } = makeDrain([1, 1, 1, 0], { 'drain-delay': 2_500, 'check-interval': 1_000 });
     await drain.start();
     assert.deepEqual(timeline().slice(0, 6), [['count', 0], ['count', 1_000], ['count', 2_000], ['count', 2_500], ['fail', 2_500], ['drain', 2_500]]);
+  });
+});
+
+describe('Drain: long-lived connections (upgraded or TCP proxy, which Envoy cannot drain) and long-lived-grace', () => {
+  /** Three open connections, all long-lived: what a pod holding WebSockets or TCP-proxy connections shows. */
+  const LONG_LIVED_ONLY: SplitCount = { open: 3, longLived: 3 };
+
+  test('off (the default): long-lived connections hold the drain until the deadline, which names them and the setting', async () => {
+    const { drain, log } = makeDrain([LONG_LIVED_ONLY], { 'drain-timeout': 30_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs, outcome.longLivedConnections, outcome.longLivedGraceMs], ['timed-out', 'deadline', 30_000, 3, null]);
+    assert.match(describeOutcome(outcome), /with 3 connections still open \(at most 0 wanted\), 3 of them long-lived \(upgraded or TCP proxy, which Envoy cannot drain\); the long-lived-grace setting lets them go sooner/);
+    assert.deepEqual(log.events('drain_finished').map((line) => line['long_lived_connections']), [3]);
+  });
+
+  test('set: the drain ends on the read exactly the grace after /healthcheck/fail, reporting the long-lived ones left', async () => {
+    const { drain, log, timeline } = makeDrain([LONG_LIVED_ONLY], { 'long-lived-grace': 7_500, 'check-interval': 5_000 });
+    const outcome = await drain.start();
+    assert.deepEqual(timeline(), [['count', 0], ['fail', 0], ['drain', 0], ['count', 5_000], ['count', 7_500]], 'a round at the end of the grace');
+    assert.deepEqual(
+      [outcome.state, outcome.reason, outcome.durationMs, outcome.openConnections, outcome.longLivedConnections, outcome.longLivedGraceMs],
+      ['drained', 'long-lived-left', 7_500, 3, 3, 7_500],
+    );
+    assert.equal(
+      describeOutcome(outcome),
+      'drained: 0 drainable connections open (at most 0 allowed) after 7.5s; 3 long-lived connections (upgraded such as WebSocket, or TCP proxy: Envoy cannot drain them) left to be cut, the long-lived grace of 7s500ms being over',
+    );
+    const [finished] = log.events('drain_finished');
+    assert.deepEqual([finished?.['reason'], finished?.['open_connections'], finished?.['long_lived_connections']], ['long-lived-left', 3, 3]);
+    assert.deepEqual(log.events('poll').map((poll) => [poll['drainable_connections'], poll['long_lived_connections']]), [[0, 3], [0, 3], [0, 3]]);
+    assert.deepEqual([drain.snapshot().drainableConnections, drain.snapshot().longLivedConnections, drain.snapshot().longLivedGraceMs], [0, 3, 7_500]);
+  });
+
+  test('never before the grace, counted from the /healthcheck/fail Envoy took, however late', async () => {
+    const { drain, envoy, timeline } = makeDrain([LONG_LIVED_ONLY], { 'long-lived-grace': 3_000 });
+    envoy.failAnswers = [status500(), status500(), 0];
+    const outcome = await drain.start();
+    assert.deepEqual(timeline().filter(([name]) => name === 'fail'), [['fail', 0], ['fail', 1_000], ['fail', 2_000]]);
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['long-lived-left', 5_000], 'taken at 2 s: not before 5 s');
+  });
+
+  test('never before check-delay either: a grace shorter than it waits for it', async () => {
+    const { drain } = makeDrain([LONG_LIVED_ONLY], { 'long-lived-grace': 2_000, 'check-delay': 6_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['long-lived-left', 6_000]);
+  });
+
+  test('never while drainable connections are above the minimum: the grace over, it waits for them', async () => {
+    const busy: SplitCount = { open: 5, longLived: 3 };
+    const { drain, log } = makeDrain([busy, busy, busy, busy, busy, { open: 4, longLived: 3 }, LONG_LIVED_ONLY], { 'long-lived-grace': 2_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.longLivedConnections], ['long-lived-left', 6_000, 3]);
+    assert.deepEqual(log.events('poll').map((poll) => poll['drainable_connections']), [2, 2, 2, 2, 2, 1, 0]);
+  });
+
+  test('min-open-connections applies to the drainable ones: at or below it with the grace over, the drain ends', async () => {
+    const { drain } = makeDrain([{ open: 5, longLived: 3 }], { 'long-lived-grace': 2_000, 'min-open-connections': 2 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['long-lived-left', 2_000]);
+    assert.match(describeOutcome(outcome), /^drained: 2 drainable connections open \(at most 2 allowed\) after 2\.0s; 3 long-lived connections/);
+  });
+
+  test('all connections gone before the grace: connections-closed, as without the setting', async () => {
+    const { drain } = makeDrain([LONG_LIVED_ONLY, LONG_LIVED_ONLY, 0], { 'long-lived-grace': 10_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.longLivedConnections], ['connections-closed', 2_000, 0]);
+  });
+
+  test('a grace beyond the deadline: the deadline ends it, as when off', async () => {
+    const { drain } = makeDrain([LONG_LIVED_ONLY], { 'long-lived-grace': 120_000, 'drain-timeout': 30_000 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs, outcome.longLivedConnections], ['timed-out', 'deadline', 30_000, 3]);
+    assert.doesNotMatch(describeOutcome(outcome), /lets them go sooner/, 'the setting is on: no advice to set it');
+  });
+
+  test('listeners named but missing: the count is not whole, and the grace does not end the drain', async () => {
+    const { drain, envoy } = makeDrain([LONG_LIVED_ONLY], { 'long-lived-grace': 1_000, 'drain-timeout': 10_000 });
+    envoy.missingListeners = ['0.0.0.0_9999'];
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['deadline', 10_000]);
   });
 });
 

@@ -27,6 +27,8 @@ const DRAINED: DrainOutcome = {
   openConnections: 0,
   durationMs: 1_000,
   minOpenConnections: 0,
+  longLivedConnections: 0,
+  longLivedGraceMs: null,
   envoyAdmin: '127.0.0.1:9901',
   lastError: null,
   adminFailure: null,

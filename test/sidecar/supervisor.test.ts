@@ -97,7 +97,7 @@ class ModelEnvoy implements SupervisedEnvoy {
     this.answer('stats');
     const mark = this.adminConnections;
     if (this.slowStatsMs > 0) await new Promise((resolve) => setTimeout(resolve, this.slowStatsMs));
-    return { total: this.open, byListener: { '0.0.0.0_8080': this.open }, missingListeners: [], availableListeners: ['0.0.0.0_8080'], adminConnectionsTotal: mark };
+    return { total: this.open, byListener: { '0.0.0.0_8080': this.open }, missingListeners: [], availableListeners: ['0.0.0.0_8080'], adminConnectionsTotal: mark, drainable: this.open, longLived: 0 };
   }
 
   mutations(): string[] {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import jsonPatch from 'fast-json-patch';
-import { loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+import { admitReview, loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
 
 type Json = any; // fixtures are free-form JSON that the tests navigate
 
@@ -479,6 +479,49 @@ describe('drain-delay and recover-envoy', () => {
     assert.equal(answer.response.allowed, true, JSON.stringify(answer.response.status));
     const args = container(applyResponse(body.request.object, answer.response), 'shutdown-manager').args;
     assert.ok(args.includes('--drain-delay=20s') && args.includes('--recover-envoy=false'), args.join(' '));
+  });
+});
+
+describe('long-lived-grace (off by default; a webhook flag sets the default, the annotation overrides it)', () => {
+  let withGrace: RunningWebhook;
+  before(async () => {
+    withGrace = await startTestWebhook(['--long-lived-grace', '2m']);
+  });
+  after(() => withGrace.close());
+
+  async function sidecarArgsOf(server: RunningWebhook, annotations: Record<string, string> | undefined): Promise<string[]> {
+    const body = await loadReview('deployment-envoy-pod.json');
+    if (annotations !== undefined) body.request.object.metadata.annotations = annotations;
+    const { response, pod } = await admitReview(server, body);
+    assert.equal(response.allowed, true, JSON.stringify(response.status));
+    return container(pod, 'shutdown-manager').args;
+  }
+
+  const graceFlags = (args: string[]): string[] => args.filter((arg) => arg.startsWith('--long-lived-grace'));
+
+  test('off: the sidecar gets no flag (its default is off), so pods that do not use it keep their spec', async () => {
+    assert.deepEqual(graceFlags(await sidecarArgsOf(webhook, undefined)), []);
+  });
+
+  test('the annotation reaches the sidecar as a flag', async () => {
+    assert.deepEqual(graceFlags(await sidecarArgsOf(webhook, { 'shutdown-manager.io/long-lived-grace': '45s' })), ['--long-lived-grace=45s']);
+  });
+
+  test("the webhook's flag is the default; the annotation overrides it, to off too", async () => {
+    assert.deepEqual(graceFlags(await sidecarArgsOf(withGrace, undefined)), ['--long-lived-grace=2m']);
+    assert.deepEqual(graceFlags(await sidecarArgsOf(withGrace, { 'shutdown-manager.io/long-lived-grace': '10s' })), ['--long-lived-grace=10s']);
+    assert.deepEqual(graceFlags(await sidecarArgsOf(withGrace, { 'shutdown-manager.io/long-lived-grace': 'off' })), []);
+  });
+
+  test('a bad value denies the pod, naming the annotation and the accepted form', async () => {
+    const body = await loadReview('deployment-envoy-pod.json');
+    body.request.object.metadata.annotations = { 'shutdown-manager.io/long-lived-grace': '90' };
+    const answer = await review(body);
+    assert.equal(answer.response.allowed, false);
+    assert.equal(answer.response.status.code, 400);
+    const message: string = answer.response.status.message;
+    assert.ok(message.includes('annotation shutdown-manager.io/long-lived-grace: "90" is not valid'), message);
+    assert.ok(message.includes('or "off" (or empty) for none, but a number alone has no unit'), message);
   });
 });
 

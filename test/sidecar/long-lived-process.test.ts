@@ -1,0 +1,66 @@
+/**
+ * long-lived-grace end to end: the built sidecar (`npm run build` first) against the Envoy emulator, with real
+ * TCP-proxy connections held open. Envoy's tcp_proxy gives such connections no drain signal, so without the
+ * setting they hold the pod to the deadline; with it, /shutdown returns after the grace, counting them.
+ * Exact timings are asserted on virtual time in drain.test.ts; wall-clock bounds here only catch gross errors.
+ */
+import assert from 'node:assert/strict';
+import { describe, test, type TestContext } from 'node:test';
+import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
+import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
+import { sampleOf } from '../support/prometheus.js';
+import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+
+const GRACE_MS = 500;
+/** Scheduling noise on a busy 2-core machine: far below the deadline the control waits for. */
+const NOISE_MS = 1_500;
+const HELD = 3;
+
+async function setUp(t: TestContext, flags: readonly string[]): Promise<{ emulator: EnvoyEmulator; sidecar: SidecarProcess }> {
+  const emulator = await EnvoyEmulator.start();
+  t.after(() => emulator.close());
+  const sidecar = await spawnSidecar([`--admin-port=${emulator.ports.admin}`, '--check-interval=50ms', '--check-delay=0', ...flags]);
+  t.after(() => sidecar.kill());
+  const held = await openTcpConnections(emulator.ports.tcp, HELD);
+  t.after(() => closeAll(held));
+  return { emulator, sidecar };
+}
+
+/** GET /shutdown, timed from the call to its answer. */
+async function timedShutdown(sidecar: SidecarProcess): Promise<{ status: number; body: string; elapsedMs: number }> {
+  const started = performance.now();
+  const response = await httpRequest(sidecar.url('/shutdown'), { timeoutMs: 30_000 });
+  return { status: response.status, body: response.body, elapsedMs: performance.now() - started };
+}
+
+describe('sidecar process: long-lived-grace with TCP-proxy connections held open', () => {
+  test(`--long-lived-grace=${GRACE_MS}ms: /shutdown returns after the grace, and /shutdown, /drain, the log and /metrics count the ${HELD} left`, async (t) => {
+    const { sidecar } = await setUp(t, [`--long-lived-grace=${GRACE_MS}ms`, '--drain-timeout=20s']);
+    const shutdown = await timedShutdown(sidecar);
+    assert.equal(shutdown.status, 200, shutdown.body);
+    assert.match(shutdown.body, new RegExp(`^drained: 0 drainable connections open \\(at most 0 allowed\\) after [\\d.]+s; ${HELD} long-lived connections \\(upgraded such as WebSocket, or TCP proxy`));
+    assert.ok(shutdown.elapsedMs >= GRACE_MS, `returned after ${shutdown.elapsedMs} ms, before the grace`);
+    assert.ok(shutdown.elapsedMs < GRACE_MS + NOISE_MS, `returned after ${shutdown.elapsedMs} ms, long after the grace`);
+
+    const drain = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
+    assert.deepEqual(
+      [drain['state'], drain['reason'], drain['openConnections'], drain['drainableConnections'], drain['longLivedConnections'], drain['longLivedGraceMs']],
+      ['drained', 'long-lived-left', HELD, 0, HELD, GRACE_MS],
+    );
+    const finished = await sidecar.waitForLog((line) => line['event'] === 'drain_finished');
+    assert.deepEqual([finished['reason'], finished['long_lived_connections']], ['long-lived-left', HELD]);
+    const metrics = (await httpRequest(sidecar.url('/metrics'))).body;
+    assert.equal(sampleOf(metrics, 'shutdown_manager_long_lived_connections'), HELD);
+    assert.equal(sampleOf(metrics, 'shutdown_manager_drain_state{state="drained"}'), 1);
+  });
+
+  test('control: without it, the same connections hold /shutdown to --drain-timeout, which names them as long-lived', async (t) => {
+    const { sidecar } = await setUp(t, ['--drain-timeout=2s']);
+    const shutdown = await timedShutdown(sidecar);
+    assert.equal(shutdown.status, 503, shutdown.body);
+    assert.match(shutdown.body, new RegExp(`with ${HELD} connections still open \\(at most 0 wanted\\), ${HELD} of them long-lived .*long-lived-grace`));
+    assert.ok(shutdown.elapsedMs >= 2_000, `returned after ${shutdown.elapsedMs} ms, before the deadline`);
+    const drain = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
+    assert.deepEqual([drain['reason'], drain['longLivedConnections'], drain['longLivedGraceMs']], ['deadline', HELD, null]);
+  });
+});
