@@ -65,6 +65,5 @@ describe('fleet rollout behind a load balancer', { timeout: 120_000 }, () => {
     const http = httpOf(report);
     assert.equal(report.complete, true);
     assert.ok(http.failed > 0, 'nothing lost although the LB sent connections for 20 s to pods released after about 2 s');
-    assert.ok(http.samples.some((sample) => sample.includes('has exited')), http.samples.join('; '));
   });
 });
