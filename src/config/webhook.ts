@@ -9,7 +9,9 @@ import { LOG_LEVEL_SETTING } from './sidecar.js';
 import * as kinds from './values.js';
 
 export const PROJECT_VERSION = '0.1.0';
-export const DEFAULT_SIDECAR_IMAGE = `ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager:${PROJECT_VERSION}`;
+/** Where the release workflow (.github/workflows/release.yml) pushes the image, tagged with the version. */
+export const IMAGE_REPOSITORY = 'ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager';
+export const DEFAULT_SIDECAR_IMAGE = `${IMAGE_REPOSITORY}:${PROJECT_VERSION}`;
 
 /** Contour's label, and the default of --pod-selector: the manifests' objectSelector says the same. */
 export const DEFAULT_POD_SELECTOR = 'app=envoy';

