@@ -329,6 +329,18 @@ class ConnectionGauge {
 interface Http2Drain {
   state: 'not-draining' | 'draining' | 'closing';
   timer: NodeJS.Timeout | undefined;
+  /** The client has sent a GOAWAY: it opens no more streams. */
+  peerGoaway: boolean;
+  /** Streams open on the connection. */
+  streams: number;
+}
+
+/**
+ * A client that sent GOAWAY and has no stream left is done with the connection: Go's and gRPC's clients
+ * close it themselves then, Node's waits for the server to, so the emulator closes it for them.
+ */
+function peerDone(drain: Http2Drain): boolean {
+  return drain.peerGoaway && drain.streams === 0;
 }
 
 /**
@@ -870,10 +882,19 @@ export class EnvoyEmulator {
   }
 
   private trackHttp2Session(session: http2.ServerHttp2Session): void {
-    const drain: Http2Drain = { state: 'not-draining', timer: undefined };
+    const drain: Http2Drain = { state: 'not-draining', timer: undefined, peerGoaway: false, streams: 0 };
     this.http2Drains.set(session, drain);
     session.on('error', () => undefined); // a client gone mid-frame: the socket's close does the bookkeeping
-    ignorePeerGoaway(session, () => drain.state === 'closing' || this.closed);
+    // Emitted before Node's own reaction to a peer's GOAWAY (see `deferClose`).
+    session.on('goaway', () => (drain.peerGoaway = true));
+    session.on('stream', (stream: http2.ServerHttp2Stream) => {
+      drain.streams += 1;
+      stream.once('close', () => {
+        drain.streams -= 1;
+        if (peerDone(drain)) session.close();
+      });
+    });
+    deferClose(session, () => drain.state === 'closing' || this.closed || peerDone(drain));
     session.once('close', () => {
       this.stopTimer(drain.timer);
       this.http2Drains.delete(session);
@@ -1567,12 +1588,12 @@ function sniffCodec(socket: net.Socket, decide: (codec: 'http1' | 'http2') => vo
 
 /**
  * Envoy ignores a GOAWAY from the client (ConnectionManagerImpl::onGoAway does nothing): its own drain
- * sequence alone decides when it sends the final GOAWAY and closes. Node's session answers a peer's
- * NO_ERROR GOAWAY with close() (lib/internal/http2/core.js onGoawayData), which would send that final GOAWAY
- * at once, and a Node client sends one as soon as it gets the shutdown notice. So the session's close()
- * does nothing until `allowed()` (the drain timeout, or the emulator's exit); destroy() still works.
+ * sequence alone decides when it sends the final GOAWAY. Node's session answers a peer's NO_ERROR GOAWAY
+ * with close() (lib/internal/http2/core.js onGoawayData), which would send that final GOAWAY at once, and
+ * a Node client sends one as soon as it gets the shutdown notice. So the session's close() does nothing
+ * until `allowed()` (the drain timeout, the emulator's exit, or a client done with it); destroy() still works.
  */
-function ignorePeerGoaway(session: http2.ServerHttp2Session, allowed: () => boolean): void {
+function deferClose(session: http2.ServerHttp2Session, allowed: () => boolean): void {
   const close = session.close.bind(session);
   session.close = (callback?: () => void): void => {
     if (allowed()) close(callback);
