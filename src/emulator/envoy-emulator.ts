@@ -1,10 +1,13 @@
 /**
  * An Envoy stand-in for tests: real sockets, real counters, Envoy's admin API shapes.
  *
- * - an HTTP/1.1 listener (stat prefix `ingress_http`) answering a tiny fixed response on keep-alive
- *   connections, like a `direct_response` route; `GET /delay/<ms>` answers that much later (a slow upstream);
- *   or, with `upstreamPort`, routing every request to an upstream on loopback (a sidecar Envoy in front of its
- *   application), answering 503 when the upstream refuses or drops it, as Envoy's router does;
+ * - an HTTP listener (stat prefix `ingress_http`, codec_type AUTO) speaking HTTP/1.1 (keep-alive) and h2c
+ *   (HTTP/2 with prior knowledge) on one port, and accepting WebSocket upgrades (echoed). Routes, the same
+ *   on both codecs: anything answers a tiny fixed response, like a `direct_response` route; `/delay/<ms>`
+ *   answers that much later (a slow upstream); `/stream?interval_ms=N&count=M` is a long server stream (a
+ *   gRPC server-streaming call: a chunk every N ms, M times or until cut). Or, with `upstreamPort`, every
+ *   request is routed to an upstream on loopback (a sidecar Envoy in front of its application), answering
+ *   503 when the upstream refuses or drops it, as Envoy's router does;
  * - a TCP proxy listener (stat prefix `ingress_tcp`) that holds raw connections and echoes their bytes,
  *   counted in `listener.*` stats only, as Envoy's tcp_proxy has no `downstream_cx_active`;
  * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
@@ -38,6 +41,24 @@
  *   `envoy.reloadable_features.non_graceful_drain_notifies_connections` taken as on), a call without
  *   `graceful` also starts the drain, then stops the listeners at once unless `skip_exit`, which it accepts.
  *   The emulator follows `version` (default 1.36.2); see `drainListeners`.
+ * - Codec choice (ConnectionManagerUtility::determineNextProtocol, conn_manager_utility.cc): a connection whose
+ *   data starts with Http2::CLIENT_MAGIC_PREFIX "PRI * HTTP/2" is HTTP/2, any other HTTP/1.1. createCodec
+ *   counts it in `http.<prefix>.downstream_cx_http2_total`/`_active` or `…_http1_…`; a connection that has
+ *   sent nothing is only in `downstream_cx_active` and the listener stats (stats.rst of the HCM).
+ * - HTTP/2 drain (conn_manager_impl.cc startDrainSequence, onDrainTimeout, checkForDeferredClose;
+ *   http2/codec_impl.cc shutdownNotice, goAway): the same per-response decision as HTTP/1.1; a yes, on a
+ *   connection not draining yet, counts `downstream_cx_drain_close` once for the connection, sends a GOAWAY
+ *   with last-stream-id 2^31-1 before the response's headers, and arms the HCM `drain_timeout`
+ *   (`httpDrainTimeoutMs`, default 5 s). At its end, a GOAWAY naming the last stream processed; the
+ *   connection closes once its streams end. Streams go on throughout; the client's GOAWAY changes nothing
+ *   (onGoAway is empty). An HTTP/2 connection with no response encoded since the drain began gets nothing
+ *   until Envoy exits; neither does one whose only stream is a long one whose headers went out before
+ *   (envoyproxy/envoy#14350, #42305).
+ * - WebSocket upgrades (HCM `upgrade_configs` websocket; other upgrade types 403): the 101 is a response
+ *   like any, so a yes from the decision starts the drain sequence and counts `downstream_cx_drain_close`,
+ *   but encodeHeaders sends no `Connection: close` on an upgrade and the deferred close waits for the
+ *   upgraded stream: no drain signal, no close frame (envoyproxy/envoy#45250); the socket is cut at exit.
+ *   Counted in `downstream_cx_upgrades_total`/`_active`, and in the HTTP/1.1 gauges too.
  * - No proactive drain of idle connections: DrainManagerImpl runs drain-close callbacks at drain start
  *   (addOnDrainCloseCb, PR #17026, Envoy 1.19+, spread over the first quarter of the remaining drain time for
  *   `gradual`, at once for `immediate`), but the HTTP connection manager of a released Envoy registers none
@@ -68,6 +89,11 @@
  * `statAddress` (0.0.0.0 by default, as in a pod); `drainTimeMs` may be below a second (Envoy's is whole
  * seconds; the gradual formula uses its whole seconds, the drain period its exact length); `filter` is a
  * JavaScript regex, not RE2; the server is initialized from the start (no PRE_INITIALIZING/INITIALIZING).
+ * The codec sniffing waits while the bytes so far are a prefix of the HTTP/2 magic (Envoy decides on its
+ * first read). Node's HTTP/2 session may repeat the final GOAWAY (same last-stream-id) when the connection
+ * closes. An HTTP/2 client that has sent GOAWAY and has no stream left is closed by the emulator (Go and gRPC
+ * clients close such a connection themselves; Node's waits for the server). `drain_timeout` is modelled for
+ * HTTP/2 only: on HTTP/1.1 the `Connection: close` response closes the connection itself.
  *
  * Start it in-process with `EnvoyEmulator.start(options)`, or as a child process with
  * `node --import tsx src/emulator/cli.ts` (see that file).
