@@ -35,8 +35,13 @@
  *   --admin-socket-mode=0644             (the socket file's mode, octal; default 0644, Contour's pipe.mode)
  *   --readonly-admin-port=N              (Contour's `envoy-admin` listener: GET-only read-only admin routes on
  *                                         <host>:N forwarded to the admin API; 0 for a free port)
+ *   --http-drain-timeout=<ms>            (the HTTP connection manager's drain_timeout, default 5000: on an HTTP/2
+ *                                         connection, the time from the shutdown-notice GOAWAY to the final one)
  *   --host=::1 binds every listener (admin, http, tcp, read-only) on IPv6 loopback only; listener stat
  *   names then follow Envoy's IPv6 form, e.g. `[__1]_10000` (and `--stat-address=::` gives `[__]_<port>`).
+ *
+ * The HTTP port speaks HTTP/1.1 and h2c (prior knowledge) and accepts WebSocket upgrades; its routes are `/`,
+ * `/delay/<ms>`, `/stream?interval_ms=N&count=M` (see envoy-emulator.ts).
  *
  * Prints one JSON line on stdout once listening: {"pid":…,"host":"127.0.0.1","admin":…,"http":…,"tcp":…,
  * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"},"startedAt":…,"drainStrategy":"gradual","drainTimeMs":…,
@@ -166,6 +171,7 @@ const VALUE_FLAGS: Readonly<Record<string, ValueFlag>> = {
   },
   'admin-socket-mode': (draft, value, name) => (draft.options.adminSocketMode = octalMode(name, value)),
   'readonly-admin-port': (draft, value, name) => (draft.options.readonlyAdminPort = integer(name, value)),
+  'http-drain-timeout': (draft, value, name) => (draft.options.httpDrainTimeoutMs = integer(name, value)),
 };
 
 const SWITCHES: Readonly<Record<string, (draft: Draft) => void>> = {

@@ -1,10 +1,13 @@
 /**
  * An Envoy stand-in for tests: real sockets, real counters, Envoy's admin API shapes.
  *
- * - an HTTP/1.1 listener (stat prefix `ingress_http`) answering a tiny fixed response on keep-alive
- *   connections, like a `direct_response` route; `GET /delay/<ms>` answers that much later (a slow upstream);
- *   or, with `upstreamPort`, routing every request to an upstream on loopback (a sidecar Envoy in front of its
- *   application), answering 503 when the upstream refuses or drops it, as Envoy's router does;
+ * - an HTTP listener (stat prefix `ingress_http`, codec_type AUTO) speaking HTTP/1.1 (keep-alive) and h2c
+ *   (HTTP/2 with prior knowledge) on one port, and accepting WebSocket upgrades (echoed). Routes, the same
+ *   on both codecs: anything answers a tiny fixed response, like a `direct_response` route; `/delay/<ms>`
+ *   answers that much later (a slow upstream); `/stream?interval_ms=N&count=M` is a long server stream (a
+ *   gRPC server-streaming call: a chunk every N ms, M times or until cut). Or, with `upstreamPort`, every
+ *   request is routed to an upstream on loopback (a sidecar Envoy in front of its application), answering
+ *   503 when the upstream refuses or drops it, as Envoy's router does;
  * - a TCP proxy listener (stat prefix `ingress_tcp`) that holds raw connections and echoes their bytes,
  *   counted in `listener.*` stats only, as Envoy's tcp_proxy has no `downstream_cx_active`;
  * - an admin listener implementing the endpoints the shutdown manager relies on, with the output
@@ -38,6 +41,24 @@
  *   `envoy.reloadable_features.non_graceful_drain_notifies_connections` taken as on), a call without
  *   `graceful` also starts the drain, then stops the listeners at once unless `skip_exit`, which it accepts.
  *   The emulator follows `version` (default 1.36.2); see `drainListeners`.
+ * - Codec choice (ConnectionManagerUtility::determineNextProtocol, conn_manager_utility.cc): a connection whose
+ *   data starts with Http2::CLIENT_MAGIC_PREFIX "PRI * HTTP/2" is HTTP/2, any other HTTP/1.1. createCodec
+ *   counts it in `http.<prefix>.downstream_cx_http2_total`/`_active` or `…_http1_…`; a connection that has
+ *   sent nothing is only in `downstream_cx_active` and the listener stats (stats.rst of the HCM).
+ * - HTTP/2 drain (conn_manager_impl.cc startDrainSequence, onDrainTimeout, checkForDeferredClose;
+ *   http2/codec_impl.cc shutdownNotice, goAway): the same per-response decision as HTTP/1.1; a yes, on a
+ *   connection not draining yet, counts `downstream_cx_drain_close` once for the connection, sends a GOAWAY
+ *   with last-stream-id 2^31-1 before the response's headers, and arms the HCM `drain_timeout`
+ *   (`httpDrainTimeoutMs`, default 5 s). At its end, a GOAWAY naming the last stream processed; the
+ *   connection closes once its streams end. Streams go on throughout; the client's GOAWAY changes nothing
+ *   (onGoAway is empty). An HTTP/2 connection with no response encoded since the drain began gets nothing
+ *   until Envoy exits; neither does one whose only stream is a long one whose headers went out before
+ *   (envoyproxy/envoy#14350, #42305).
+ * - WebSocket upgrades (HCM `upgrade_configs` websocket; other upgrade types 403): the 101 is a response
+ *   like any, so a yes from the decision starts the drain sequence and counts `downstream_cx_drain_close`,
+ *   but encodeHeaders sends no `Connection: close` on an upgrade and the deferred close waits for the
+ *   upgraded stream: no drain signal, no close frame (envoyproxy/envoy#45250); the socket is cut at exit.
+ *   Counted in `downstream_cx_upgrades_total`/`_active`, and in the HTTP/1.1 gauges too.
  * - No proactive drain of idle connections: DrainManagerImpl runs drain-close callbacks at drain start
  *   (addOnDrainCloseCb, PR #17026, Envoy 1.19+, spread over the first quarter of the remaining drain time for
  *   `gradual`, at once for `immediate`), but the HTTP connection manager of a released Envoy registers none
@@ -68,6 +89,11 @@
  * `statAddress` (0.0.0.0 by default, as in a pod); `drainTimeMs` may be below a second (Envoy's is whole
  * seconds; the gradual formula uses its whole seconds, the drain period its exact length); `filter` is a
  * JavaScript regex, not RE2; the server is initialized from the start (no PRE_INITIALIZING/INITIALIZING).
+ * The codec sniffing waits while the bytes so far are a prefix of the HTTP/2 magic (Envoy decides on its
+ * first read). Node's HTTP/2 session may repeat the final GOAWAY (same last-stream-id) when the connection
+ * closes. An HTTP/2 client that has sent GOAWAY and has no stream left is closed by the emulator (Go and gRPC
+ * clients close such a connection themselves; Node's waits for the server). `drain_timeout` is modelled for
+ * HTTP/2 only: on HTTP/1.1 the `Connection: close` response closes the connection itself.
  *
  * Start it in-process with `EnvoyEmulator.start(options)`, or as a child process with
  * `node --import tsx src/emulator/cli.ts` (see that file).
@@ -75,9 +101,11 @@
 import { randomInt } from 'node:crypto';
 import { chmod, unlink } from 'node:fs/promises';
 import http from 'node:http';
+import http2 from 'node:http2';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { WebSocketServer, type WebSocket } from 'ws';
 
 export type AdminFault =
   | { readonly kind: 'none' }
@@ -208,6 +236,21 @@ export interface EnvoyEmulatorOptions {
    * GET only, forwarded to the admin API. See `createReadonlyAdminListener`.
    */
   readonly readonlyAdminPort?: number;
+  /**
+   * The HTTP connection manager's `drain_timeout` in ms (default 5000, Envoy's): on an HTTP/2 connection,
+   * the time from the shutdown-notice GOAWAY to the final GOAWAY (see `encodeHttp2Headers`).
+   */
+  readonly httpDrainTimeoutMs?: number;
+}
+
+/** Open connections of the HTTP listener by codec, as the `http.<prefix>.downstream_cx_*_active` gauges count them. */
+export interface HttpConnectionCounts {
+  /** Every accepted connection, whether or not its first bytes have chosen a codec yet. */
+  readonly active: number;
+  readonly http1: number;
+  readonly http2: number;
+  /** Upgraded (WebSocket) connections; also counted in `http1`. */
+  readonly upgrades: number;
 }
 
 export interface AdminRequestRecord {
@@ -290,6 +333,59 @@ class ListenerStats {
   }
 }
 
+/** An HTTP connection manager gauge and its counter (`downstream_cx_<kind>_active` / `_total`). */
+class ConnectionGauge {
+  active = 0;
+  total = 0;
+
+  /** Counts one more and returns the function that uncounts it, once. */
+  open(): () => void {
+    this.active += 1;
+    this.total += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.active -= 1;
+    };
+  }
+}
+
+/** An HTTP/2 connection's ConnectionManagerImpl::drain_state_, and its drain_timer_. */
+interface Http2Drain {
+  state: 'not-draining' | 'draining' | 'closing';
+  timer: NodeJS.Timeout | undefined;
+  /** The client has sent a GOAWAY: it opens no more streams. */
+  peerGoaway: boolean;
+  /** Streams open on the connection. */
+  streams: number;
+}
+
+/**
+ * A client that sent GOAWAY and has no stream left is done with the connection: Go's and gRPC's clients
+ * close it themselves then, Node's waits for the server to, so the emulator closes it for them.
+ */
+function peerDone(drain: Http2Drain): boolean {
+  return drain.peerGoaway && drain.streams === 0;
+}
+
+/**
+ * One request on the HTTP listener, whichever codec carries it: what the routes need. `head` is where
+ * ConnectionManagerImpl::ActiveStream::encodeHeaders asks for the drain decision, so each codec adds its
+ * own drain signal there.
+ */
+interface DataExchange {
+  /** The request's path and query. */
+  readonly url: string;
+  /** Whether the stream can no longer be answered (reset, closed, or the emulator exited). */
+  gone(): boolean;
+  head(status: number, headers: Record<string, string>): void;
+  write(text: string): void;
+  end(text?: string): void;
+  /** Runs `action` once the response is over, finished or reset. */
+  onClose(action: () => void): void;
+}
+
 const MUTATING_PATHS = new Set(['/healthcheck/fail', '/healthcheck/ok', '/drain_listeners', '/quitquitquit', '/reset_counters']);
 const HISTOGRAM_QUANTILES = [0, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 100];
 const PROMETHEUS_BUCKETS = [0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000];
@@ -318,6 +414,18 @@ const READONLY_ADMIN_PATHS = new Set([
   '/stats', '/stats/prometheus', '/stats/recentlookups',
 ]);
 const DEFAULT_PARENT_SHUTDOWN_TIME_S = 900;
+/** HttpConnectionManager `drain_timeout` default (http_connection_manager.proto: 5 s). */
+const DEFAULT_HTTP_DRAIN_TIMEOUT_MS = 5_000;
+/**
+ * Http2::CLIENT_MAGIC_PREFIX (source/common/http/http2/codec_impl.h), what codec_type AUTO looks for at the
+ * start of a connection (ConnectionManagerUtility::determineNextProtocol): the start of the HTTP/2 preface.
+ */
+const HTTP2_MAGIC_PREFIX = Buffer.from('PRI * HTTP/2', 'latin1');
+/** HTTP/2's largest stream id: a GOAWAY naming it refuses no stream, the "shutdown notice" (RFC 9113 §6.8). */
+const HTTP2_MAX_STREAM_ID = 2 ** 31 - 1;
+/** `/stream` defaults and bounds: a chunk a second, until the client or Envoy's exit ends it. */
+const STREAM_DEFAULT_INTERVAL_MS = 1_000;
+const STREAM_MAX_INTERVAL_MS = 60_000;
 
 /**
  * DrainManagerImpl::drainClose for `--drain-strategy gradual` once a drain covers the connection
@@ -397,7 +505,7 @@ function cryptoRandom(): number {
 type ResolvedOptions = Required<
   Omit<
     EnvoyEmulatorOptions,
-    'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener' | 'random' | 'clock' | 'startedAt' | 'commandLine' | 'upstreamPort' | 'version' | 'adminSocketPath' | 'readonlyAdminPort'
+    'faultPaths' | 'extraGauges' | 'httpListener' | 'tcpListener' | 'random' | 'clock' | 'startedAt' | 'commandLine' | 'upstreamPort' | 'version' | 'adminSocketPath' | 'readonlyAdminPort' | 'httpDrainTimeoutMs'
   >
 > & {
   faultPaths: readonly string[];
@@ -406,6 +514,7 @@ type ResolvedOptions = Required<
   version: string;
   adminSocketPath: string | undefined;
   readonlyAdminPort: number | undefined;
+  httpDrainTimeoutMs: number;
 };
 
 /** The release to behave as, once the options that cannot go together or parse are checked; throws naming the option. */
@@ -443,7 +552,18 @@ export class EnvoyEmulator {
   private resolveExited: (reason: ExitReason) => void = () => undefined;
   private readonly closing = new AbortController();
 
-  private readonly httpServer: http.Server;
+  /** The HTTP listener's socket: it reads each connection's first bytes to pick a codec (`sniffCodec`). */
+  private readonly httpServer: net.Server;
+  /** The HTTP/1.1 codec, handed connections by `httpServer`; it never listens itself. */
+  private readonly http1Server: http.Server;
+  /** The HTTP/2 codec (h2c with prior knowledge), likewise. */
+  private readonly http2Server: http2.Http2Server;
+  /** WebSocket upgrades of HTTP/1.1 requests, echoing messages. */
+  private readonly webSockets = new WebSocketServer({ noServer: true });
+  private readonly codecs = { http1: new ConnectionGauge(), http2: new ConnectionGauge(), upgrades: new ConnectionGauge() };
+  private readonly http2Drains = new Map<http2.Http2Session, Http2Drain>();
+  /** The `/stream` responses' and the HTTP/2 drain timers, stopped at exit. */
+  private readonly dataTimers = new Set<NodeJS.Timeout>();
   private readonly tcpServer: net.Server;
   /** Connections to the upstream, pooled as Envoy's cluster connection pool keeps them. */
   private readonly upstreamAgent = new http.Agent({ keepAlive: true });
@@ -488,6 +608,7 @@ export class EnvoyEmulator {
       adminSocketPath: options.adminSocketPath,
       adminSocketMode: options.adminSocketMode ?? DEFAULT_ADMIN_SOCKET_MODE,
       readonlyAdminPort: options.readonlyAdminPort,
+      httpDrainTimeoutMs: Math.max(0, options.httpDrainTimeoutMs ?? DEFAULT_HTTP_DRAIN_TIMEOUT_MS),
     };
     this.version = checkedVersion(options);
     this.random = options.random ?? cryptoRandom;
@@ -501,6 +622,8 @@ export class EnvoyEmulator {
     this.tcpConfig = listenerConfig(options.tcpListener);
     // The admin listener is served by Envoy's main thread: its per-thread copy is `main_thread`.
     this.admin = new ListenerStats('admin', 1);
+    this.http1Server = this.createHttp1Codec();
+    this.http2Server = this.createHttp2Codec();
     this.httpServer = this.createHttpListener();
     this.tcpServer = this.createTcpListener();
     this.readonlyServer = this.options.readonlyAdminPort === undefined ? undefined : this.createReadonlyAdminListener();
@@ -595,6 +718,12 @@ export class EnvoyEmulator {
     return { http: this.httpListener.active, tcp: this.tcpListener.active, admin: this.admin.active, readonlyAdmin: this.readonlyListener?.active ?? 0 };
   }
 
+  /** The HTTP listener's open connections by codec (the `http.<prefix>.downstream_cx_*_active` gauges). */
+  get httpConnections(): HttpConnectionCounts {
+    const { http1, http2, upgrades } = this.codecs;
+    return { active: this.httpListener.active, http1: http1.active, http2: http2.active, upgrades: upgrades.active };
+  }
+
   /** Changes the admin fault; `down` closes the admin listener, leaving `down` reopens it on the same port. */
   async setFault(fault: AdminFault, paths: readonly string[] = []): Promise<void> {
     if (this.closed) return;
@@ -614,6 +743,7 @@ export class EnvoyEmulator {
       counter('http.admin.downstream_rq_total', this.adminRequestCount),
       gauge(`${httpPrefix}.downstream_cx_active`, this.httpListener.active, this.httpListener.total > 0),
       counter(`${httpPrefix}.downstream_cx_drain_close`, this.drainCloses),
+      ...this.codecStats(httpPrefix),
       counter(`${httpPrefix}.downstream_cx_total`, this.httpListener.total),
       counter(`${httpPrefix}.downstream_rq_total`, this.httpRequests),
       gauge('listener.admin.downstream_cx_active', this.admin.active, this.admin.total > 0),
@@ -643,6 +773,18 @@ export class EnvoyEmulator {
       ...Object.entries(this.options.extraGauges).map(([name, value]) => gauge(name, value, true)),
     ];
     return values.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /**
+   * The HTTP connection manager's per-codec stats (docs/root/configuration/http/http_conn_man/stats.rst:
+   * downstream_cx_http1_active / _http2_active / _upgrades_active gauges, their _total counters; upgraded
+   * connections "are also counted as active http1/http2 connections").
+   */
+  private codecStats(httpPrefix: string): StatValue[] {
+    return (['http1', 'http2', 'upgrades'] as const).flatMap((codec) => {
+      const { active, total } = this.codecs[codec];
+      return [gauge(`${httpPrefix}.downstream_cx_${codec}_active`, active, total > 0), counter(`${httpPrefix}.downstream_cx_${codec}_total`, total)];
+    });
   }
 
   /** The `envoy-admin` listener's: its listener stats and its HTTP connection manager's `http.envoy-admin.*`. */
@@ -682,13 +824,16 @@ export class EnvoyEmulator {
     if (this.closed) return;
     this.closed = true;
     this.closing.abort();
-    for (const timer of this.drainTimers) clearTimeout(timer);
+    for (const timer of [...this.drainTimers, ...this.dataTimers]) clearTimeout(timer);
     this.drainTimers.clear();
+    this.dataTimers.clear();
+    // Every data connection is cut, HTTP/2 sessions and WebSockets included: no GOAWAY, no close frame.
     for (const socket of this.sockets) socket.destroy();
     this.upstreamAgent.destroy();
     this.adminAgent.destroy();
-    this.httpServer.closeAllConnections();
+    this.http1Server.closeAllConnections();
     this.readonlyServer?.closeAllConnections();
+    this.webSockets.close();
     const readonly = this.readonlyServer === undefined ? Promise.resolve() : closeServer(this.readonlyServer);
     await Promise.all([closeServer(this.httpServer), closeServer(this.tcpServer), readonly, this.closeAdmin()]);
     this.exitReason = reason;
@@ -697,37 +842,221 @@ export class EnvoyEmulator {
 
   // --- data listeners ---------------------------------------------------------------------------
 
-  private createHttpListener(): http.Server {
+  /**
+   * The HTTP listener with codec_type AUTO: each connection counts in the listener's stats from its accept
+   * (onNewConnection), then its first bytes choose HTTP/2 or HTTP/1.1 (`sniffCodec`) and the codec's gauge.
+   */
+  private createHttpListener(): net.Server {
+    return net.createServer((socket) => {
+      this.track(socket, this.httpListener);
+      sniffCodec(socket, (codec) => this.openCodec(socket, codec));
+    });
+  }
+
+  /**
+   * ConnectionManagerImpl::createCodec counts `downstream_cx_http1_*` or `downstream_cx_http2_*` (the active
+   * gauge until the connection closes), then the codec reads the bytes the sniffing held back.
+   */
+  private openCodec(socket: net.Socket, codec: 'http1' | 'http2'): void {
+    socket.once('close', this.codecs[codec].open());
+    if (codec === 'http2') {
+      // The HTTP/2 session reads what is buffered on the socket itself; a resume would lose it.
+      this.http2Server.emit('connection', socket);
+      return;
+    }
+    this.http1Server.emit('connection', socket);
+    socket.resume();
+  }
+
+  private createHttp1Codec(): http.Server {
     // Envoy's default idle timeout is 1 h: idle keep-alive connections stay open for the whole test.
-    const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, async (request, response) => {
-      this.httpRequests += 1;
-      request.resume();
-      let answer = { status: 200, body: DATA_RESPONSE_BODY };
-      if (this.options.upstreamPort !== undefined) {
-        answer = await this.forward(request.url ?? '/', { host: this.options.host, port: this.options.upstreamPort }, this.upstreamAgent);
-        if (this.closed || response.destroyed) return;
-      } else {
-        // `/delay/<ms>` stands for a slow upstream: the response, and so the drain-close decision, comes
-        // that much later, and a request still waiting when Envoy exits is lost, as it is with real Envoy.
-        const delayMs = Number(/^\/delay\/(\d{1,6})$/.exec(request.url ?? '')?.[1] ?? 0);
-        if (delayMs > 0) {
-          await sleep(delayMs, undefined, { signal: this.closing.signal }).catch(() => undefined);
-          if (this.closed || response.destroyed) return;
-        }
-      }
-      const headers: Record<string, string> = { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(Buffer.byteLength(answer.body)) };
-      // ConnectionManagerImpl asks drainClose() while encoding each response's headers; for HTTP/1.1 a
-      // "yes" means `Connection: close` and a close once the response is out (conn_manager_impl.cc).
-      if (this.drainClose(this.httpConfig)) {
-        headers['connection'] = 'close';
-        this.drainCloses += 1;
-      }
-      response.writeHead(answer.status, headers);
-      response.end(answer.body);
+    const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, (request, response) => {
+      void this.serveData(this.http1Exchange(request, response));
     });
     server.keepAliveTimeout = 0;
-    server.on('connection', (socket: net.Socket) => this.track(socket, this.httpListener));
+    server.on('upgrade', (request: http.IncomingMessage, socket: net.Socket, head: Buffer) => this.upgrade(request, socket, head));
     return server;
+  }
+
+  private http1Exchange(request: http.IncomingMessage, response: http.ServerResponse): DataExchange {
+    request.resume();
+    return {
+      url: request.url ?? '/',
+      gone: () => this.closed || response.destroyed,
+      head: (status, headers) => {
+        // ConnectionManagerImpl asks drainClose() while encoding each response's headers; for HTTP/1.1 a
+        // "yes" means `Connection: close` and a close once the response is out (conn_manager_impl.cc).
+        if (this.drainClose(this.httpConfig)) {
+          headers['connection'] = 'close';
+          this.drainCloses += 1;
+        }
+        response.writeHead(status, headers);
+      },
+      write: (text) => void response.write(text),
+      end: (text) => void response.end(text),
+      onClose: (action) => void response.once('close', action),
+    };
+  }
+
+  private createHttp2Codec(): http2.Http2Server {
+    const server = http2.createServer();
+    server.on('session', (session: http2.ServerHttp2Session) => this.trackHttp2Session(session));
+    server.on('request', (request: http2.Http2ServerRequest, response: http2.Http2ServerResponse) => {
+      void this.serveData(this.http2Exchange(request, response));
+    });
+    return server;
+  }
+
+  private trackHttp2Session(session: http2.ServerHttp2Session): void {
+    const drain: Http2Drain = { state: 'not-draining', timer: undefined, peerGoaway: false, streams: 0 };
+    this.http2Drains.set(session, drain);
+    session.on('error', () => undefined); // a client gone mid-frame: the socket's close does the bookkeeping
+    // Emitted before Node's own reaction to a peer's GOAWAY (see `deferClose`).
+    session.on('goaway', () => (drain.peerGoaway = true));
+    session.on('stream', (stream: http2.ServerHttp2Stream) => {
+      drain.streams += 1;
+      stream.once('close', () => {
+        drain.streams -= 1;
+        if (peerDone(drain)) session.close();
+      });
+    });
+    deferClose(session, () => drain.state === 'closing' || this.closed || peerDone(drain));
+    session.once('close', () => {
+      this.stopTimer(drain.timer);
+      this.http2Drains.delete(session);
+    });
+  }
+
+  private http2Exchange(request: http2.Http2ServerRequest, response: http2.Http2ServerResponse): DataExchange {
+    request.resume();
+    const stream = response.stream;
+    return {
+      url: request.url,
+      gone: () => this.closed || stream.destroyed || stream.closed,
+      head: (status, headers) => {
+        this.encodeHttp2Headers(stream.session);
+        response.writeHead(status, headers);
+      },
+      write: (text) => void response.write(text),
+      end: (text) => void (text === undefined ? response.end() : response.end(text)),
+      onClose: (action) => void stream.once('close', action),
+    };
+  }
+
+  /**
+   * ConnectionManagerImpl::ActiveStream::encodeHeaders on an HTTP/2 connection: when it is not draining yet
+   * and drainClose() says so, startDrainSequence (conn_manager_impl.cc) counts `downstream_cx_drain_close`
+   * and sends the codec's shutdownNotice (http2/codec_impl.cc: nghttp2_submit_shutdown_notice, a GOAWAY
+   * with last-stream-id 2^31-1), before these headers, and arms the drain timer. Streams go on; new ones
+   * are still accepted (the notice refuses none). A connection already draining is not asked again.
+   */
+  private encodeHttp2Headers(session: http2.Http2Session | undefined): void {
+    const drain = session === undefined ? undefined : this.http2Drains.get(session);
+    if (session === undefined || drain === undefined || drain.state !== 'not-draining') return;
+    if (!this.drainClose(this.httpConfig)) return;
+    this.drainCloses += 1;
+    drain.state = 'draining';
+    session.goaway(http2.constants.NGHTTP2_NO_ERROR, HTTP2_MAX_STREAM_ID);
+    drain.timer = this.startTimer(() => this.onHttp2DrainTimeout(session, drain), this.options.httpDrainTimeoutMs);
+  }
+
+  /**
+   * ConnectionManagerImpl::onDrainTimeout: the codec's goAway() (GOAWAY NO_ERROR naming the last stream it
+   * processed), drain state Closing, and checkForDeferredClose: the connection closes once no stream is
+   * active, at once if none is. Node's Http2Session#close is exactly that: a GOAWAY with the last
+   * processed stream id (nghttp2_session_get_last_proc_stream_id), then destroy when the last stream ends.
+   */
+  private onHttp2DrainTimeout(session: http2.Http2Session, drain: Http2Drain): void {
+    drain.state = 'closing';
+    drain.timer = undefined;
+    session.close();
+  }
+
+  /**
+   * An HTTP/1.1 Upgrade. A WebSocket one (HCM `upgrade_configs: [{upgrade_type: websocket}]`, as ingress
+   * controllers configure) is accepted and echoes messages; any other is refused with 403, the local reply
+   * for an upgrade the HCM does not allow. Encoding the 101 asks drainClose() like any response, and a yes
+   * starts the connection's drain sequence and counts `downstream_cx_drain_close`, but an upgrade gets no
+   * `Connection: close` (encodeHeaders skips it for tunnels) and the drain timer's deferred close waits for
+   * the upgraded stream to end: Envoy never signals a WebSocket to go (envoyproxy/envoy#45250). It lasts
+   * until a peer closes it or Envoy exits and cuts it. Counted in `downstream_cx_upgrades_*` while open.
+   */
+  private upgrade(request: http.IncomingMessage, socket: net.Socket, head: Buffer): void {
+    this.httpRequests += 1;
+    if ((request.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
+      socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nserver: envoy\r\nconnection: close\r\n\r\n');
+      return;
+    }
+    if (this.drainClose(this.httpConfig)) this.drainCloses += 1;
+    this.webSockets.handleUpgrade(request, socket, head, (webSocket) => {
+      socket.once('close', this.codecs.upgrades.open());
+      echo(webSocket);
+    });
+  }
+
+  /**
+   * The HTTP listener's routes, the same on both codecs: `/delay/<ms>`, `/stream?…` (`serveStream`), and
+   * anything else the fixed `ok` answer, like a `direct_response` route; or, with `upstreamPort`, every
+   * request routed upstream.
+   */
+  private async serveData(exchange: DataExchange): Promise<void> {
+    this.httpRequests += 1;
+    if (this.options.upstreamPort !== undefined) {
+      const answer = await this.forward(exchange.url, { host: this.options.host, port: this.options.upstreamPort }, this.upstreamAgent);
+      if (!exchange.gone()) answerWith(exchange, answer.status, answer.body);
+      return;
+    }
+    const url = new URL(exchange.url, 'http://ingress');
+    if (url.pathname === '/stream') return this.serveStream(exchange, url.searchParams);
+    // `/delay/<ms>` stands for a slow upstream: the response, and so the drain-close decision, comes
+    // that much later, and a request still waiting when Envoy exits is lost, as it is with real Envoy.
+    const delayMs = Number(/^\/delay\/(\d{1,6})$/.exec(url.pathname)?.[1] ?? 0);
+    if (delayMs > 0) {
+      await sleep(delayMs, undefined, { signal: this.closing.signal }).catch(() => undefined);
+      if (exchange.gone()) return;
+    }
+    answerWith(exchange, 200, DATA_RESPONSE_BODY);
+  }
+
+  /**
+   * `/stream?interval_ms=N&count=M`: a long server stream, as a gRPC server-streaming call is: headers at
+   * once, then a small chunk (`<i>\n`) every N ms (default 1000), M of them (default: no end; the client or
+   * Envoy's exit ends it), then the end. Its headers are encoded once, at its start, so it asks the drain
+   * decision only then: a drain starting later leaves its connection unsignalled until another response is
+   * encoded on it (envoyproxy/envoy#14350, #42305). HTTP/1.1 sends it chunked.
+   */
+  private serveStream(exchange: DataExchange, params: URLSearchParams): void {
+    const intervalMs = boundedInteger(params.get('interval_ms'), STREAM_DEFAULT_INTERVAL_MS, 1, STREAM_MAX_INTERVAL_MS);
+    const count = boundedInteger(params.get('count'), Number.POSITIVE_INFINITY, 0, Number.MAX_SAFE_INTEGER);
+    exchange.head(200, { 'content-type': 'text/plain', server: 'envoy' });
+    if (count === 0) return exchange.end();
+    let sent = 0;
+    const timer = setInterval(() => {
+      if (exchange.gone()) return this.stopTimer(timer);
+      sent += 1;
+      exchange.write(`${sent}\n`);
+      if (sent < count) return;
+      this.stopTimer(timer);
+      exchange.end();
+    }, intervalMs);
+    this.dataTimers.add(timer);
+    exchange.onClose(() => this.stopTimer(timer));
+  }
+
+  /** A timer that `shutdown` clears if it is still pending then. */
+  private startTimer(action: () => void, delayMs: number): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      this.dataTimers.delete(timer);
+      action();
+    }, delayMs);
+    this.dataTimers.add(timer);
+    return timer;
+  }
+
+  private stopTimer(timer: NodeJS.Timeout | undefined): void {
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.dataTimers.delete(timer);
   }
 
   /**
@@ -1258,6 +1587,63 @@ function renderPrometheus(stats: StatValue[], histograms: string[]): string {
 }
 
 // --- helpers ----------------------------------------------------------------------------------------
+
+/**
+ * ConnectionManagerUtility::determineNextProtocol with codec_type AUTO on a cleartext connection: HTTP/2
+ * if its data starts with Http2::CLIENT_MAGIC_PREFIX, else HTTP/1.1. Envoy decides on the first read;
+ * this waits for more while the bytes so far are a prefix of it, so a preface split across reads still
+ * picks HTTP/2. The bytes read are put back for the codec; the socket stays paused until it takes them.
+ */
+function sniffCodec(socket: net.Socket, decide: (codec: 'http1' | 'http2') => void): void {
+  let seen = Buffer.alloc(0);
+  const onError = (): void => void socket.destroy();
+  const onData = (chunk: Buffer): void => {
+    seen = Buffer.concat([seen, chunk]);
+    const compared = Math.min(seen.length, HTTP2_MAGIC_PREFIX.length);
+    const http2Start = seen.subarray(0, compared).equals(HTTP2_MAGIC_PREFIX.subarray(0, compared));
+    if (http2Start && seen.length < HTTP2_MAGIC_PREFIX.length) return;
+    socket.off('data', onData);
+    socket.off('error', onError);
+    socket.pause();
+    socket.unshift(seen);
+    decide(http2Start ? 'http2' : 'http1');
+  };
+  socket.on('data', onData);
+  socket.on('error', onError);
+}
+
+/**
+ * Envoy ignores a GOAWAY from the client (ConnectionManagerImpl::onGoAway does nothing): its own drain
+ * sequence alone decides when it sends the final GOAWAY. Node's session answers a peer's NO_ERROR GOAWAY
+ * with close() (lib/internal/http2/core.js onGoawayData), which would send that final GOAWAY at once, and
+ * a Node client sends one as soon as it gets the shutdown notice. So the session's close() does nothing
+ * until `allowed()` (the drain timeout, the emulator's exit, or a client done with it); destroy() still works.
+ */
+function deferClose(session: http2.ServerHttp2Session, allowed: () => boolean): void {
+  const close = session.close.bind(session);
+  session.close = (callback?: () => void): void => {
+    if (allowed()) close(callback);
+  };
+}
+
+/** A complete response with a body: the fixed answer or the upstream's. */
+function answerWith(exchange: DataExchange, status: number, body: string): void {
+  exchange.head(status, { 'content-type': 'text/plain', server: 'envoy', 'content-length': String(Buffer.byteLength(body)) });
+  exchange.end(body);
+}
+
+/** A whole number within [min, max] from a query parameter, or `fallback` when absent or not one. */
+function boundedInteger(text: string | null, fallback: number, min: number, max: number): number {
+  const value = Number(text ?? NaN);
+  if (text === null || text.trim() === '' || !Number.isInteger(value)) return fallback;
+  return Math.min(max, Math.max(min, value));
+}
+
+/** The WebSocket upstream: every message back as it came (text or binary). */
+function echo(webSocket: WebSocket): void {
+  webSocket.on('message', (data, isBinary) => webSocket.send(data, { binary: isBinary }));
+  webSocket.on('error', () => undefined); // cut by Envoy's exit or the peer: nothing to do
+}
 
 function listenerConfig(spec: ListenerSpec | undefined): ListenerConfig {
   return { direction: spec?.direction ?? 'unspecified', drainType: spec?.drainType ?? 'default' };
