@@ -781,10 +781,12 @@ export class EnvoyEmulator {
    * connections "are also counted as active http1/http2 connections").
    */
   private codecStats(httpPrefix: string): StatValue[] {
-    return (['http1', 'http2', 'upgrades'] as const).flatMap((codec) => {
+    const codecs = (['http1', 'http2', 'upgrades'] as const).flatMap((codec) => {
       const { active, total } = this.codecs[codec];
       return [gauge(`${httpPrefix}.downstream_cx_${codec}_active`, active, total > 0), counter(`${httpPrefix}.downstream_cx_${codec}_total`, total)];
     });
+    // Every HCM has the HTTP/3 pair too, at 0 without a QUIC listener (stats.rst lists them beside http1/http2).
+    return [...codecs, gauge(`${httpPrefix}.downstream_cx_http3_active`, 0, false), counter(`${httpPrefix}.downstream_cx_http3_total`, 0)];
   }
 
   /** The `envoy-admin` listener's: its listener stats and its HTTP connection manager's `http.envoy-admin.*`. */

@@ -2,15 +2,17 @@
  * `npm run proof`: a fleet of Envoy pods rolled behind a load balancer, for each setting of the matrix:
  * deregistration lag 0, 10 s and 30 s, each with check-delay below, at and above it (drain-delay 0), and
  * the negative control without the sidecar (Envoy SIGTERMed at deletion, no preStop drain); then the same
- * for externalTrafficPolicy: Local. Prints one Markdown table (cluster seconds: durations are run `--scale`
- * times faster and converted back).
+ * for externalTrafficPolicy: Local; every client kind at once (HTTP/1.1, HTTP/2, gRPC server streams,
+ * WebSocket, TCP). Then a WebSocket-heavy population with and without long-lived-grace. Prints two Markdown
+ * tables (cluster seconds: durations are run `--scale` times faster and converted back).
  *
  *   npm run proof                          20 pods, scale 20
  *   npm run proof -- --replicas=8 --scale=10
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { http1KeepAlive, rawTcp } from './fleet/clients.js';
+import { http1KeepAlive, rawTcp, type ClientKind } from './fleet/clients.js';
+import { grpcServerStream, http2RequestResponse, webSocket } from './fleet/streaming-clients.js';
 import type { LoadBalancerMode } from './fleet/load-balancer.js';
 import { runFleet, type DrainSetting, type FleetReport } from './fleet/simulation.js';
 
@@ -44,33 +46,65 @@ function drainLabel(drain: DrainSetting): string {
   return drain === 'no-sidecar' ? 'no sidecar (control)' : `check-delay ${seconds(drain.checkDelayMs)} s`;
 }
 
+
+/** A kind's report by name (the clients list decides the order, the table its columns). */
+function kind(report: FleetReport, name: string): FleetReport['kinds'][number] | undefined {
+  return report.kinds.find((candidate) => candidate.name === name);
+}
+
+const served = (report: FleetReport, name: string): string => `${kind(report, name)?.failed ?? '?'} / ${kind(report, name)?.ok ?? '?'}`;
+const cut = (report: FleetReport, name: string): string => String(kind(report, name)?.cut ?? '?');
+
 function releaseTimes(report: FleetReport): string {
   const times = report.releases.map((release) => release.shutdownToReleaseMs).sort((a, b) => a - b);
   if (times.length === 0) return '-';
-  const median = times[Math.floor(times.length / 2)] ?? 0;
-  return `${seconds(times[0] ?? 0)} / ${seconds(median)} / ${seconds(times[times.length - 1] ?? 0)}`;
+  return `${seconds(times[Math.floor(times.length / 2)] ?? 0)} / ${seconds(times[times.length - 1] ?? 0)}`;
 }
 
+const rollout = (report: FleetReport): string => `${seconds(report.rolloutMs)}${report.complete ? '' : ' (incomplete)'}`;
+
 function row(setting: Setting, report: FleetReport): string {
-  const [http, tcp] = report.kinds;
   const cells = [
     setting.mode === 'cluster' ? 'Cluster' : 'Local',
     `${seconds(setting.lagMs)} s`,
     drainLabel(setting.drain),
-    `${http?.failed ?? '?'} / ${http?.ok ?? '?'}`,
-    String(http?.cut ?? '?'),
-    `${tcp?.failed ?? '?'}`,
-    String(tcp?.cut ?? '?'),
+    served(report, HTTP1.name),
+    served(report, HTTP2.name),
+    `${kind(report, GRPC.name)?.failed ?? '?'} / ${cut(report, GRPC.name)}`,
+    cut(report, WEBSOCKET.name),
+    cut(report, TCP.name),
     releaseTimes(report),
-    `${seconds(report.rolloutMs)}${report.complete ? '' : ' (incomplete)'}`,
+    rollout(report),
   ];
   return `| ${cells.join(' | ')} |`;
 }
 
 const HEADER = [
-  '| LB (externalTrafficPolicy) | deregistration lag | drain | HTTP/1.1 requests failed / served | HTTP/1.1 connections cut | TCP connects failed | TCP connections cut | /shutdown to release, s (min / median / max) | rollout, s |',
-  '|---|---|---|---|---|---|---|---|---|',
+  '| LB (externalTrafficPolicy) | lag | drain | HTTP/1.1 requests failed / served | HTTP/2 requests failed / served | gRPC streams failed / cut | WebSocket cut | TCP cut | /shutdown to release, s (median / max) | rollout, s |',
+  '|---|---|---|---|---|---|---|---|---|---|',
 ];
+
+const HTTP1 = http1KeepAlive();
+const HTTP2 = http2RequestResponse();
+const GRPC = grpcServerStream();
+const WEBSOCKET = webSocket();
+const TCP = rawTcp();
+
+/** Every kind at once, in these numbers per rollout. */
+const MIXED: readonly { kind: ClientKind; count: number }[] = [
+  { kind: HTTP1, count: 24 },
+  { kind: HTTP2, count: 16 },
+  { kind: GRPC, count: 8 },
+  { kind: WEBSOCKET, count: 8 },
+  { kind: TCP, count: 8 },
+];
+
+/** The long-lived grace's table: mostly WebSockets, with some HTTP/1.1 to see that nothing else is lost. */
+const WEBSOCKET_HEAVY: readonly { kind: ClientKind; count: number }[] = [
+  { kind: WEBSOCKET, count: 40 },
+  { kind: HTTP1, count: 16 },
+];
+const LONG_LIVED_GRACE_MS = 15_000;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { replicas: { type: 'string', default: '20' }, scale: { type: 'string', default: '20' } } });
@@ -82,28 +116,25 @@ async function main(): Promise<void> {
   console.log(
     `Per pod: terminationGracePeriodSeconds ${GRACE_PERIOD_S}, check-interval ${seconds(CHECK_INTERVAL_MS)} s, drain-delay 0, min-open-connections 0; LB health check every ${seconds(LB_POLL_INTERVAL_MS)} s`,
   );
-  console.log(`Clients: ${HTTP_CLIENTS} HTTP/1.1 keep-alive (a new connection every 20 requests), ${TCP_CLIENTS} long-lived TCP echo\n`);
+  console.log(`Clients: ${MIXED.map(({ kind: k, count }) => `${count} ${k.name}`).join(', ')}\n`);
   console.log(HEADER.join('\n'));
+  const fleet = { replicas, scale, gracePeriodS: GRACE_PERIOD_S, thinkMs: 25, maxRealMs: 180_000 };
   for (const setting of matrix()) {
-    const report = await runFleet({
-      replicas,
-      scale,
-      loadBalancer: { mode: setting.mode, deregistrationLagMs: setting.lagMs, pollIntervalMs: LB_POLL_INTERVAL_MS },
-      drain: setting.drain,
-      gracePeriodS: GRACE_PERIOD_S,
-      clients: [
-        { kind: http1KeepAlive(), count: HTTP_CLIENTS },
-        { kind: rawTcp(), count: TCP_CLIENTS },
-      ],
-      thinkMs: 25,
-      maxRealMs: 120_000,
-    });
-    console.log(row(setting, report));
+    const loadBalancer = { mode: setting.mode, deregistrationLagMs: setting.lagMs, pollIntervalMs: LB_POLL_INTERVAL_MS };
+    console.log(row(setting, await runFleet({ ...fleet, loadBalancer, drain: setting.drain, clients: MIXED })));
+  }
+
+  console.log(`\nLong-lived connections: ${WEBSOCKET_HEAVY.map(({ kind: k, count }) => `${count} ${k.name}`).join(', ')}; Cluster LB, lag 10 s, check-delay 10 s\n`);
+  console.log('| long-lived-grace | WebSocket cut | HTTP/1.1 requests failed / served | /shutdown to release, s (median / max) | rollout, s |');
+  console.log('|---|---|---|---|---|');
+  for (const longLivedGraceMs of [null, LONG_LIVED_GRACE_MS]) {
+    const drain = { checkDelayMs: 10_000, checkIntervalMs: CHECK_INTERVAL_MS, longLivedGraceMs };
+    const loadBalancer = { mode: 'cluster' as const, deregistrationLagMs: 10_000, pollIntervalMs: LB_POLL_INTERVAL_MS };
+    const report = await runFleet({ ...fleet, loadBalancer, drain, clients: WEBSOCKET_HEAVY });
+    const label = longLivedGraceMs === null ? 'off (default)' : `${seconds(longLivedGraceMs)} s`;
+    console.log(`| ${[label, cut(report, WEBSOCKET.name), served(report, HTTP1.name), releaseTimes(report), rollout(report)].join(' | ')} |`);
   }
   console.log(`\nRun time: ${Math.round((performance.now() - started) / 1000)} s`);
 }
-
-const HTTP_CLIENTS = 30;
-const TCP_CLIENTS = 10;
 
 await main();

@@ -5,7 +5,10 @@
  * Exact timings are asserted on virtual time in drain.test.ts; wall-clock bounds here only catch gross errors.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import http2 from 'node:http2';
 import { describe, test, type TestContext } from 'node:test';
+import WebSocket from 'ws';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
 import { sampleOf } from '../support/prometheus.js';
@@ -62,5 +65,37 @@ describe('sidecar process: long-lived-grace with TCP-proxy connections held open
     assert.ok(shutdown.elapsedMs >= 2_000, `returned after ${shutdown.elapsedMs} ms, before the deadline`);
     const drain = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
     assert.deepEqual([drain['reason'], drain['longLivedConnections'], drain['longLivedGraceMs']], ['deadline', HELD, null]);
+  });
+});
+
+describe('sidecar process: long-lived-grace with WebSockets and HTTP/2 connections', () => {
+  test('an open WebSocket is long-lived (http.<prefix>.downstream_cx_upgrades_active); an HTTP/2 connection that streams is not, and holds the drain past the grace', async (t) => {
+    const emulator = await EnvoyEmulator.start();
+    t.after(() => emulator.close());
+    const socket = new WebSocket(`ws://127.0.0.1:${emulator.ports.http}/`);
+    t.after(() => socket.terminate());
+    await once(socket, 'open');
+    const session = http2.connect(`http://127.0.0.1:${emulator.ports.http}`);
+    t.after(() => session.destroy());
+    session.on('error', () => undefined);
+    // A long server stream, opened before the drain: Envoy sends its connection nothing until a new response.
+    const stream = session.request({ ':path': '/stream?interval_ms=100&count=15' });
+    stream.on('error', () => undefined);
+    stream.resume();
+    await once(stream, 'response');
+
+    const sidecar = await spawnSidecar([`--admin-port=${emulator.ports.admin}`, '--check-interval=50ms', '--check-delay=0', `--long-lived-grace=${GRACE_MS}ms`, '--drain-timeout=20s']);
+    t.after(() => sidecar.kill());
+    const shutdown = timedShutdown(sidecar);
+    const during = await sidecar.waitForLog((line) => line['event'] === 'poll' && Number(line['elapsed_ms']) > GRACE_MS + 200, 10_000);
+    assert.deepEqual([during['drainable_connections'], during['long_lived_connections']], [1, 1], 'the WebSocket is long-lived, the streaming HTTP/2 connection drainable');
+    // The stream ends by itself after 1.5 s, and the client closes its connection: only then may the drain end.
+    await once(stream, 'close');
+    session.close();
+    const answer = await shutdown;
+    assert.equal(answer.status, 200, answer.body);
+    assert.ok(answer.elapsedMs >= 1_400, `returned after ${answer.elapsedMs} ms, while the HTTP/2 stream still ran`);
+    const drain = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
+    assert.deepEqual([drain['reason'], drain['longLivedConnections']], ['long-lived-left', 1]);
   });
 });

@@ -47,13 +47,13 @@ export interface ClientKind {
 }
 
 /** Waits for the next `think` pause; false once the rollout is over. */
-async function goOn(context: ClientContext): Promise<boolean> {
+export async function goOn(context: ClientContext): Promise<boolean> {
   await pause(context.thinkMs, context.signal);
   return !context.signal.aborted;
 }
 
 /** Dials through the LB; a failed attempt is recorded and undefined returned (the client retries after a pause). */
-async function dialOrFail(context: ClientContext, listener: string): Promise<Connection | undefined> {
+export async function dialOrFail(context: ClientContext, listener: string): Promise<Connection | undefined> {
   try {
     return await context.dial(listener);
   } catch (error) {

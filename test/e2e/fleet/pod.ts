@@ -62,6 +62,7 @@ function sidecarConfig(drain: PodDrainValues, adminPort: number, scale: TimeScal
     'check-delay': scale.real(drain['check-delay']),
     'drain-delay': scale.real(drain['drain-delay']),
     'drain-timeout': scale.real(drain['drain-timeout']),
+    'long-lived-grace': drain['long-lived-grace'] === null ? null : scale.real(drain['long-lived-grace']),
   };
   // Without 'mode=sidecar' (a positional the flag parser refuses); later flags win: loopback, free port, no journal.
   const args = [...sidecarArgs(scaled).slice(1), '--serve-address=127.0.0.1', '--serve-port=0', `--admin-port=${adminPort}`, '--state-dir=', '--admin-timeout=1s'];
@@ -106,7 +107,13 @@ export class FleetPod {
     await pause(scale.real(this.spec.startupMs), this.stopping.signal);
     if (this.stopping.signal.aborted) return;
     // The injector gives Envoy --drain-strategy immediate and a drain time within the grace period.
-    this.envoy = await EnvoyEmulator.start({ drainStrategy: 'immediate', drainTimeMs: scale.real(this.spec.gracePeriodMs), workers: 1 });
+    this.envoy = await EnvoyEmulator.start({
+      drainStrategy: 'immediate',
+      drainTimeMs: scale.real(this.spec.gracePeriodMs),
+      // The HTTP connection manager's drain_timeout (5 s by default), in the fleet's time too.
+      httpDrainTimeoutMs: scale.real(5_000),
+      workers: 1,
+    });
     if (this.spec.drain !== undefined) this.sidecar = await startSidecar(sidecarConfig(this.spec.drain, this.envoy.ports.admin, scale), quietLog);
     while (!this.ready && !this.stopping.signal.aborted && performance.now() < deadline) {
       await pause(scale.real(this.spec.probePeriodMs), this.stopping.signal);

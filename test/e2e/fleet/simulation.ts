@@ -19,6 +19,8 @@ export type DrainSetting =
       readonly checkIntervalMs: number;
       readonly drainDelayMs?: number;
       readonly minOpenConnections?: number;
+      /** The pod's long-lived-grace (null or absent: off, the default). */
+      readonly longLivedGraceMs?: number | null;
     }
   | 'no-sidecar';
 
@@ -80,6 +82,7 @@ function podDrain(setting: DrainSetting, gracePeriodS: number): PodDrainValues |
       'check-interval': setting.checkIntervalMs,
       'drain-delay': setting.drainDelayMs ?? 0,
       'min-open-connections': setting.minOpenConnections ?? 0,
+      'long-lived-grace': setting.longLivedGraceMs ?? null,
       'termination-grace-period': gracePeriodS,
     },
     (name) => `fleet option ${name}`,
