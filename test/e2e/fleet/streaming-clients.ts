@@ -71,45 +71,54 @@ function release(state: H2Session | undefined): void {
 }
 
 /**
+ * The life of an HTTP/2 client: `work` on one session until the server says GOAWAY (or the session ends), then
+ * a new session through the LB, as gRPC and browsers do; until the rollout is over. `countCuts`: a session
+ * that ended without a GOAWAY is a cut of this kind.
+ */
+async function onHttp2Sessions(context: ClientContext, countCuts: boolean, work: (state: H2Session) => Promise<void>): Promise<void> {
+  let state: H2Session | undefined;
+  try {
+    do {
+      if (state !== undefined && (state.goingAway || state.closed)) {
+        if (countCuts && state.cut) context.tally.cut += 1;
+        release(state);
+        state = undefined;
+      }
+      state ??= await openH2(context);
+      if (state !== undefined) await work(state);
+    } while (await goOn(context));
+  } finally {
+    state?.session.destroy();
+  }
+}
+
+/**
  * HTTP/2 request/response: requests one after the other on one connection; on GOAWAY the next request goes
- * on a new connection through the LB (as gRPC and browsers do). A request that fails is a failure; a
- * connection that ends without a GOAWAY is a cut.
+ * on a new connection through the LB. A request that fails is a failure; a connection that ends without a
+ * GOAWAY is a cut.
  */
 export function http2RequestResponse(): ClientKind {
   return {
     name: 'HTTP/2 request/response',
     failureUnit: 'requests',
-    async run(context) {
-      let state: H2Session | undefined;
-      try {
-        do {
-          if (state !== undefined && (state.goingAway || state.closed)) {
-            if (state.cut) context.tally.cut += 1;
-            release(state);
-            state = undefined;
-          }
-          state ??= await openH2(context);
-          if (state === undefined) continue;
-          try {
-            const { status } = await get(state, '/');
-            if (status === 200) context.tally.ok += 1;
-            else context.tally.fail(`HTTP ${status}`);
-          } catch (error) {
-            context.tally.fail(`request: ${error instanceof Error ? error.message : String(error)}`);
-          }
-        } while (await goOn(context));
-      } finally {
-        state?.session.destroy();
-      }
-    },
+    run: (context) =>
+      onHttp2Sessions(context, true, async (state) => {
+        try {
+          const { status } = await get(state, '/');
+          if (status === 200) context.tally.ok += 1;
+          else context.tally.fail(`HTTP ${status}`);
+        } catch (error) {
+          context.tally.fail(`request: ${error instanceof Error ? error.message : String(error)}`);
+        }
+      }),
   };
 }
 
 /**
  * A gRPC-style long server stream over HTTP/2: one stream at a time, `intervalMs` between messages, ended
- * by the server after `messages` (a finite RPC), then opened again; on GOAWAY or a finished stream the next
- * one goes on a new connection. `ok` counts messages received; a stream that breaks before its end is a
- * cut (a gRPC client sees UNAVAILABLE), and a stream that cannot be opened a failure.
+ * by the server after `messages` (a finite RPC), then opened again; on GOAWAY the next one goes on a new
+ * connection. `ok` counts messages received; a stream that breaks before its end is a cut (a gRPC client sees
+ * UNAVAILABLE), and a stream that cannot be opened a failure.
  */
 export function grpcServerStream(options: { intervalMs?: number; messages?: number } = {}): ClientKind {
   const intervalMs = options.intervalMs ?? 50;
@@ -117,22 +126,7 @@ export function grpcServerStream(options: { intervalMs?: number; messages?: numb
   return {
     name: 'gRPC server stream (HTTP/2)',
     failureUnit: 'streams',
-    async run(context) {
-      let state: H2Session | undefined;
-      try {
-        do {
-          if (state !== undefined && (state.goingAway || state.closed)) {
-            release(state);
-            state = undefined;
-          }
-          state ??= await openH2(context);
-          if (state === undefined) continue;
-          await oneStream(context, state, { intervalMs, messages });
-        } while (await goOn(context));
-      } finally {
-        state?.session.destroy();
-      }
-    },
+    run: (context) => onHttp2Sessions(context, false, (state) => oneStream(context, state, { intervalMs, messages })),
   };
 }
 
