@@ -10,6 +10,10 @@
  *   ends the drain at once: the pinned one has exited, and another process's count must not end its drain.
  * - **A clock step cannot move it.** Every instant is on the monotonic Clock.now(); the wall clock is only
  *   read to show times to people (src/clock.ts).
+ * - **It never says "drained" with drainable connections open**: only a whole count from the pinned process,
+ *   check-delay after Envoy took /healthcheck/fail, ends it (`endOfDrainBy`); with long-lived-grace, the
+ *   connections Envoy cannot drain (upgraded, TCP proxy: src/envoy/stats.ts) stop counting once the grace is
+ *   over, and the outcome says how many were left to be cut (`long-lived-left`).
  * - **It reports what happened**: refused, timed out and answered-but-not-as-Envoy are told apart, and
  *   listeners named but not found are named, with the ones Envoy has.
  *
@@ -27,7 +31,7 @@ import type { SidecarConfig } from '../config/sidecar.js';
 
 /** What the drain needs from Envoy's admin API; EnvoyAdminClient implements it. */
 export interface EnvoyDrainTarget extends OwnConnections {
-  /** `host:port`, for messages. */
+  /** `host:port` or `unix:/path`, for messages. */
   readonly address: string;
   /** Whether the admin API has given a valid answer once in this process's life (the start-up probe or any call). */
   readonly hasAnswered: boolean;
