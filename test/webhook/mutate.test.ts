@@ -146,6 +146,8 @@ describe('an Envoy pod created by a Deployment', () => {
       adminAddress: '127.0.0.1',
       adminPort: 9001,
       adminFrom: 'container port "admin"',
+      // What injection replaced, for uninject: Envoy had no hook, its args before the drain flags, the API server's 30 s.
+      replaced: { envoyPreStop: null, envoyArgs: ['-c', '/etc/envoy/envoy.yaml', '--log-level', 'info'], terminationGracePeriodSeconds: 30 },
     });
     // Untouched parts stay as they were.
     assert.deepEqual(pod.metadata.managedFields, body.request.object.metadata.managedFields);
