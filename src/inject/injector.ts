@@ -12,7 +12,7 @@ import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { matchesLabels } from '../config/label-selector.js';
 import { resolveSidecarResources, type SidecarResources } from '../config/resources.js';
-import { adminSocketPath, boolean } from '../config/values.js';
+import { adminSocketPath, boolean, injectSwitch } from '../config/values.js';
 import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
 import { discoverAdmin } from './admin-discovery.js';
 import {
@@ -382,14 +382,14 @@ function skip(reason: SkipReason, warnings: readonly string[] = []): InjectionOu
 }
 
 function wantsInjection(annotations: Readonly<Record<string, string>> | undefined): boolean {
-  return booleanAnnotation(annotations, ANNOTATIONS.inject) ?? true;
+  return booleanAnnotation(annotations, ANNOTATIONS.inject, injectSwitch) ?? true;
 }
 
-function booleanAnnotation(annotations: Readonly<Record<string, string>> | undefined, key: string): boolean | undefined {
+function booleanAnnotation(annotations: Readonly<Record<string, string>> | undefined, key: string, kind = boolean): boolean | undefined {
   const raw = annotations?.[key];
   if (raw === undefined) return undefined;
-  const value = boolean.parse(String(raw));
-  if (value === undefined) throw new ConfigError(`annotation ${key}`, String(raw), boolean.form, key.slice(ANNOTATION_PREFIX.length));
+  const value = kind.parse(String(raw));
+  if (value === undefined) throw new ConfigError(`annotation ${key}`, String(raw), kind.form, key.slice(ANNOTATION_PREFIX.length));
   return value;
 }
 

@@ -408,7 +408,7 @@ describe('bad annotations deny the pod with a message naming each one', () => {
     ],
     [
       { 'shutdown-manager.io/inject': 'yes' },
-      'annotation shutdown-manager.io/inject: "yes" is not valid; expected "true" or "false"',
+      'annotation shutdown-manager.io/inject: "yes" is not valid; expected "enabled" or "disabled" (or "true" or "false", as on the namespace label)',
     ],
     [
       { 'shutdown-manager.io/envoy-container': 'sidecar' },

@@ -80,3 +80,15 @@ describe('a pod whose template was injected before', () => {
     assert.match(response.warnings[1], /^shutdown-manager: status of version 0\.1\.0 does not record the originals; not restored: "envoy" preStop hook/);
   });
 });
+
+describe('annotation shutdown-manager.io/inject takes the namespace label\'s words too', () => {
+  for (const [value, injected] of [['enabled', true], ['true', true], ['disabled', false], ['false', false], ['Disabled', false]] as const) {
+    test(`"${value}" ${injected ? 'injects' : 'opts the pod out'}`, async () => {
+      const review = await loadReview('deployment-envoy-pod.json');
+      review.request.object.metadata.annotations = { 'shutdown-manager.io/inject': value };
+      const { response, pod } = await admitReview(webhook, review);
+      assert.equal(response.allowed, true, JSON.stringify(response.status));
+      assert.equal(container(pod, 'shutdown-manager') !== undefined, injected);
+    });
+  }
+});
