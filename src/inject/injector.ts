@@ -136,7 +136,7 @@ function injectFresh(pod: V1Pod, config: InjectionConfig, token: string): Inject
     return skip('runs-to-completion', [`not injected: a Job's pod needs annotation ${ANNOTATIONS.nativeSidecar}: "true"`]);
   }
 
-  const warnings = unknownAnnotations.map((key) => `unknown annotation ${key} ignored`);
+  const warnings = [...unknownAnnotations.map((key) => `unknown annotation ${key} ignored`), ...settings.warnings];
   warnings.push(...admin.warnings);
   if (pod.spec?.hostNetwork === true) warnings.push(hostNetworkWarning(plan));
   const hookWarning = preStopReplacementWarning(envoyContainer);

@@ -92,3 +92,22 @@ describe('annotation shutdown-manager.io/inject takes the namespace label\'s wor
     });
   }
 });
+
+describe('annotation termination-grace-period below the pod\'s own grace period', () => {
+  test('is taken as asked, with a warning saying it lowers it', async () => {
+    const review = await loadReview('deployment-envoy-pod.json');
+    review.request.object.metadata.annotations = { 'shutdown-manager.io/termination-grace-period': '120' };
+    review.request.object.spec.terminationGracePeriodSeconds = 600;
+    const { response, pod } = await admitReview(webhook, review);
+    assert.equal(pod.spec.terminationGracePeriodSeconds, 120);
+    assert.deepEqual(response.warnings, ['shutdown-manager: annotation shutdown-manager.io/termination-grace-period lowers the grace period from 600s to 120s']);
+  });
+
+  test('raising it is not warned about', async () => {
+    const review = await loadReview('deployment-envoy-pod.json');
+    review.request.object.metadata.annotations = { 'shutdown-manager.io/termination-grace-period': '120' };
+    const { response, pod } = await admitReview(webhook, review);
+    assert.equal(pod.spec.terminationGracePeriodSeconds, 120);
+    assert.equal(response.warnings, undefined);
+  });
+});
