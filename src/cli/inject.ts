@@ -1,14 +1,13 @@
 /** `envoy-shutdown-manager inject -f FILE|-`: offline injection, writing the result to stdout. */
 import { createHmac } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { text as readStream } from 'node:stream/consumers';
 import { describeSettings, envName, HelpRequested, readSettings, type Setting } from '../config/settings.js';
 import * as kinds from '../config/values.js';
 import { INJECTION_SETTINGS, injectionConfigOf } from '../config/webhook.js';
-import { EXIT_OK, EXIT_USAGE, UserFacingError } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserFacingError } from '../errors.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { CommandIo } from './io.js';
-import { injectManifests, type TokenFor } from './manifests.js';
+import { readManifestInput, takeFilename } from './input.js';
+import { injectManifests, nothingInjectedReason, type TokenFor } from './manifests.js';
 
 const INJECT_SETTINGS = {
   ...INJECTION_SETTINGS,
@@ -17,6 +16,11 @@ const INJECT_SETTINGS = {
     default: '',
     help: 'A secret from which each workload\'s /shutdown token is derived (HMAC of kind/namespace/name), so that output is the same on every run (GitOps). Without it tokens are random. Prefer the environment variable.',
   } satisfies Setting<string>,
+  'require-injection': {
+    kind: kinds.boolean,
+    default: false,
+    help: 'Fail (exit 1, nothing on stdout) when no pod template is injected or already injected, e.g. none matches --pod-selector; without it that is a note on stderr and the input is written back.',
+  } satisfies Setting<boolean>,
 };
 
 const USAGE = `Usage: envoy-shutdown-manager inject -f FILE [flags]
@@ -38,13 +42,17 @@ export async function runInjectCommand(args: readonly string[], io: CommandIo): 
     const { filename, rest } = takeFilename(args);
     const values = readSettings(INJECT_SETTINGS, rest, io.env);
     if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', EXIT_USAGE);
-    const input = filename === '-' ? await readStream(io.stdin) : await readInput(filename);
+    const input = await readManifestInput(filename, io);
     const seed = values['token-seed'];
-    if (seed === '' && values['protect-shutdown']) {
-      io.stderr.write(`note: /shutdown tokens are random, so every run changes the pod templates; set ${envName('token-seed')} for stable output\n`);
-    }
-    const result = injectManifests(input, injectionConfigOf(values), seed === '' ? newShutdownToken : derivedToken(seed));
+    const config = injectionConfigOf(values);
+    const result = injectManifests(input, config, seed === '' ? newShutdownToken : derivedToken(seed));
     for (const note of result.notes) io.stderr.write(`note: ${note}\n`);
+    const nothing = nothingInjectedReason(result.tally, config);
+    if (nothing !== undefined && values['require-injection']) return fail(io, `${nothing} (--require-injection)`, EXIT_FAILURE);
+    if (nothing !== undefined) io.stderr.write(`note: ${nothing}\n`);
+    if (seed === '' && values['protect-shutdown'] && result.tally.injected > 0) {
+      io.stderr.write(`note: /shutdown tokens are random, so every run changes the pod templates it injects; set ${envName('token-seed')} for stable output\n`);
+    }
     io.stdout.write(result.output);
     return EXIT_OK;
   } catch (error) {
@@ -61,34 +69,6 @@ export async function runInjectCommand(args: readonly string[], io: CommandIo): 
 /** The same workload gets the same token on every run, and nobody without the seed can compute it. */
 function derivedToken(seed: string): TokenFor {
   return (workload) => createHmac('sha256', seed).update(workload).digest('base64url').slice(0, 32);
-}
-
-class InputError extends UserFacingError {
-  override readonly name = 'InputError';
-}
-
-async function readInput(filename: string): Promise<string> {
-  try {
-    return await readFile(filename, 'utf8');
-  } catch (error) {
-    throw new InputError(`cannot read ${filename}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
-  }
-}
-
-/** -f is ours; every other flag goes to the settings reader, which knows `--name=value` and `--name value`. */
-function takeFilename(args: readonly string[]): { filename: string | undefined; rest: string[] } {
-  const rest: string[] = [];
-  let filename: string | undefined;
-  for (let i = 0; i < args.length; i += 1) {
-    const arg = args[i] as string;
-    const inline = /^(?:-f|--filename)=(.*)$/.exec(arg);
-    if (inline) filename = inline[1];
-    else if (arg === '-f' || arg === '--filename') {
-      filename = args[i + 1];
-      i += 1;
-    } else rest.push(arg);
-  }
-  return { filename, rest };
 }
 
 function fail(io: CommandIo, message: string, code: number): number {

@@ -6,11 +6,13 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
-import { Document, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, Scalar, visit, type ToStringOptions } from 'yaml';
+import { Document, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, Scalar, visit, type ToStringOptions, type YAMLError } from 'yaml';
 import type { InjectionConfig } from '../config/webhook.js';
 import { UserFacingError } from '../errors.js';
+import { formatLabelSelector } from '../config/label-selector.js';
 import { injectPod, type InjectionOutcome } from '../inject/injector.js';
 import { podPatch, type Operation } from '../inject/patch.js';
+import { uninjectPod, type UninjectionOutcome } from '../inject/uninjector.js';
 import { isJsonObject, type JsonObject } from '../json.js';
 
 /** Where the pod template sits in each kind of workload (a Pod is its own template). */
@@ -32,18 +34,92 @@ export class ManifestError extends UserFacingError {
   override readonly name = 'ManifestError';
 }
 
-export interface InjectedManifests {
+/** What becomes of one pod template: changed into `pod`, kept as it is, or refused (the whole run fails). */
+export type TemplateEdit =
+  | { readonly action: 'change'; readonly pod: V1Pod; readonly warnings: readonly string[] }
+  | { readonly action: 'keep'; readonly warnings: readonly string[] }
+  | { readonly action: 'refuse'; readonly message: string };
+
+/** The edit of one pod template; `workload` is "Kind namespace/name". */
+export type EditTemplate = (template: V1Pod, workload: string) => TemplateEdit;
+
+export interface EditedManifests {
   readonly output: string;
   /** "document 2 (Deployment edge/envoy)"-prefixed warnings and skips, for stderr. */
   readonly notes: readonly string[];
+  /** Pod templates changed. */
+  readonly changed: number;
+}
+
+export interface InjectedManifests extends EditedManifests {
+  /** Every pod template read, by what injection did with it. */
+  readonly tally: InjectionTally;
+}
+
+export interface InjectionTally {
+  readonly templates: number;
+  /** Matched --pod-selector. */
+  readonly selected: number;
+  /** Injected, or re-injected with another version or settings. */
   readonly injected: number;
+  /** Already injected, identically: left byte for byte. */
+  readonly upToDate: number;
+}
+
+/** When no pod template was injected, why, in a line for stderr; undefined when one was (or already is). */
+export function nothingInjectedReason(tally: InjectionTally, config: InjectionConfig): string | undefined {
+  if (tally.injected > 0 || tally.upToDate > 0) return undefined;
+  if (tally.templates === 0) return 'nothing injected: the input holds no Pod and no workload with a pod template';
+  const selector = formatLabelSelector(config.podSelector);
+  if (tally.selected === 0) return `nothing injected: no pod template (of ${tally.templates}) matches --pod-selector ${selector}`;
+  return `nothing injected: every pod template that matches --pod-selector ${selector} was skipped (opted out, or see the notes above)`;
 }
 
 type Path = readonly (string | number)[];
 
 export function injectManifests(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
+  const tally = { templates: 0, selected: 0, injected: 0, upToDate: 0 };
+  const edited = editManifests(text, (template, workload) => {
+    const outcome = injectPod(template, config, tokenFor(workload));
+    tally.templates += 1;
+    if (outcome.action !== 'skip' || outcome.reason !== 'not-selected') tally.selected += 1;
+    if (outcome.action === 'inject') tally.injected += 1;
+    if (outcome.action === 'skip' && outcome.reason === 'already-injected' && outcome.warnings.length === 0) tally.upToDate += 1;
+    return injectionEdit(outcome);
+  });
+  return { ...edited, tally };
+}
+
+/** Every injected pod template with its injection undone (`uninject`); templates not injected are left alone. */
+export function uninjectManifests(text: string): EditedManifests {
+  return editManifests(text, (template) => uninjectionEdit(uninjectPod(template)));
+}
+
+function injectionEdit(outcome: InjectionOutcome): TemplateEdit {
+  switch (outcome.action) {
+    case 'deny':
+      return { action: 'refuse', message: outcome.message };
+    case 'skip':
+      return { action: 'keep', warnings: outcome.warnings };
+    case 'inject':
+      return { action: 'change', pod: outcome.pod, warnings: outcome.warnings };
+  }
+}
+
+function uninjectionEdit(outcome: UninjectionOutcome): TemplateEdit {
+  switch (outcome.action) {
+    case 'refuse':
+      return outcome;
+    case 'skip':
+      return { action: 'keep', warnings: outcome.warnings };
+    case 'uninject':
+      return { action: 'change', pod: outcome.pod, warnings: outcome.warnings };
+  }
+}
+
+export function editManifests(text: string, edit: EditTemplate): EditedManifests {
   const json = /^\s*[[{]/.test(text) ? parseJson(text) : undefined;
-  return json === undefined ? injectYaml(text, config, tokenFor) : injectJson(json, text, config, tokenFor);
+  return json === undefined ? editYaml(text, edit) : editJson(json, text, edit);
 }
 
 /** JSON, or undefined: text that starts like JSON may still be flow-style YAML (`{kind: Pod, ...}`). */
@@ -56,38 +132,44 @@ function parseJson(text: string): { value: unknown } | undefined {
 }
 
 /** JSON in, JSON out (kubectl -o json, a List): the same edits, without YAML formatting to preserve. */
-function injectJson(json: { value: unknown }, text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
+function editJson(json: { value: unknown }, text: string, edit: EditTemplate): EditedManifests {
   const document = new Document(json.value);
   const notes: string[] = [];
-  const injected = injectDocument(document, config, tokenFor, (note) => notes.push(`document 1 (${describe(document)}): ${note}`));
-  return { output: injected > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, notes, injected };
+  const changed = editDocument(document, edit, (note) => notes.push(`document 1 (${describe(document)}): ${note}`));
+  return { output: changed > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, notes, changed };
 }
 
-function injectYaml(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
+function editYaml(text: string, edit: EditTemplate): EditedManifests {
   const lineCounter = new LineCounter();
   // merge: `<<` keys (YAML 1.1, as kubectl reads them) are resolved when reading the pod templates.
   const documents = parseAllDocuments(text, { lineCounter, merge: true });
-  if (!Array.isArray(documents)) return { output: text, notes: [], injected: 0 }; // only comments
+  if (!Array.isArray(documents)) return { output: text, notes: [], changed: 0 }; // only comments
   const notes: string[] = [];
-  let injected = 0;
+  let total = 0;
   let output = '';
   documents.forEach((document, index) => {
     const label = `document ${index + 1}`;
     const firstError = document.errors[0];
-    if (firstError !== undefined) {
-      const where = firstError.linePos?.[0];
-      const position = where ? ` (line ${where.line}, column ${where.col})` : '';
-      throw new ManifestError(`${label}${position}: ${firstError.message.split('\n')[0]}`);
-    }
+    if (firstError !== undefined) throw new ManifestError(`${label}${describeYamlError(firstError, text)}`);
     const start = index === 0 ? 0 : document.range[0];
     const end = documents[index + 1]?.range[0] ?? text.length;
-    const changed = withLabel(label, () =>
-      injectDocument(document, config, tokenFor, (note) => notes.push(`${label} (${describe(document)}): ${note}`)),
-    );
-    injected += changed;
+    const changed = withLabel(label, () => editDocument(document, edit, (note) => notes.push(`${label} (${describe(document)}): ${note}`)));
+    total += changed;
     output += changed > 0 ? document.toString(sourceStyle(document, text)) : text.slice(start, end);
   });
-  return { output, notes, injected };
+  return { output, notes, changed: total };
+}
+
+/**
+ * " (line 25, column 1): <what>", then the offending line and a caret under the column. The yaml library's own
+ * message ends "at line 25, column 1:" and puts the line after it on lines of its own.
+ */
+function describeYamlError(error: YAMLError, text: string): string {
+  const what = (error.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+  const where = error.linePos?.[0];
+  if (where === undefined) return `: ${what}`;
+  const line = (text.split(/\r?\n/)[where.line - 1] ?? '').trimEnd();
+  return ` (line ${where.line}, column ${where.col}): ${what}\n    ${line}\n    ${' '.repeat(Math.max(0, where.col - 1))}^`;
 }
 
 function withLabel<T>(label: string, work: () => T): T {
@@ -99,8 +181,8 @@ function withLabel<T>(label: string, work: () => T): T {
   }
 }
 
-/** Injects every pod template found in the document (a List holds several); returns how many were injected. */
-function injectDocument(document: Document, config: InjectionConfig, tokenFor: TokenFor, note: (text: string) => void): number {
+/** Edits every pod template found in the document (a List holds several); returns how many were changed. */
+function editDocument(document: Document, edit: EditTemplate, note: (text: string) => void): number {
   const root = document.toJS({ maxAliasCount: 100 }) as unknown;
   if (!isJsonObject(root)) return 0;
   const targets: Array<{ object: JsonObject; base: Path }> =
@@ -113,11 +195,11 @@ function injectDocument(document: Document, config: InjectionConfig, tokenFor: T
     if (templatePath === undefined) continue;
     const template = valueAt(object, templatePath);
     if (!isJsonObject(template)) continue;
-    const outcome = injectPod(template as V1Pod, config, tokenFor(`${String(object.kind)} ${nameOf(object)}`));
+    const outcome = edit(template as V1Pod, `${String(object.kind)} ${nameOf(object)}`);
     const operations = operationsFor(outcome, template, object, note);
     const path = [...base, ...templatePath];
     for (const operation of operations) applyToDocument(document, path, operation);
-    if (outcome.action === 'inject') assertWrittenAsInjected(document, path, outcome.pod, object);
+    if (outcome.action === 'change') assertWrittenAsEdited(document, path, outcome.pod, object);
     if (operations.length > 0) count += 1;
   }
   return count;
@@ -127,9 +209,9 @@ function injectDocument(document: Document, config: InjectionConfig, tokenFor: T
  * Reads the edited template back: a merge key (`<<: *base`) makes an edit land beside the merged value
  * instead of in it, which would silently drop containers or annotations. Better to refuse than to corrupt.
  */
-function assertWrittenAsInjected(document: Document, path: Path, injected: V1Pod, object: JsonObject): void {
+function assertWrittenAsEdited(document: Document, path: Path, edited: V1Pod, object: JsonObject): void {
   const written = valueAt(document.toJS({ maxAliasCount: 100 }), path);
-  if (!isDeepStrictEqual(written, JSON.parse(JSON.stringify(injected)))) {
+  if (!isDeepStrictEqual(written, JSON.parse(JSON.stringify(edited)))) {
     throw new ManifestError(
       `${String(object.kind)} ${nameOf(object)}: its pod template uses YAML merge keys (<<) or anchors that an edit cannot go through; expand them first (e.g. yq 'explode(.)')`,
     );
@@ -141,14 +223,14 @@ function valueAt(root: unknown, path: Path): unknown {
   return path.reduce<unknown>((value, key) => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined), root);
 }
 
-function operationsFor(outcome: InjectionOutcome, template: JsonObject, object: JsonObject, note: (text: string) => void): Operation[] {
+function operationsFor(outcome: TemplateEdit, template: JsonObject, object: JsonObject, note: (text: string) => void): Operation[] {
   switch (outcome.action) {
-    case 'deny':
+    case 'refuse':
       throw new ManifestError(`${String(object.kind)} ${nameOf(object)}: ${outcome.message}`);
-    case 'skip':
+    case 'keep':
       for (const warning of outcome.warnings) note(warning);
       return [];
-    case 'inject':
+    case 'change':
       for (const warning of outcome.warnings) note(warning);
       return podPatch(template, outcome.pod);
   }

@@ -39,14 +39,16 @@ export interface ResolvedPlan {
   readonly plan: PodDrainValues;
   /** Annotations under our prefix that mean nothing (most likely typos): reported, not fatal. */
   readonly unknownAnnotations: readonly string[];
+  /** What the annotations do that the pod's author may not expect (a grace period lowered). */
+  readonly warnings: readonly string[];
 }
 
 /**
  * The pod's drain plan: defaults, overridden by annotations. Throws ConfigErrors naming every bad
  * annotation, its value and the accepted form, so that the webhook can deny the pod with that message.
  *
- * The grace period: an annotation is taken as asked (even below the pod's value: the API server defaults
- * every pod to 30 s, so the pod's value cannot tell intent from default); otherwise the webhook-wide value
+ * The grace period: an annotation is taken as asked (even below the pod's value, with a warning: the API server
+ * defaults every pod to 30 s, so the pod's value cannot tell intent from default); otherwise the webhook-wide value
  * only raises the pod's, never lowers it. The plan is checked once, with the grace period it will have.
  */
 export function resolvePodDrainPlan(
@@ -91,5 +93,13 @@ export function resolvePodDrainPlan(
   };
   // Without an admin annotation the injector may still find the admin port in the pod: it checks the clash then.
   const adminPortKnown = annotationOf.has('admin-port') || annotationOf.has('admin-address');
-  return { plan: resolvePodDrain(values, sourceOf, { adminPortKnown }), unknownAnnotations };
+  const plan = resolvePodDrain(values, sourceOf, { adminPortKnown });
+  const lowered = loweredGracePeriodWarning(annotationOf.get('termination-grace-period'), plan['termination-grace-period'], podGracePeriodSeconds);
+  return { plan, unknownAnnotations, warnings: lowered === undefined ? [] : [lowered] };
+}
+
+/** The annotation is taken as asked, even below the pod's own grace period: said, since the pod's author may not expect it. */
+function loweredGracePeriodWarning(key: string | undefined, planned: number, podGracePeriodSeconds: number | undefined): string | undefined {
+  if (key === undefined || podGracePeriodSeconds === undefined || planned >= podGracePeriodSeconds) return undefined;
+  return `annotation ${key} lowers the grace period from ${podGracePeriodSeconds}s to ${planned}s`;
 }

@@ -214,6 +214,16 @@ export const boolean: ValueKind<boolean> = {
   format: String,
 };
 
+/**
+ * shutdown-manager.io/inject, with the same words on a pod (annotation) as on a namespace (label): `enabled`
+ * or `disabled`, or `true` or `false`.
+ */
+export const injectSwitch: ValueKind<boolean> = {
+  form: '"enabled" or "disabled" (or "true" or "false", as on the namespace label)',
+  parse: (raw) => ({ true: true, enabled: true, false: false, disabled: false })[raw.trim().toLowerCase() as 'true' | 'false' | 'enabled' | 'disabled'],
+  format: (value) => (value ? 'enabled' : 'disabled'),
+};
+
 /** A comma-separated list of names; empty means "none given". */
 export const nameList: ValueKind<readonly string[]> = {
   form: 'a comma-separated list of names',

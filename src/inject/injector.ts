@@ -3,7 +3,8 @@
  * AdmissionReviews. The mutated pod shares every untouched subtree with the original (copy on write),
  * which keeps injection cheap and lets the JSON-patch diff skip unchanged parts by identity.
  */
-import type { V1Container, V1Pod, V1PodSpec, V1VolumeMount } from '@kubernetes/client-node';
+import { isDeepStrictEqual } from 'node:util';
+import type { V1Container, V1LifecycleHandler, V1Pod, V1PodSpec, V1VolumeMount } from '@kubernetes/client-node';
 import { ANNOTATION_PREFIX, ANNOTATIONS } from '../config/annotation-names.js';
 import { resolvePodDrainPlan, type ResolvedPlan } from '../config/annotations.js';
 import type { PodDrainValues } from '../config/drain.js';
@@ -11,7 +12,7 @@ import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { matchesLabels } from '../config/label-selector.js';
 import { resolveSidecarResources, type SidecarResources } from '../config/resources.js';
-import { adminSocketPath, boolean } from '../config/values.js';
+import { adminSocketPath, boolean, injectSwitch } from '../config/values.js';
 import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
 import { discoverAdmin } from './admin-discovery.js';
 import {
@@ -26,6 +27,8 @@ import {
 import { findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
 import { decideEnvoyDrainFlags, type EnvoyDrainFlagsDecision } from './envoy-drain-flags.js';
 import { buildSidecarContainer, shutdownHook, SIDECAR_USER_ID, STATE_VOLUME_NAME, stateVolume, waitHook } from './sidecar.js';
+import type { InjectionStatus, ReplacedFields } from './status.js';
+import { injectedToken, uninjectPod } from './uninjector.js';
 
 export type SkipReason =
   /** The pod's labels do not match --pod-selector (what the webhook's objectSelector should have filtered). */
@@ -42,27 +45,7 @@ export type InjectionOutcome =
   /** `settings` names what was wrong ("check-delay", "serve-port"): a short, bounded list for metrics. */
   | { readonly action: 'deny'; readonly message: string; readonly settings: readonly string[] };
 
-/** What the status annotation records, so that a later look (or a later webhook call) knows what was done. */
-export interface InjectionStatus {
-  readonly version: string;
-  readonly sidecar: string;
-  readonly envoyContainer: string;
-  readonly servePort: number;
-  /** True when the sidecar was injected as a native sidecar (an init container). */
-  readonly native: boolean;
-  /** App containers given a preStop hook that waits for the drain; absent when none. */
-  readonly waitContainers?: readonly string[];
-  /** Envoy's admin API as the sidecar reaches it: a host, or unix:/path. */
-  readonly adminAddress?: string;
-  /** Absent for a Unix socket. */
-  readonly adminPort?: number;
-  /** Where the admin address came from: `annotation …`, `container port "admin"`, `inline --config-yaml`, `contour bootstrap`, `default`. */
-  readonly adminFrom?: string;
-  /** The pod's volume mounted into the sidecar to reach the admin socket. */
-  readonly adminVolume?: string;
-  /** The sidecar's user when it is not the image's own (Envoy's, to connect to its socket). */
-  readonly sidecarUser?: number;
-}
+export type { InjectionStatus } from './status.js';
 
 /**
  * `shutdownToken` is the secret the pod's hooks will present to its sidecar; it is a parameter, not made
@@ -101,14 +84,40 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
   if (!matchesLabels(config.podSelector, pod.metadata?.labels)) return skip('not-selected');
   if (!wantsInjection(annotations)) return skip('opted-out');
 
-  const containers = pod.spec?.containers ?? [];
+  if (annotations?.[ANNOTATIONS.status] !== undefined) return reinject(pod, config, token);
   if (hasSidecar(pod.spec)) {
-    return annotations?.[ANNOTATIONS.status] !== undefined
-      ? skip('already-injected')
-      : skip('hand-configured', [
-          `pod already has a container named "${SIDECAR_CONTAINER_NAME}" (configured by hand); not injecting`,
-        ]);
+    return skip('hand-configured', [`pod already has a container named "${SIDECAR_CONTAINER_NAME}" (configured by hand); not injecting`]);
   }
+  return injectFresh(pod, config, token);
+}
+
+/**
+ * A pod injected before (a template from `inject`, a pod from an old template): its injection is undone and
+ * done again with today's version and settings, keeping its token. An identical result is left alone, so
+ * that re-running `inject` changes nothing; another one replaces the old injection, with a warning saying so.
+ */
+function reinject(pod: V1Pod, config: InjectionConfig, token: string): InjectionOutcome {
+  const removed = uninjectPod(pod);
+  if (removed.action !== 'uninject') {
+    const reason = removed.action === 'refuse' ? removed.message : 'no status';
+    return hasSidecar(pod.spec) ? skip('already-injected', [`not re-injected: ${reason}`]) : injectFresh(pod, config, token);
+  }
+  const again = injectFresh(removed.pod, config, injectedToken(pod, removed.status) ?? token);
+  if (again.action !== 'inject') return again.action === 'deny' ? again : skip(again.reason, [...again.warnings, 'the earlier injection is left as it is']);
+  if (isDeepStrictEqual(asJson(again.pod), asJson(pod))) return skip('already-injected');
+  const previous = removed.status.version === PROJECT_VERSION ? 'other settings' : `version ${removed.status.version}`;
+  const warnings = [`re-injected: replaced an injection of ${previous}`, ...removed.warnings, ...again.warnings];
+  return { ...again, warnings };
+}
+
+/** Plain JSON, as the pod is stored: no undefined members, key order irrelevant to the comparison. */
+function asJson(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value)) as unknown;
+}
+
+function injectFresh(pod: V1Pod, config: InjectionConfig, token: string): InjectionOutcome {
+  const annotations = pod.metadata?.annotations;
+  const containers = pod.spec?.containers ?? [];
 
   // Every bad annotation is named in one denial: the settings, the Envoy container, the wait containers.
   const errors: ConfigError[] = [];
@@ -127,7 +136,7 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     return skip('runs-to-completion', [`not injected: a Job's pod needs annotation ${ANNOTATIONS.nativeSidecar}: "true"`]);
   }
 
-  const warnings = unknownAnnotations.map((key) => `unknown annotation ${key} ignored`);
+  const warnings = [...unknownAnnotations.map((key) => `unknown annotation ${key} ignored`), ...settings.warnings];
   warnings.push(...admin.warnings);
   if (pod.spec?.hostNetwork === true) warnings.push(hostNetworkWarning(plan));
   const hookWarning = preStopReplacementWarning(envoyContainer);
@@ -153,6 +162,7 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     adminFrom: admin.endpoint.from,
     ...(admin.mount === undefined ? {} : { adminVolume: admin.mount.name }),
     ...(admin.runAs === undefined ? {} : { sidecarUser: admin.runAs.user }),
+    replaced: replacedFields(pod, envoyContainer, drainFlags.action === 'add', waitContainers),
   };
   const changes: PodChanges = {
     envoyIndex: envoy.index,
@@ -167,6 +177,21 @@ function decide(pod: V1Pod, config: InjectionConfig, token: string): InjectionOu
     runAs: admin.runAs,
   };
   return { action: 'inject', pod: mutate(pod, changes), plan, warnings };
+}
+
+/** What injection is about to overwrite, for uninjection to put back. */
+function replacedFields(pod: V1Pod, envoy: V1Container, argsChange: boolean, waitContainers: readonly string[]): ReplacedFields {
+  const waitPreStops: Record<string, V1LifecycleHandler> = {};
+  for (const container of pod.spec?.containers ?? []) {
+    const hook = container.lifecycle?.preStop;
+    if (hook !== undefined && waitContainers.includes(container.name)) waitPreStops[container.name] = hook;
+  }
+  return {
+    envoyPreStop: envoy.lifecycle?.preStop ?? null,
+    ...(argsChange ? { envoyArgs: envoy.args ?? null } : {}),
+    terminationGracePeriodSeconds: pod.spec?.terminationGracePeriodSeconds ?? null,
+    ...(Object.keys(waitPreStops).length > 0 ? { waitPreStops } : {}),
+  };
 }
 
 /** How the sidecar reaches Envoy's admin API: the plan with the pod's admin address, and what a socket needs. */
@@ -357,14 +382,14 @@ function skip(reason: SkipReason, warnings: readonly string[] = []): InjectionOu
 }
 
 function wantsInjection(annotations: Readonly<Record<string, string>> | undefined): boolean {
-  return booleanAnnotation(annotations, ANNOTATIONS.inject) ?? true;
+  return booleanAnnotation(annotations, ANNOTATIONS.inject, injectSwitch) ?? true;
 }
 
-function booleanAnnotation(annotations: Readonly<Record<string, string>> | undefined, key: string): boolean | undefined {
+function booleanAnnotation(annotations: Readonly<Record<string, string>> | undefined, key: string, kind = boolean): boolean | undefined {
   const raw = annotations?.[key];
   if (raw === undefined) return undefined;
-  const value = boolean.parse(String(raw));
-  if (value === undefined) throw new ConfigError(`annotation ${key}`, String(raw), boolean.form, key.slice(ANNOTATION_PREFIX.length));
+  const value = kind.parse(String(raw));
+  if (value === undefined) throw new ConfigError(`annotation ${key}`, String(raw), kind.form, key.slice(ANNOTATION_PREFIX.length));
   return value;
 }
 

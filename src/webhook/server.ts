@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import type { Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import { WEBHOOK_PATHS } from '../config/endpoints.js';
+import { UserFacingError } from '../errors.js';
 import type { WebhookConfig } from '../config/webhook.js';
 import { admissionReviewJson, answerAdmission, encodeAdmissionReview, type AdmissionDecision, type ReviewSchemaChecks } from './admission.js';
 import { isJsonObject } from '../json.js';
@@ -117,7 +118,7 @@ export async function startWebhookServer(
     done();
   });
   // No host: Node listens on :: with IPv4 mapped in, or on 0.0.0.0 where IPv6 is off.
-  await app.listen({ port: config.port, ...(config.address === '' ? {} : { host: config.address }) });
+  await listenOrExplain(app, config);
 
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
@@ -233,4 +234,36 @@ function podName(object: unknown): string | undefined {
   const { name, generateName } = metadata;
   if (typeof name === 'string') return name;
   return typeof generateName === 'string' && generateName !== '' ? `${generateName}*` : undefined;
+}
+
+/** The server could not listen: says where, and what to check, in one line (as the sidecar's ServeError does). */
+export class WebhookServeError extends UserFacingError {
+  override readonly name = 'WebhookServeError';
+
+  constructor(address: string, port: number, cause: NodeJS.ErrnoException) {
+    const where = address === '' ? `port ${port} of every interface` : `${address.includes(':') ? `[${address}]` : address}:${port}`;
+    const hint =
+      cause.code === 'EADDRINUSE'
+        ? 'the port is taken (another process, or another webhook replica on the host network, listens on it): choose another --port'
+        : cause.code === 'EADDRNOTAVAIL'
+          ? 'no interface has this address: check --address'
+          : cause.code === 'EACCES'
+            ? 'a port below 1024 needs privileges the webhook does not have: choose --port 1024 or above'
+            : cause.message;
+    super(`cannot serve on ${where}: ${hint}`, { cause });
+  }
+}
+
+async function listenOrExplain(app: FastifyInstance, config: WebhookConfig): Promise<void> {
+  try {
+    // No host: Node listens on :: with IPv4 mapped in, or on 0.0.0.0 where IPv6 is off.
+    await app.listen({ port: config.port, ...(config.address === '' ? {} : { host: config.address }) });
+  } catch (error) {
+    if (!isErrnoException(error)) throw error;
+    throw new WebhookServeError(config.address, config.port, error);
+  }
+}
+
+function isErrnoException(error: unknown): error is NodeJS.ErrnoException {
+  return error instanceof Error && typeof (error as NodeJS.ErrnoException).code === 'string' && (error as NodeJS.ErrnoException).syscall !== undefined;
 }

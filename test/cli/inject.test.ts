@@ -150,7 +150,7 @@ describe('flags and tokens', () => {
 
     const random = [await inject(['-f', `${FIXTURES}mixed.yaml`]), await inject(['-f', `${FIXTURES}mixed.yaml`])];
     assert.notEqual(tokenOf(random[0]!.stdout), tokenOf(random[1]!.stdout));
-    assert.match(random[0]!.stderr, /note: \/shutdown tokens are random, so every run changes the pod templates; set SHUTDOWN_MANAGER_TOKEN_SEED/);
+    assert.match(random[0]!.stderr, /note: \/shutdown tokens are random, so every run changes the pod templates it injects; set SHUTDOWN_MANAGER_TOKEN_SEED/);
   });
 });
 

@@ -63,9 +63,10 @@ describe('MutatingWebhookConfiguration', () => {
     assert.equal(selects(webhook.objectSelector, podLabels), false, 'the webhook pods must not match');
   });
 
-  it('selects only namespaces labelled shutdown-manager.io/inject=enabled', () => {
-    assert.equal(getString(webhook, ['namespaceSelector', 'matchLabels', INJECT_LABEL]), 'enabled');
+  it('selects only namespaces labelled shutdown-manager.io/inject=enabled (or true, as the pod annotation takes)', () => {
     assert.equal(selects(webhook.namespaceSelector, { [INJECT_LABEL]: 'enabled', 'kubernetes.io/metadata.name': 'apps' }), true);
+    assert.equal(selects(webhook.namespaceSelector, { [INJECT_LABEL]: 'true', 'kubernetes.io/metadata.name': 'apps' }), true);
+    assert.equal(selects(webhook.namespaceSelector, { [INJECT_LABEL]: 'false' }), false);
     assert.equal(selects(webhook.namespaceSelector, { [INJECT_LABEL]: 'disabled' }), false);
     assert.equal(selects(webhook.namespaceSelector, { 'kubernetes.io/metadata.name': 'apps' }), false);
   });

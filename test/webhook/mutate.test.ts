@@ -146,6 +146,8 @@ describe('an Envoy pod created by a Deployment', () => {
       adminAddress: '127.0.0.1',
       adminPort: 9001,
       adminFrom: 'container port "admin"',
+      // What injection replaced, for uninject: Envoy had no hook, its args before the drain flags, the API server's 30 s.
+      replaced: { envoyPreStop: null, envoyArgs: ['-c', '/etc/envoy/envoy.yaml', '--log-level', 'info'], terminationGracePeriodSeconds: 30 },
     });
     // Untouched parts stay as they were.
     assert.deepEqual(pod.metadata.managedFields, body.request.object.metadata.managedFields);
@@ -406,7 +408,7 @@ describe('bad annotations deny the pod with a message naming each one', () => {
     ],
     [
       { 'shutdown-manager.io/inject': 'yes' },
-      'annotation shutdown-manager.io/inject: "yes" is not valid; expected "true" or "false"',
+      'annotation shutdown-manager.io/inject: "yes" is not valid; expected "enabled" or "disabled" (or "true" or "false", as on the namespace label)',
     ],
     [
       { 'shutdown-manager.io/envoy-container': 'sidecar' },

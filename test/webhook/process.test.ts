@@ -94,3 +94,19 @@ test('--self-signed-certs with --dev-certs is a usage error', async () => {
   assert.equal(code, 2);
   assert.match(stdout + stderr, /flag --dev-certs: "true" is not valid; expected false with --self-signed-certs/);
 });
+
+test('a port in use ends it with one line naming the address and the flag, exit 1 as the sidecar', async (t) => {
+  const { createServer } = await import('node:net');
+  const taken = createServer().listen(0, '127.0.0.1');
+  await new Promise((resolve) => taken.once('listening', resolve));
+  t.after(() => taken.close());
+  const port = (taken.address() as { port: number }).port;
+  const directory = await mkdtemp(join(tmpdir(), 'esm-port-in-use-'));
+  t.after(() => rm(directory, { recursive: true, force: true }));
+  const result = await runBuiltEntry(['--dev-certs', '--address=127.0.0.1', `--port=${port}`, `--tls-cert-file=${directory}/tls.crt`, `--tls-key-file=${directory}/tls.key`]);
+  assert.equal(result.code, 1);
+  assert.equal(
+    result.stderr,
+    `envoy-shutdown-manager: cannot serve on 127.0.0.1:${port}: the port is taken (another process, or another webhook replica on the host network, listens on it): choose another --port\n`,
+  );
+});
