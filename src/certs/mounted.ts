@@ -10,7 +10,7 @@ import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { UserFacingError } from '../errors.js';
 import { TLS_OPTIONS, type TlsMaterial } from './material.js';
-import type { TlsSource } from './source.js';
+import type { TlsSource } from './tls-source.js';
 
 /** Not imported: an ESM import of node:tls reads all its exports, 1 MiB of memory on Node 20 (see src/envoy/admin-client.ts). */
 const { createSecureContext } = process.getBuiltinModule('node:tls');

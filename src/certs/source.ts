@@ -11,15 +11,10 @@ import { ConfigError, ConfigErrors } from '../config/errors.js';
 import type { SelfSignedCertsConfig, WebhookConfig } from '../config/webhook.js';
 import type { TlsMaterial } from './material.js';
 import { MountedCertificate } from './mounted.js';
+import type { TlsSource } from './tls-source.js';
 
-export interface TlsSource {
-  /** The certificate to listen with; later ones go to start()'s `apply`. */
-  readonly certificate: TlsMaterial;
-  /** From now until stop(), hands every new certificate (rotated files, a renewal) to `apply`. */
-  start(apply: (material: TlsMaterial) => void): void;
-  /** Stops watching; cancels a self-managed check in progress. */
-  stop(): Promise<void>;
-}
+export type { TlsSource } from './tls-source.js';
+
 
 export type TlsSettings = Pick<WebhookConfig, 'tlsCertFile' | 'tlsKeyFile' | 'devCerts' | 'selfSignedCerts'>;
 

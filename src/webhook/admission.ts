@@ -9,7 +9,7 @@ import { podPatch } from '../inject/patch.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
 import { isJsonObject } from '../json.js';
-import { ADMISSION_REVIEW_SCHEMA, ADMISSION_VERSIONS, describeViolation, POD_SCHEMA, type SchemaViolation } from './review-schema.js';
+import { ADMISSION_REVIEW_SCHEMA, ADMISSION_VERSIONS, describeViolation, POD_SCHEMA, type ReviewSchemaChecks, type SchemaViolation } from './review-schema.js';
 
 export { ADMISSION_VERSIONS };
 export type AdmissionVersion = (typeof ADMISSION_VERSIONS)[number];
@@ -43,16 +43,6 @@ export interface AdmissionResponse {
 export type AdmissionDecision =
   | { readonly action: 'ignore'; readonly reason: string }
   | InjectionOutcome;
-
-/** A compiled schema: the first violation, or undefined when the value conforms. Compiling is the edge's job. */
-export type SchemaCheck = (value: unknown) => SchemaViolation | undefined;
-
-export interface ReviewSchemaChecks {
-  /** Checks ADMISSION_REVIEW_SCHEMA. */
-  readonly review: SchemaCheck;
-  /** Checks POD_SCHEMA. */
-  readonly pod: SchemaCheck;
-}
 
 export type AdmissionAnswer =
   /** A well-formed review, decided on. */

@@ -9,7 +9,6 @@
  * that makes no sense (a port of 0, a container without an image) is still the injector's to judge.
  * Unknown fields are allowed everywhere: the API server sends many that the injector never reads.
  */
-import type { ReviewSchemaChecks, SchemaCheck } from './admission.js';
 
 /** The subset of JSON Schema used here; ajv accepts it as is. */
 export interface JsonSchema {
@@ -208,6 +207,16 @@ function render(value: unknown, depth: number): string {
   if (depth === 0) return '{…}';
   const shown = keys.slice(0, 4).map((key) => `${JSON.stringify(key.slice(0, PREVIEW_LENGTH))}:${render((value as Record<string, unknown>)[key], depth - 1)}`);
   return `{${shown.join(',')}${keys.length > 4 ? ',…' : ''}}`;
+}
+
+/** A compiled schema: the first violation, or undefined when the value conforms. Compiling is the edge's job. */
+export type SchemaCheck = (value: unknown) => SchemaViolation | undefined;
+
+export interface ReviewSchemaChecks {
+  /** Checks ADMISSION_REVIEW_SCHEMA. */
+  readonly review: SchemaCheck;
+  /** Checks POD_SCHEMA. */
+  readonly pod: SchemaCheck;
 }
 
 /**

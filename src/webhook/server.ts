@@ -14,10 +14,10 @@ import type { Logger } from 'pino';
 import { WEBHOOK_PATHS } from '../config/endpoints.js';
 import { UserFacingError } from '../errors.js';
 import type { WebhookConfig } from '../config/webhook.js';
-import { admissionReviewJson, answerAdmission, encodeAdmissionReview, type AdmissionDecision, type ReviewSchemaChecks } from './admission.js';
+import { admissionReviewJson, answerAdmission, encodeAdmissionReview, type AdmissionDecision } from './admission.js';
 import { isJsonObject } from '../json.js';
 import { WebhookMetrics } from './metrics.js';
-import { compileReviewChecks } from './review-schema.js';
+import { compileReviewChecks, type ReviewSchemaChecks } from './review-schema.js';
 import { TLS_OPTIONS, type TlsMaterial } from '../certs/material.js';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
