@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else
- * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector. Each mode is imported lazily so that the sidecar
+ * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector; `check` reports whether every Envoy pod is protected. Each mode is imported lazily so that the sidecar
  * never pays for the webhook's dependencies in memory or start-up time (the sidecar's is one bundled file: see
  * src/sidecar/main.ts). Keep this module's own imports to what every mode needs.
  */
@@ -26,6 +26,11 @@ async function main(): Promise<void> {
   if (process.argv[2] === 'inject') {
     const { runInjectCommand } = await import('./cli/inject.js');
     process.exitCode = await runInjectCommand(process.argv.slice(3), processIo());
+    return;
+  }
+  if (process.argv[2] === 'check') {
+    const { runCheckCommand } = await import('./cli/check.js');
+    process.exitCode = await runCheckCommand(process.argv.slice(3), processIo());
     return;
   }
   const { mode, args } = splitMode(process.argv.slice(2));
