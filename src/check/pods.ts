@@ -124,13 +124,14 @@ function groupsOf(judged: readonly JudgedPod[]): Group[] {
 function groupFinding(group: Group, judged: readonly JudgedPod[]): Finding {
   const { workload } = group;
   const total = judged.filter((entry) => sameWorkload(entry.workload, workload)).length;
-  const count = workload.kind === 'Pod' ? 'pod' : `${group.pods.length} of ${plural(total, 'pod')}`;
+  // A bare pod is its own workload: "Pod edge/x: without the sidecar".
+  const count = workload.kind === 'Pod' ? '' : `${group.pods.length} of ${plural(total, 'pod')} `;
   const fix = fixFor(group);
   return {
     check: group.check,
     section: 'pods',
     status: group.status,
-    message: `${workload.kind} ${workload.namespace}/${workload.name}: ${count} ${group.detail}`,
+    message: `${workload.kind} ${workload.namespace}/${workload.name}: ${count}${group.detail}`,
     ...(fix === undefined ? {} : { fix }),
     pods: group.pods,
   };
