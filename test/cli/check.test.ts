@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { CheckReport, Finding } from '../../src/check/report.js';
 import { addNamespace, addPod, installWebhook, servingCertificate, startCheckCluster, type CheckCluster, type WebhookOptions } from '../support/check-cluster.js';
-import { runBuiltEntry, type Finished } from '../support/process.js';
+import { join } from 'node:path';
+import { loadYamlFile } from '../support/manifests.js';
+import { REPO_ROOT, runBuiltEntry, type Finished } from '../support/process.js';
 
 /** Every cluster a test starts, closed at the end whatever happened. */
 const clusters: CheckCluster[] = [];
@@ -234,6 +236,51 @@ describe('check on the Envoy pods', () => {
     assert.match(only(report, 'pods.namespaces')[0]?.fix ?? '', /kubectl label namespace .* shutdown-manager\.io\/inject=enabled/);
   });
 });
+
+describe('manifests/check', () => {
+  test('the ClusterRole grants exactly the reads check makes: every request allowed, every rule used', async () => {
+    const target = await cluster(async ({ fake }) => {
+      await installWebhook(fake);
+      addNamespace(fake, 'edge');
+      addPod(fake, 'edge', 'old-1', { owner: 'Deployment/old', injected: false });
+    });
+    await check(target, '--all-namespaces');
+    const [role] = (await loadYamlFile(join(REPO_ROOT, 'manifests/check/clusterrole.yaml'))) as { rules: Rule[] }[];
+    const rules = role?.rules ?? [];
+    const used = new Set<Rule>();
+    for (const request of target.fake.requests) {
+      const read = rbacOf(request.path);
+      const rule = rules.find((candidate) => grants(candidate, read));
+      assert.ok(rule, `${request.method} ${request.path} is granted`);
+      used.add(rule);
+    }
+    assert.deepEqual(rules.filter((rule) => !used.has(rule)).map((rule) => rule.resources), [], 'every rule is used');
+    assert.ok(rules.every((rule) => rule.verbs.every((verb) => verb === 'get' || verb === 'list')), 'read-only');
+  });
+});
+
+interface Rule {
+  readonly apiGroups: string[];
+  readonly resources: string[];
+  readonly verbs: string[];
+  readonly resourceNames?: string[];
+}
+
+/** The RBAC request of a GET: a name makes it a get, none a list. */
+function rbacOf(path: string): { group: string; resource: string; verb: string; name?: string } {
+  const [, prefix = '', resource = '', name] = /^\/(api\/v1|apis\/[^/]+\/[^/]+)(?:\/namespaces\/[^/]+)?\/([a-z]+)(?:\/([^/]+))?$/.exec(path) ?? [];
+  const group = prefix === 'api/v1' ? '' : (prefix.split('/')[1] ?? '');
+  return { group, resource, verb: name === undefined ? 'list' : 'get', ...(name === undefined ? {} : { name }) };
+}
+
+function grants(rule: Rule, read: ReturnType<typeof rbacOf>): boolean {
+  return (
+    rule.apiGroups.includes(read.group) &&
+    rule.resources.includes(read.resource) &&
+    rule.verbs.includes(read.verb) &&
+    (rule.resourceNames === undefined || (read.name !== undefined && rule.resourceNames.includes(read.name)))
+  );
+}
 
 describe('check at scale', () => {
   test('pods are paginated: limit on every request, continue until the last page', async () => {
