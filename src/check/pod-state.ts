@@ -4,6 +4,7 @@
  */
 import { ANNOTATIONS } from '../config/annotation-names.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
+import { drainTimeoutMs } from '../config/drain.js';
 import * as kinds from '../config/values.js';
 import type { V1Container, V1Pod } from './cluster.js';
 import type { Expectations } from './expectations.js';
@@ -63,7 +64,7 @@ function skew(status: string, sidecar: V1Container, expected: Expectations): Pod
     ...(sidecar.image !== expected.sidecarImage ? [`image ${sidecar.image ?? '(none)'} (the webhook injects ${expected.sidecarImage})`] : []),
   ];
   if (differences.length === 0) return undefined;
-  return { check: 'pods.version-skew', detail: `sidecar of ${differences.join(' and ')}` };
+  return { check: 'pods.version-skew', detail: `with a sidecar of ${differences.join(' and ')}` };
 }
 
 /** The sidecar's own deadline, from its flag; undefined when it has none (it then uses its default). */
@@ -76,12 +77,18 @@ function gracePeriod(pod: V1Pod, sidecar: V1Container): PodProblem | undefined {
   const drainMs = drainTimeoutMsOf(sidecar);
   const graceSeconds = pod.spec?.terminationGracePeriodSeconds ?? DEFAULT_GRACE_SECONDS;
   if (drainMs === undefined || graceSeconds * 1000 >= drainMs) return undefined;
-  const needed = Math.ceil(drainMs / 1000);
   return {
     check: 'pods.grace-period',
-    detail: `terminationGracePeriodSeconds ${graceSeconds} is shorter than the sidecar's --drain-timeout ${kinds.durationMs.format(drainMs)}: the kubelet kills Envoy mid-drain`,
-    neededGraceSeconds: needed,
+    detail: `with terminationGracePeriodSeconds ${graceSeconds}, shorter than the sidecar's --drain-timeout ${kinds.durationMs.format(drainMs)}: the kubelet kills Envoy mid-drain`,
+    neededGraceSeconds: graceCovering(drainMs),
   };
+}
+
+/** The shortest grace period the injector would give this drain deadline (the deadline plus its safety margin). */
+function graceCovering(drainMs: number): number {
+  let seconds = Math.ceil(drainMs / 1000);
+  while (drainTimeoutMs(seconds) < drainMs) seconds += 1;
+  return seconds;
 }
 
 function health(pod: V1Pod): PodProblem | undefined {
@@ -94,5 +101,5 @@ function health(pod: V1Pod): PodProblem | undefined {
   const terminated = status.lastState?.terminated;
   const last = terminated === undefined ? '' : `, last ended ${terminated.reason ?? 'without a reason'} (exit code ${terminated.exitCode})`;
   const what = [...(status.ready ? [] : ['not Ready']), ...(restarts > 0 ? [`restarted ${restarts} time${restarts === 1 ? '' : 's'}`] : [])];
-  return { check: 'pods.sidecar-health', detail: `sidecar ${what.join(' and ')}${last}` };
+  return { check: 'pods.sidecar-health', detail: `with the sidecar ${what.join(' and ')}${last}` };
 }

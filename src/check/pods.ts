@@ -92,11 +92,19 @@ function namespaceFindings(scan: NamespacePods, owners: ReplicaSetOwners, expect
     const state = judgePod(pod, expected);
     if (state !== undefined) judged.push({ pod, state, workload: workloadOf(pod, owners) });
   }
-  const protectedPods = judged.filter(({ state }) => state.kind === 'injected' && state.problems.length === 0);
+  const protectedPods = judged.filter(({ state }) => state.kind === 'injected' && state.problems.length === 0).length;
+  // Opted-out pods and Contour's are not this project's to protect.
+  const candidates = judged.filter(({ state }) => state.kind === 'injected' || state.kind === 'missing').length;
   const summary: Finding =
     judged.length === 0
       ? { check: 'pods.protected', section: 'pods', status: 'info', message: `namespace ${scan.namespace} opted in, but no running pod matches ${selector}` }
-      : { check: 'pods.protected', section: 'pods', status: 'ok', message: `namespace ${scan.namespace}: ${protectedPods.length} of ${plural(judged.length, 'Envoy pod')} protected` };
+      : {
+          check: 'pods.protected',
+          section: 'pods',
+          // ok only when every pod the webhook should protect is; otherwise the findings below say why not.
+          status: protectedPods === candidates ? 'ok' : 'info',
+          message: `namespace ${scan.namespace}: ${protectedPods} of ${plural(judged.length, 'Envoy pod')} protected`,
+        };
   return [summary, ...groupsOf(judged).map((group) => groupFinding(group, judged))];
 }
 

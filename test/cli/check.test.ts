@@ -191,15 +191,15 @@ describe('check on the Envoy pods', () => {
     const { report } = await checkJson(target);
     const [skew] = only(report, 'pods.version-skew');
     assert.equal(skew?.status, 'warning');
-    assert.match(skew?.message ?? '', /StatefulSet edge\/skewed: 1 of 1 pod sidecar of injector version 0\.0\.9 \(the webhook is 0\.1\.0\) and image \S+:0\.0\.9/);
+    assert.match(skew?.message ?? '', /StatefulSet edge\/skewed: 1 of 1 pod with a sidecar of injector version 0\.0\.9 \(the webhook is 0\.1\.0\) and image \S+:0\.0\.9/);
     assert.equal(skew?.fix, 'kubectl -n edge rollout restart statefulset/skewed');
     const [grace] = only(report, 'pods.grace-period');
     assert.equal(grace?.status, 'failure');
-    assert.match(grace?.message ?? '', /terminationGracePeriodSeconds 10 is shorter than the sidecar's --drain-timeout 54s/);
-    assert.match(grace?.fix ?? '', /kubectl -n edge patch deployment edited -p '\{"spec":\{"template":\{"spec":\{"terminationGracePeriodSeconds":54\}\}\}\}'/);
+    assert.match(grace?.message ?? '', /Deployment edge\/edited: 1 of 1 pod with terminationGracePeriodSeconds 10, shorter than the sidecar's --drain-timeout 54s/);
+    assert.match(grace?.fix ?? '', /kubectl -n edge patch deployment edited -p '\{"spec":\{"template":\{"spec":\{"terminationGracePeriodSeconds":60\}\}\}\}'/);
     const [health] = only(report, 'pods.sidecar-health');
     assert.equal(health?.status, 'warning');
-    assert.match(health?.message ?? '', /sidecar not Ready and restarted 3 times, last ended OOMKilled \(exit code 137\)/);
+    assert.match(health?.message ?? '', /with the sidecar not Ready and restarted 3 times, last ended OOMKilled \(exit code 137\)/);
     assert.match(health?.fix ?? '', /logs crashy -c shutdown-manager --previous/);
   });
 
