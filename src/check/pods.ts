@@ -78,7 +78,7 @@ export function podFindings({ namespaces, replicaSetOwners, expected }: PodCheck
       check: 'pods.not-opted-in',
       section: 'pods',
       status: 'info',
-      message: `namespace ${scan.namespace}: ${plural(scan.pods.length, 'pod')} match ${selector}, but the namespace did not opt in`,
+      message: `namespace ${scan.namespace}: ${plural(scan.pods.length, 'pod')} ${scan.pods.length === 1 ? 'matches' : 'match'} ${selector}, but the namespace did not opt in`,
       fix: `kubectl label namespace ${scan.namespace} ${OPT_IN_LABEL}, then restart its Envoy workloads`,
       pods: scan.pods.map(podName),
     });

@@ -217,7 +217,7 @@ describe('check on the Envoy pods', () => {
     const { report } = await checkJson(target, '--all-namespaces');
     const [other] = only(report, 'pods.not-opted-in');
     assert.equal(other?.status, 'info');
-    assert.match(other?.message ?? '', /namespace elsewhere: 1 pod match app=envoy, but the namespace did not opt in/);
+    assert.match(other?.message ?? '', /namespace elsewhere: 1 pod matches app=envoy, but the namespace did not opt in/);
     assert.equal(other?.fix, 'kubectl label namespace elsewhere shutdown-manager.io/inject=enabled, then restart its Envoy workloads');
   });
 
