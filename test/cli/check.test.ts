@@ -326,6 +326,13 @@ describe('check when it cannot tell', () => {
     assert.equal(run.stderr.trim().split('\n').length, 1, run.stderr);
   });
 
+  test('KUBECONFIG is read when --kubeconfig is not given', async () => {
+    const target = await healthy();
+    const run = await runBuiltEntry(['check'], { env: { KUBECONFIG: target.kubeconfig } });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /namespace edge: 3 of 3 Envoy pods protected/);
+  });
+
   test('usage errors: exit 2', async () => {
     const target = await healthy();
     const cases: [string[], RegExp][] = [
