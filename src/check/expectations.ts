@@ -5,6 +5,7 @@
 import { SELF_SIGNED_SECRET_NAME, TLS_SECRET_NAME } from '../certs/names.js';
 import { parseLabelSelector, type LabelSelector } from '../config/label-selector.js';
 import { envName } from '../config/settings.js';
+import * as kinds from '../config/values.js';
 import { DEFAULT_POD_SELECTOR, DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../config/webhook.js';
 import type { V1Container, V1Deployment } from '@kubernetes/client-node';
 
@@ -51,12 +52,17 @@ export function expectationsOf(deployment: V1Deployment | undefined, podSelector
   };
 }
 
+/** Whether the webhook runs with --self-signed-certs (a flag or its variable, in any spelling the webhook takes). */
+export function selfManaged(deployment: V1Deployment | undefined): boolean {
+  return kinds.boolean.parse(webhookSetting(deployment, 'self-signed-certs') ?? 'false') === true;
+}
+
 /**
  * The Secret the webhook serves from: with --self-signed-certs, the one it manages (--tls-secret-name);
  * otherwise the Secret volume it mounts (cert-manager's, or one made by hand).
  */
 export function servingSecretName(deployment: V1Deployment | undefined): string {
-  if (webhookSetting(deployment, 'self-signed-certs') === 'true') {
+  if (selfManaged(deployment)) {
     return webhookSetting(deployment, 'tls-secret-name') ?? SELF_SIGNED_SECRET_NAME;
   }
   const volumes = deployment?.spec?.template.spec?.volumes ?? [];

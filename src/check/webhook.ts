@@ -5,7 +5,7 @@
 import { fromObjectSelector, LabelSelectorError, matchesLabels } from '../config/label-selector.js';
 import { certificateFindings } from './certificate.js';
 import type { V1Deployment, V1MutatingWebhook, V1Secret, WebhookObjects } from './cluster.js';
-import { servingSecretName, webhookSetting } from './expectations.js';
+import { selfManaged, servingSecretName } from './expectations.js';
 import type { Finding } from './report.js';
 
 const APPLY = 'kubectl apply -k manifests (or manifests/self-signed without cert-manager)';
@@ -98,8 +98,7 @@ function disruptionBudgetFinding(objects: WebhookObjects): Finding {
 function certificateOf(objects: WebhookObjects, webhook: V1MutatingWebhook, serviceHost: string, now: Date): Finding[] {
   const namespace = webhook.clientConfig.service?.namespace ?? '';
   const secretName = servingSecretName(objects.deployment);
-  const selfManaged = webhookSetting(objects.deployment, 'self-signed-certs') === 'true';
-  const renewal = selfManaged
+  const renewal = selfManaged(objects.deployment)
     ? `kubectl -n ${namespace} delete secret ${secretName} && kubectl -n ${namespace} rollout restart deployment ${objects.deployment?.metadata?.name ?? 'envoy-shutdown-manager'} (the webhook issues a new one)`
     : `kubectl -n ${namespace} describe certificate ${secretName} (cert-manager), or npm run certs (see certs/README.md)`;
   if (objects.secret === undefined) {

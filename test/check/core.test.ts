@@ -5,6 +5,8 @@ import { certificateFindings } from '../../src/check/certificate.js';
 import type { V1Deployment, V1Pod } from '../../src/check/cluster.js';
 import { expectationsOf, servingSecretName } from '../../src/check/expectations.js';
 import { judgePod } from '../../src/check/pod-state.js';
+import { renderText } from '../../src/check/render.js';
+import { makeReport } from '../../src/check/report.js';
 import { workloadOf } from '../../src/check/pods.js';
 import { formatLabelSelector } from '../../src/config/label-selector.js';
 import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/config/webhook.js';
@@ -80,5 +82,16 @@ describe('the certificate', () => {
         renewal: 'renew',
       }).find((finding) => finding.check === 'webhook.certificate-expiry')?.status;
     assert.deepEqual([at(0), at(70), at(91)], ['ok', 'warning', 'failure']);
+  });
+});
+
+describe('the report for people', () => {
+  test('colour only when asked (a terminal without NO_COLOR), the same words either way', () => {
+    const report = makeReport([{ check: 'pods.missing-sidecar', section: 'pods', status: 'failure', message: 'Deployment edge/envoy: 1 of 1 pod without the sidecar', fix: 'kubectl -n edge rollout restart deployment/envoy' }]);
+    const plain = renderText(report, false);
+    const coloured = renderText(report, true);
+    assert.doesNotMatch(plain, /\x1b\[/);
+    assert.match(coloured, /\x1b\[1;31mFAIL\x1b\[0m/);
+    assert.equal(coloured.replace(/\x1b\[[\d;]*m/g, ''), plain);
   });
 });
