@@ -7,18 +7,20 @@
  * dist/main.js, dist/app/main.js.
  */
 const args = process.argv.slice(2);
-// The rule of src/main.ts: `inject` first is the offline command; otherwise the first mode= argument is the mode.
+// The rule of src/main.ts: a command (inject, uninject, check) first is that command; otherwise the first mode=
+// argument is the mode.
 // Restated rather than shared: a module of its own for this one line cost every sidecar 1.8 MiB of resident
 // memory on Node 24 (measured, alternating starts), and test/sidecar/bundle.test.ts holds both to the same answers.
-const modeIndex = args[0] === 'inject' ? -1 : args.findIndex((arg) => arg.startsWith('mode='));
+const COMMANDS = ['inject', 'uninject', 'check'];
+const modeIndex = COMMANDS.includes(args[0] ?? '') ? -1 : args.findIndex((arg) => arg.startsWith('mode='));
 
 if (modeIndex !== -1 && args[modeIndex] === 'mode=sidecar') {
   const { runSidecarCommand } = require('./sidecar.cjs') as typeof import('./sidecar/command.js');
   void runSidecarCommand(args.filter((_arg, index) => index !== modeIndex));
 } else {
-  // The webhook, `inject` and self-managed certificates: one ES module bundle with its chunks (esbuild, see
+  // The webhook, the commands and self-managed certificates: one ES module bundle with its chunks (esbuild, see
   // package.json bundle:app), so that the image ships no node_modules; @kubernetes/client-node is a chunk of
-  // its own, loaded only by self-managed certificates.
+  // its own, loaded only by self-managed certificates and `check`.
   // A path in a variable: the bundle is built after the compiler, which must not look for it.
   const bundle = './app/main.js';
   void import(bundle);

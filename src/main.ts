@@ -2,6 +2,9 @@
 /**
  * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else
  * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector, `uninject -f FILE` its inverse. Each mode is imported lazily so that the sidecar
+    return;
+  }
+ * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector; `check` reports whether every Envoy pod is protected. Each mode is imported lazily so that the sidecar
  * never pays for the webhook's dependencies in memory or start-up time (the sidecar's is one bundled file: see
  * src/sidecar/main.ts). Keep this module's own imports to what every mode needs.
  */
@@ -22,15 +25,22 @@ function splitMode(argv: readonly string[]): { mode: Mode; args: string[] } {
   return { mode, args };
 }
 
+type Command = (args: readonly string[], io: ReturnType<typeof processIo>) => Promise<number>;
+
+/**
+ * The commands, each a first argument: loaded only when run. entry.cts restates their names (see there why)
+ * and test/sidecar/bundle.test.ts holds both to the same answers.
+ */
+const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
+  inject: async () => (await import('./cli/inject.js')).runInjectCommand,
+  uninject: async () => (await import('./cli/uninject.js')).runUninjectCommand,
+  check: async () => (await import('./cli/check.js')).runCheckCommand,
+};
+
 async function main(): Promise<void> {
-  if (process.argv[2] === 'inject') {
-    const { runInjectCommand } = await import('./cli/inject.js');
-    process.exitCode = await runInjectCommand(process.argv.slice(3), processIo());
-    return;
-  }
-  if (process.argv[2] === 'uninject') {
-    const { runUninjectCommand } = await import('./cli/uninject.js');
-    process.exitCode = await runUninjectCommand(process.argv.slice(3), processIo());
+  const command = process.argv[2] === undefined ? undefined : COMMANDS[process.argv[2]];
+  if (command !== undefined) {
+    process.exitCode = await (await command())(process.argv.slice(3), processIo());
     return;
   }
   const { mode, args } = splitMode(process.argv.slice(2));

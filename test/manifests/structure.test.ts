@@ -21,10 +21,10 @@ const CLUSTER_SCOPED = new Set(['Namespace', 'MutatingWebhookConfiguration', 'Cl
 const dirs = await manifestDirs();
 
 describe('manifests/ layout', () => {
-  it('has the default install, the install without cert-manager, the self-signed install, the example, and monitoring', () => {
+  it('has the default install, the install without cert-manager, the self-signed install, the example, monitoring, and the RBAC of check', () => {
     assert.deepEqual(
       dirs.map((dir) => relative(REPO_ROOT, dir)).sort(),
-      ['manifests', 'manifests/base', 'manifests/example', 'manifests/monitoring', 'manifests/self-signed'],
+      ['manifests', 'manifests/base', 'manifests/check', 'manifests/example', 'manifests/monitoring', 'manifests/self-signed'],
     );
   });
 

@@ -73,10 +73,17 @@ describe("the image's entry point", () => {
     assert.deepEqual([viaMain.code, viaMain.stderr], [viaEntry.code, viaEntry.stderr]);
   });
 
-  test('leaves inject and an unknown mode to dist/main.js', async () => {
-    const inject = await runBuiltEntry(['inject', '--help']);
-    assert.equal(inject.code, 0, inject.stderr);
-    assert.match(inject.stdout, /inject/);
+  test('leaves the commands (even with a mode= argument after them) and an unknown mode to dist/main.js', async () => {
+    for (const command of ['inject', 'uninject', 'check']) {
+      const help = await runBuiltEntry([command, '--help']);
+      assert.equal(help.code, 0, `${command}: ${help.stderr}`);
+      assert.match(help.stdout, new RegExp(`^Usage: envoy-shutdown-manager ${command}`), command);
+      // A mode= after the command is the command's argument (refused by it), never the sidecar's mode.
+      const run = await runBuiltEntry([command, 'mode=sidecar']);
+      const viaMain = await runNode([BUILT_MAIN, command, 'mode=sidecar']);
+      assert.match(run.stderr, new RegExp(`^envoy-shutdown-manager ${command}: .*mode=sidecar`), command);
+      assert.deepEqual([viaMain.code, viaMain.stderr], [run.code, run.stderr], command);
+    }
     const unknown = await runBuiltEntry(['mode=nope']);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /unknown mode=nope; expected mode=webhook \(the default\) or mode=sidecar/);

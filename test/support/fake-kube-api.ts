@@ -1,6 +1,8 @@
 /**
  * A fake Kubernetes API server for the few endpoints self-managed TLS uses: Secrets (get, create, update
- * with resourceVersion) and MutatingWebhookConfigurations (get, JSON patch). It is a real node:https server on
+ * with resourceVersion) and MutatingWebhookConfigurations (get, JSON patch), and the reads of `check`: get and
+ * list (label selector, `limit`/`continue`) of namespaces, pods, services, deployments, replicasets,
+ * daemonsets, statefulsets, endpointslices and poddisruptionbudgets (addObject). It is a real node:https server on
  * 127.0.0.1, so the real @kubernetes/client-node code path (TLS, bearer token, serialisation, middleware)
  * is exercised. Every request is recorded; faults, stalls and barriers can be injected.
  */
@@ -11,12 +13,15 @@ import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import fastJsonPatch, { type Operation } from 'fast-json-patch';
 import { generateCertificates } from '../../src/certs/generate.js';
+import { matchesLabels, parseLabelSelector } from '../../src/config/label-selector.js';
 
 const { applyPatch } = fastJsonPatch;
 
 export interface RecordedRequest {
   readonly method: string;
   readonly path: string;
+  /** The query string without its `?` (labelSelector=...&limit=...). */
+  readonly query: string;
   readonly contentType: string | undefined;
   readonly authorization: string | undefined;
   readonly body: unknown;
@@ -39,11 +44,28 @@ export interface Fault {
 
 const SECRETS = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/;
 const WEBHOOKS = /^\/apis\/admissionregistration\.k8s\.io\/v1\/mutatingwebhookconfigurations\/([^/]+)$/;
+/** /api/v1[/namespaces/NS]/RESOURCE[/NAME], /apis/GROUP/VERSION[/namespaces/NS]/RESOURCE[/NAME]. */
+const OBJECTS = /^\/(api\/v1|apis\/[^/]+\/[^/]+)(?:\/namespaces\/([^/]+))?\/([a-z]+)(?:\/([^/]+))?$/;
+
+/** The plural resource of each kind addObject takes. */
+const RESOURCES: Readonly<Record<string, string>> = {
+  Namespace: 'namespaces',
+  Pod: 'pods',
+  Service: 'services',
+  Deployment: 'deployments',
+  ReplicaSet: 'replicasets',
+  DaemonSet: 'daemonsets',
+  StatefulSet: 'statefulsets',
+  EndpointSlice: 'endpointslices',
+  PodDisruptionBudget: 'poddisruptionbudgets',
+};
 
 export class FakeKubeApi {
   readonly requests: RecordedRequest[] = [];
   readonly secrets = new Map<string, KubeObject>();
   readonly webhookConfigurations = new Map<string, KubeObject>();
+  /** Objects of addObject, by collection ("api/v1|edge|pods"; cluster-scoped ones with an empty namespace). */
+  private readonly collections = new Map<string, KubeObject[]>();
   private readonly faults: Fault[] = [];
   private barrier: { match: (request: RecordedRequest) => boolean; count: number; waiting: (() => void)[] } | undefined;
   private version = 100;
@@ -130,6 +152,16 @@ export class FakeKubeApi {
     return Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
   }
 
+  /** Stores any object of RESOURCES (apiVersion, kind, metadata.name, and metadata.namespace unless a Namespace). */
+  addObject(object: KubeObject): void {
+    const resource = RESOURCES[String(object.kind)];
+    if (resource === undefined) throw new Error(`the fake API server does not serve ${String(object.kind)}`);
+    const prefix = object.apiVersion === 'v1' ? 'api/v1' : `apis/${String(object.apiVersion)}`;
+    const key = `${prefix}|${object.kind === 'Namespace' ? '' : String(object.metadata?.namespace)}|${resource}`;
+    const stored = { ...object, metadata: { ...object.metadata, resourceVersion: this.nextVersion() } };
+    this.collections.set(key, [...(this.collections.get(key) ?? []), stored]);
+  }
+
   fail(fault: Fault): void {
     this.faults.push(fault);
   }
@@ -157,6 +189,7 @@ export class FakeKubeApi {
     const recorded: RecordedRequest = {
       method: request.method ?? 'GET',
       path: url.pathname,
+      query: url.search.slice(1),
       contentType: request.headers['content-type'],
       authorization: request.headers.authorization,
       body: text === '' ? undefined : (JSON.parse(text) as unknown),
@@ -199,6 +232,11 @@ export class FakeKubeApi {
     if (secret) return this.secretRoute(request, response, secret[1] as string, secret[2]);
     const webhook = WEBHOOKS.exec(request.path);
     if (webhook) return this.webhookRoute(request, response, webhook[1] as string);
+    const object = OBJECTS.exec(request.path);
+    if (object && request.method === 'GET') {
+      const [, prefix, namespace = '', resource, name] = object as unknown as [string, string, string | undefined, string, string | undefined];
+      return this.objectRoute(request, response, `${prefix}|${namespace}|${resource}`, resource, name);
+    }
     this.status(response, 404, 'NotFound', `the server could not find the requested resource ${request.path}`);
   }
 
@@ -248,6 +286,25 @@ export class FakeKubeApi {
       // What the API server answers when a JSON patch `test` fails.
       this.status(response, 422, 'Invalid', `the server rejected our request due to an error in our request: ${String(error)}`);
     }
+  }
+
+  /** GET of one object, or a list with labelSelector, limit and continue (the offset, as an opaque token). */
+  private objectRoute(request: RecordedRequest, response: ServerResponse, key: string, resource: string, name: string | undefined): void {
+    const all = this.collections.get(key) ?? [];
+    if (name !== undefined) {
+      const found = all.find((candidate) => candidate.metadata?.name === name);
+      return found === undefined ? this.status(response, 404, 'NotFound', `${resource} "${name}" not found`) : this.json(response, 200, found);
+    }
+    const query = new URLSearchParams(request.query);
+    // No selector selects everything (the project's parser refuses an empty one, as the webhook must).
+    const text = query.get('labelSelector') ?? '';
+    const selector = text === '' ? undefined : parseLabelSelector(text);
+    const matching = all.filter((candidate) => selector === undefined || matchesLabels(selector, candidate.metadata?.labels as Record<string, string> | undefined));
+    const offset = Number(Buffer.from(query.get('continue') ?? '', 'base64url').toString('utf8') || '0');
+    const limit = Number(query.get('limit') ?? '0') || matching.length;
+    const items = matching.slice(offset, offset + limit);
+    const rest = offset + limit < matching.length ? Buffer.from(String(offset + limit)).toString('base64url') : undefined;
+    this.json(response, 200, { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: String(this.version), ...(rest === undefined ? {} : { continue: rest }) }, items });
   }
 
   private json(response: ServerResponse, code: number, body: unknown): void {

@@ -1,0 +1,61 @@
+/**
+ * Why `check` could not look at the cluster: each a one-line message naming what to do, and exit status 2
+ * (the cluster's state is unknown, which is not the same as a failed check).
+ */
+import { EXIT_USAGE, UserFacingError } from '../errors.js';
+
+/** One read, as RBAC rules name it: `list pods in namespace edge`, `get mutatingwebhookconfigurations/x`. */
+export interface ReadOperation {
+  readonly verb: 'get' | 'list';
+  readonly resource: string;
+  /** The API group, '' for the core group: RBAC rules need it. */
+  readonly group: string;
+  readonly name?: string;
+  readonly namespace?: string;
+}
+
+export function describeRead({ verb, resource, name, namespace }: ReadOperation): string {
+  return `${verb} ${resource}${name === undefined ? '' : `/${name}`}${namespace === undefined ? '' : ` in namespace ${namespace}`}`;
+}
+
+export abstract class CheckError extends UserFacingError {
+  override readonly exitCode = EXIT_USAGE;
+}
+
+/** No kubeconfig, an unknown --context, an unreadable file. */
+export class KubeconfigError extends CheckError {
+  override readonly name = 'KubeconfigError';
+}
+
+/** The API server did not answer (refused, unreachable, TLS, timeout). */
+export class UnreachableError extends CheckError {
+  override readonly name = 'UnreachableError';
+}
+
+/** 401: the credentials were not accepted. */
+export class UnauthenticatedError extends CheckError {
+  override readonly name = 'UnauthenticatedError';
+}
+
+/** 403: the identity may not make one of the reads. */
+export class ForbiddenError extends CheckError {
+  override readonly name = 'ForbiddenError';
+
+  constructor(
+    readonly operation: ReadOperation,
+    serverMessage: string | undefined,
+  ) {
+    const { verb, resource, group } = operation;
+    super(
+      `permission denied: cannot ${describeRead(operation)} (RBAC verb "${verb}" on resource "${resource}" in API group "${group}")` +
+        `${serverMessage === undefined ? '' : `; the API server said: ${serverMessage}`}. ` +
+        'Bind the ClusterRole of manifests/check to yourself: kubectl apply -k manifests/check && ' +
+        'kubectl create clusterrolebinding envoy-shutdown-manager-check --clusterrole=envoy-shutdown-manager-check --user=<you>',
+    );
+  }
+}
+
+/** Any other answer that is not the object (a 500, a 422 on a bad selector). */
+export class ApiAnswerError extends CheckError {
+  override readonly name = 'ApiAnswerError';
+}

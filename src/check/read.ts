@@ -1,0 +1,274 @@
+/**
+ * The edge: reads what the checks need through @kubernetes/client-node, read-only, and hands back API objects.
+ * Loaded only by `check` (a chunk of its own in the bundle). Lists are paginated and narrowed by label selector;
+ * pods are listed namespace by namespace, a few namespaces at a time. Every failure becomes an error of
+ * ./errors.ts, so nothing above this file sees a client-node type.
+ */
+import {
+  AdmissionregistrationV1Api,
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  DiscoveryV1Api,
+  KubeConfig,
+  Observable,
+  PolicyV1Api,
+  type ConfigurationOptions,
+  type V1ListMeta,
+  type ObservableMiddleware,
+  type V1OwnerReference,
+} from '@kubernetes/client-node';
+import { DEFAULT_NAMESPACE, DEFAULT_SERVICE } from '../certs/names.js';
+import { formatLabelSelector, type LabelSelector } from '../config/label-selector.js';
+import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
+import { ApiAnswerError, describeRead, ForbiddenError, KubeconfigError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
+import { expectationsOf, servingSecretName, type Expectations } from './expectations.js';
+import { judgePod } from './pod-state.js';
+import { needsWorkload, OPT_IN_LABEL, replicaSetOf } from './pods.js';
+
+export interface KubeconfigChoice {
+  /** --kubeconfig; otherwise KUBECONFIG, ~/.kube/config, then the pod's own ServiceAccount. */
+  readonly file?: string;
+  /** --context; otherwise the kubeconfig's current context. */
+  readonly context?: string;
+}
+
+export interface ReadSettings {
+  readonly configurationName: string;
+  readonly allNamespaces: boolean;
+  readonly podSelectorFlag: string | undefined;
+  /** Items per page of every list (the `limit` parameter). */
+  readonly pageSize: number;
+  readonly requestTimeoutMs: number;
+  /** Namespaces whose pods are listed at the same time. */
+  readonly concurrency: number;
+}
+
+/** What client-node writes when it found no configuration at all: treated as none. */
+const FALLBACK_SERVER = 'http://localhost:8080';
+
+export function loadKubeConfig(choice: KubeconfigChoice): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  try {
+    if (choice.file !== undefined) kubeConfig.loadFromFile(choice.file);
+    else kubeConfig.loadFromDefault();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new KubeconfigError(`cannot load the kubeconfig ${choice.file ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${reason}`);
+  }
+  if (choice.context !== undefined) {
+    if (kubeConfig.getContextObject(choice.context) === null) {
+      const known = kubeConfig.getContexts().map((context) => context.name).join(', ') || 'none';
+      throw new KubeconfigError(`--context ${choice.context}: no such context in the kubeconfig (it has: ${known})`);
+    }
+    kubeConfig.setCurrentContext(choice.context);
+  }
+  const server = kubeConfig.getCurrentCluster()?.server;
+  if (server === undefined || (server === FALLBACK_SERVER && choice.file === undefined && kubeConfig.getCurrentCluster()?.name === 'cluster')) {
+    throw new KubeconfigError('no kubeconfig found: set KUBECONFIG or pass --kubeconfig FILE (and --context NAME), or run in a pod');
+  }
+  return kubeConfig;
+}
+
+type PageOf<T> = { readonly items: readonly T[]; readonly metadata?: V1ListMeta };
+
+/** The API clients and the request discipline (timeout, error translation) every read goes through. */
+class ClusterReader {
+  private readonly core: CoreV1Api;
+  private readonly apps: AppsV1Api;
+  private readonly admission: AdmissionregistrationV1Api;
+  private readonly discovery: DiscoveryV1Api;
+  private readonly policy: PolicyV1Api;
+  private readonly server: string;
+
+  constructor(
+    kubeConfig: KubeConfig,
+    private readonly settings: ReadSettings,
+  ) {
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.apps = kubeConfig.makeApiClient(AppsV1Api);
+    this.admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    this.discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
+    this.policy = kubeConfig.makeApiClient(PolicyV1Api);
+    this.server = kubeConfig.getCurrentCluster()?.server ?? 'the API server';
+  }
+
+  async snapshot(): Promise<{ snapshot: ClusterSnapshot; expected: Expectations }> {
+    const webhook = await this.webhookObjects();
+    const expected = expectationsOf(webhook.deployment, this.settings.podSelectorFlag);
+    const namespaces = await this.scanNamespaces(expected.podSelector);
+    const replicaSetOwners = await this.replicaSetOwners(namespaces, expected);
+    return { snapshot: { webhook, namespaces, replicaSetOwners }, expected };
+  }
+
+  private async webhookObjects(): Promise<WebhookObjects> {
+    const configurationName = this.settings.configurationName;
+    const configuration = await this.getOptional({ verb: 'get', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: configurationName }, (config) =>
+      this.admission.readMutatingWebhookConfiguration({ name: configurationName }, config),
+    );
+    const ref = configuration?.webhooks?.[0]?.clientConfig.service;
+    const namespace = ref?.namespace ?? DEFAULT_NAMESPACE;
+    const name = ref?.name ?? DEFAULT_SERVICE;
+    // The Deployment is read even without a configuration: it says which pods and image to expect.
+    const deployment = await this.getOptional({ verb: 'get', resource: 'deployments', group: 'apps', name, namespace }, (config) =>
+      this.apps.readNamespacedDeployment({ name, namespace }, config),
+    );
+    if (ref === undefined) {
+      return { configurationName, configuration, service: undefined, endpointSlices: [], deployment, disruptionBudgets: [], secret: undefined };
+    }
+    const secretName = servingSecretName(deployment);
+    const [service, endpointSlices, disruptionBudgets, secret] = await Promise.all([
+      this.getOptional({ verb: 'get', resource: 'services', group: '', name, namespace }, (config) => this.core.readNamespacedService({ name, namespace }, config)),
+      this.listAll({ verb: 'list', resource: 'endpointslices', group: 'discovery.k8s.io', namespace }, (page, config) =>
+        this.discovery.listNamespacedEndpointSlice({ namespace, labelSelector: `kubernetes.io/service-name=${name}`, ...page }, config),
+      ),
+      this.listAll({ verb: 'list', resource: 'poddisruptionbudgets', group: 'policy', namespace }, (page, config) =>
+        this.policy.listNamespacedPodDisruptionBudget({ namespace, ...page }, config),
+      ),
+      this.getOptional({ verb: 'get', resource: 'secrets', group: '', name: secretName, namespace }, (config) =>
+        this.core.readNamespacedSecret({ name: secretName, namespace }, config),
+      ),
+    ]);
+    return { configurationName, configuration, service, endpointSlices, deployment, disruptionBudgets, secret };
+  }
+
+  /** The opted-in namespaces, and with --all-namespaces every other one, each with its matching pods. */
+  private async scanNamespaces(selector: LabelSelector): Promise<NamespacePods[]> {
+    const namespaces = await this.listAll({ verb: 'list', resource: 'namespaces', group: '' }, (page, config) =>
+      this.core.listNamespace({ ...(this.settings.allNamespaces ? {} : { labelSelector: OPT_IN_LABEL }), ...page }, config),
+    );
+    const [key, value] = OPT_IN_LABEL.split('=') as [string, string];
+    const targets = namespaces.map((namespace) => ({
+      namespace: namespace.metadata?.name ?? '',
+      optedIn: namespace.metadata?.labels?.[key] === value,
+    }));
+    const labelSelector = formatLabelSelector(selector);
+    return this.pooled(targets, async ({ namespace, optedIn }) => ({
+      namespace,
+      optedIn,
+      pods: await this.listAll({ verb: 'list', resource: 'pods', group: '', namespace }, (page, config) =>
+        this.core.listNamespacedPod({ namespace, labelSelector, ...page }, config),
+      ),
+    }));
+  }
+
+  /** The owners of the ReplicaSets of the pods that need a restart: what `kubectl rollout restart` acts on. */
+  private async replicaSetOwners(namespaces: readonly NamespacePods[], expected: Expectations): Promise<Map<string, V1OwnerReference | undefined>> {
+    const wanted = new Set<string>();
+    for (const scan of namespaces.filter((candidate) => candidate.optedIn)) {
+      for (const pod of scan.pods) {
+        const replicaSet = replicaSetOf(pod);
+        if (replicaSet !== undefined && needsWorkload(judgePod(pod, expected))) wanted.add(replicaSet);
+      }
+    }
+    const owners = await this.pooled([...wanted], async (qualified) => {
+      const [namespace, name] = qualified.split('/') as [string, string];
+      const replicaSet = await this.getOptional({ verb: 'get', resource: 'replicasets', group: 'apps', name, namespace }, (config) =>
+        this.apps.readNamespacedReplicaSet({ name, namespace }, config),
+      );
+      return [qualified, replicaSet?.metadata?.ownerReferences?.find((owner) => owner.controller !== false)] as const;
+    });
+    return new Map(owners);
+  }
+
+  /** Runs `work` over `items`, `concurrency` at a time, keeping their order. */
+  private async pooled<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<R[]> {
+    const results: R[] = new Array<R>(items.length);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < items.length) {
+        const index = next++;
+        results[index] = await work(items[index] as T);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.settings.concurrency, items.length) }, worker));
+    return results;
+  }
+
+  /** Every page of a list: `limit` on each request, `continue` from the previous answer. */
+  private async listAll<T>(
+    operation: ReadOperation,
+    page: (parameters: { limit: number; _continue?: string }, config: ConfigurationOptions) => Promise<PageOf<T>>,
+  ): Promise<T[]> {
+    const items: T[] = [];
+    let token: string | undefined;
+    do {
+      const parameters = { limit: this.settings.pageSize, ...(token === undefined ? {} : { _continue: token }) };
+      const answer = await this.call(operation, (config) => page(parameters, config));
+      items.push(...answer.items);
+      token = answer.metadata?._continue || undefined;
+    } while (token !== undefined);
+    return items;
+  }
+
+  private async getOptional<T>(operation: ReadOperation, request: (config: ConfigurationOptions) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await this.call(operation, request);
+    } catch (error) {
+      if (error instanceof NotFound) return undefined;
+      throw error;
+    }
+  }
+
+  private async call<T>(operation: ReadOperation, request: (config: ConfigurationOptions) => Promise<T>): Promise<T> {
+    const timeout = AbortSignal.timeout(this.settings.requestTimeoutMs);
+    const middleware: ObservableMiddleware = {
+      pre: (context) => {
+        context.setSignal(timeout);
+        return new Observable(Promise.resolve(context));
+      },
+      post: (response) => new Observable(Promise.resolve(response)),
+    };
+    try {
+      return await request({ middleware: [middleware], middlewareMergeStrategy: 'append' });
+    } catch (error) {
+      throw this.translate(error, operation, timeout.aborted);
+    }
+  }
+
+  private translate(error: unknown, operation: ReadOperation, timedOut: boolean): Error {
+    if (error instanceof ApiException) return this.translateStatus(error.code, messageOf(error.body), operation);
+    if (timedOut) return new UnreachableError(`no answer from ${this.server} within ${this.settings.requestTimeoutMs} ms to ${describeRead(operation)}`);
+    const reason = causeOf(error);
+    return new UnreachableError(`cannot reach the API server ${this.server}: ${reason} (is the cluster up, and the kubeconfig's context the right one?)`);
+  }
+
+  private translateStatus(code: number, message: string | undefined, operation: ReadOperation): Error {
+    if (code === 404) return new NotFound();
+    if (code === 403) return new ForbiddenError(operation, message);
+    if (code === 401) return new UnauthenticatedError(`${this.server} did not accept the kubeconfig's credentials (401): log in again, or pick another --context`);
+    return new ApiAnswerError(`${this.server} answered ${code} to ${describeRead(operation)}${message === undefined ? '' : `: ${message}`}`);
+  }
+}
+
+/** A 404 on a get: the object is absent, which the checks report. Never leaves this file. */
+class NotFound extends Error {
+  override readonly name = 'NotFound';
+}
+
+function messageOf(body: unknown): string | undefined {
+  try {
+    const parsed: unknown = typeof body === 'string' ? JSON.parse(body) : body;
+    const message = typeof parsed === 'object' && parsed !== null ? (parsed as { message?: unknown }).message : undefined;
+    return typeof message === 'string' ? message : undefined;
+  } catch {
+    return typeof body === 'string' && body.trim() !== '' ? body.trim().slice(0, 300) : undefined;
+  }
+}
+
+/** The innermost reason a connection failed: ECONNREFUSED, a certificate error... */
+function causeOf(error: unknown): string {
+  let current: unknown = error;
+  const reasons: string[] = [];
+  while (current instanceof Error) {
+    const code = (current as NodeJS.ErrnoException).code;
+    reasons.push(code !== undefined && !current.message.includes(code) ? `${current.message} (${code})` : current.message);
+    current = current.cause;
+  }
+  return reasons.at(-1) ?? String(error);
+}
+
+/** Reads everything the checks need; throws a CheckError (exit 2) when it cannot. */
+export function readCluster(kubeConfig: KubeConfig, settings: ReadSettings): Promise<{ snapshot: ClusterSnapshot; expected: Expectations }> {
+  return new ClusterReader(kubeConfig, settings).snapshot();
+}

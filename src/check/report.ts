@@ -1,0 +1,42 @@
+/**
+ * What `envoy-shutdown-manager check` reports: findings, each from a check with a stable name, and the report
+ * they make. Pure data: the checks (webhook.ts, pods.ts) make findings, render.ts prints them.
+ */
+
+/** `info` is neither good nor bad: something the reader should know (an opted-out pod, a failurePolicy). */
+export type CheckStatus = 'ok' | 'info' | 'warning' | 'failure';
+
+export type SectionName = 'webhook' | 'pods';
+
+export interface Finding {
+  /** Stable, for scripts: `webhook.endpoints`, `pods.missing-sidecar`... */
+  readonly check: string;
+  readonly section: SectionName;
+  readonly status: CheckStatus;
+  /** One line saying what was found. */
+  readonly message: string;
+  /** The command or setting that fixes it; absent when there is nothing to fix. */
+  readonly fix?: string;
+  /** The pods concerned (namespace/name), for findings about pods. */
+  readonly pods?: readonly string[];
+}
+
+export interface CheckReport {
+  /** The JSON format's version: bumped when a field changes meaning or goes away. */
+  readonly version: 1;
+  /** True when at least one check failed: the exit status is then 1. */
+  readonly failed: boolean;
+  readonly counts: Readonly<Record<CheckStatus, number>>;
+  readonly findings: readonly Finding[];
+}
+
+export const SECTION_TITLES: Readonly<Record<SectionName, string>> = {
+  webhook: 'The webhook',
+  pods: 'Envoy pods',
+};
+
+export function makeReport(findings: readonly Finding[]): CheckReport {
+  const counts: Record<CheckStatus, number> = { ok: 0, info: 0, warning: 0, failure: 0 };
+  for (const finding of findings) counts[finding.status] += 1;
+  return { version: 1, failed: counts.failure > 0, counts, findings };
+}

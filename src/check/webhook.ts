@@ -1,0 +1,135 @@
+/**
+ * The webhook's checks: its configuration, the Service and endpoints behind it, its replicas and their
+ * PodDisruptionBudget, the certificate, and what failurePolicy and timeoutSeconds mean for Envoy pods.
+ */
+import { fromObjectSelector, LabelSelectorError, matchesLabels } from '../config/label-selector.js';
+import { certificateFindings } from './certificate.js';
+import type { V1Deployment, V1MutatingWebhook, V1Secret, WebhookObjects } from './cluster.js';
+import { selfManaged, servingSecretName } from './expectations.js';
+import type { Finding } from './report.js';
+
+const APPLY = 'kubectl apply -k manifests (or manifests/self-signed without cert-manager)';
+/** Below this, a node drain or one crash leaves no replica to call. */
+export const MIN_READY_REPLICAS = 2;
+
+function finding(check: string, status: Finding['status'], message: string, fix?: string): Finding {
+  return { check, section: 'webhook', status, message, ...(fix === undefined ? {} : { fix }) };
+}
+
+export interface WebhookCheckInput {
+  readonly objects: WebhookObjects;
+  readonly now: Date;
+}
+
+export function webhookFindings({ objects, now }: WebhookCheckInput): Finding[] {
+  const webhook = objects.configuration?.webhooks?.[0];
+  if (objects.configuration === undefined || webhook === undefined) {
+    const what = objects.configuration === undefined ? 'does not exist' : 'has no webhooks';
+    return [finding('webhook.configuration', 'failure', `MutatingWebhookConfiguration ${objects.configurationName} ${what}: no pod gets the sidecar`, APPLY)];
+  }
+  const ref = webhook.clientConfig.service;
+  if (ref === undefined) {
+    return [finding('webhook.configuration', 'warning', `MutatingWebhookConfiguration ${objects.configurationName} calls a URL, not a Service: its endpoints and certificate are not checked`)];
+  }
+  const service = `${ref.namespace}/${ref.name}`;
+  return [
+    finding('webhook.configuration', 'ok', `MutatingWebhookConfiguration ${objects.configurationName} calls Service ${service}${ref.path ?? ''}`),
+    endpointsFinding(objects, service),
+    replicasFinding(objects.deployment, ref.namespace),
+    disruptionBudgetFinding(objects),
+    ...certificateOf(objects, webhook, `${ref.name}.${ref.namespace}.svc`, now),
+    failurePolicyFinding(webhook),
+    timeoutFinding(webhook),
+  ];
+}
+
+function endpointsFinding(objects: WebhookObjects, service: string): Finding {
+  if (objects.service === undefined) {
+    return finding('webhook.endpoints', 'failure', `Service ${service} does not exist: the API server has nothing to call`, APPLY);
+  }
+  const ready = objects.endpointSlices.flatMap((slice) => slice.endpoints).filter((endpoint) => endpoint.conditions?.ready !== false).length;
+  if (ready === 0) {
+    return finding(
+      'webhook.endpoints',
+      'failure',
+      `Service ${service} has no ready endpoints: Envoy pods are admitted without the sidecar meanwhile`,
+      `kubectl -n ${objects.service.metadata?.namespace ?? ''} get pods -l app.kubernetes.io/name=envoy-shutdown-manager; kubectl -n ${objects.service.metadata?.namespace ?? ''} describe deployment envoy-shutdown-manager`,
+    );
+  }
+  return finding('webhook.endpoints', 'ok', `Service ${service} has ${ready} ready endpoint${ready === 1 ? '' : 's'}`);
+}
+
+function replicasFinding(deployment: V1Deployment | undefined, namespace: string): Finding {
+  if (deployment === undefined) {
+    return finding('webhook.replicas', 'failure', `the webhook Deployment is not in namespace ${namespace}`, APPLY);
+  }
+  const name = `${namespace}/${deployment.metadata?.name ?? ''}`;
+  const ready = deployment.status?.readyReplicas ?? 0;
+  const fix = `kubectl -n ${namespace} scale deployment ${deployment.metadata?.name ?? ''} --replicas=${MIN_READY_REPLICAS}, then kubectl -n ${namespace} describe deployment ${deployment.metadata?.name ?? ''}`;
+  if (ready === 0) return finding('webhook.replicas', 'failure', `Deployment ${name} has no ready replica`, fix);
+  if (ready < MIN_READY_REPLICAS) {
+    return finding('webhook.replicas', 'warning', `Deployment ${name} has ${ready} ready replica (at least ${MIN_READY_REPLICAS} keep it up through a node drain)`, fix);
+  }
+  return finding('webhook.replicas', 'ok', `Deployment ${name} has ${ready} ready replicas`);
+}
+
+function disruptionBudgetFinding(objects: WebhookObjects): Finding {
+  const labels = objects.deployment?.spec?.template.metadata?.labels;
+  if (objects.deployment === undefined) return finding('webhook.disruption-budget', 'info', 'no webhook Deployment, so no PodDisruptionBudget to look for');
+  const covering = objects.disruptionBudgets.find((budget) => {
+    try {
+      return budget.spec?.selector !== undefined && matchesLabels(fromObjectSelector(budget.spec.selector), labels);
+    } catch (error) {
+      if (error instanceof LabelSelectorError) return false;
+      throw error;
+    }
+  });
+  if (covering === undefined) {
+    return finding(
+      'webhook.disruption-budget',
+      'warning',
+      'no PodDisruptionBudget covers the webhook pods: a node drain may evict every replica at once',
+      'kubectl apply -f manifests/base/poddisruptionbudget.yaml',
+    );
+  }
+  return finding('webhook.disruption-budget', 'ok', `PodDisruptionBudget ${covering.metadata?.name ?? ''} covers the webhook pods`);
+}
+
+function certificateOf(objects: WebhookObjects, webhook: V1MutatingWebhook, serviceHost: string, now: Date): Finding[] {
+  const namespace = webhook.clientConfig.service?.namespace ?? '';
+  const secretName = servingSecretName(objects.deployment);
+  const renewal = selfManaged(objects.deployment)
+    ? `kubectl -n ${namespace} delete secret ${secretName} && kubectl -n ${namespace} rollout restart deployment ${objects.deployment?.metadata?.name ?? 'envoy-shutdown-manager'} (the webhook issues a new one)`
+    : `kubectl -n ${namespace} describe certificate ${secretName} (cert-manager), or npm run certs (see certs/README.md)`;
+  if (objects.secret === undefined) {
+    return [finding('webhook.certificate', 'failure', `Secret ${namespace}/${secretName} does not exist: the webhook cannot serve TLS`, renewal)];
+  }
+  return certificateFindings({
+    certificatePem: secretText(objects.secret, 'tls.crt'),
+    caBundlePem: webhook.clientConfig.caBundle === undefined ? undefined : Buffer.from(webhook.clientConfig.caBundle, 'base64').toString('utf8'),
+    secretRef: `Secret ${namespace}/${secretName}`,
+    serviceHost,
+    now,
+    renewal,
+  });
+}
+
+function secretText(secret: V1Secret, key: string): string | undefined {
+  const value = secret.data?.[key];
+  return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+}
+
+function failurePolicyFinding(webhook: V1MutatingWebhook): Finding {
+  const policy = webhook.failurePolicy ?? 'Fail';
+  const meaning =
+    policy === 'Ignore'
+      ? 'Envoy pods created while the webhook cannot be called start without the sidecar (this check finds them)'
+      : 'Envoy pods cannot be created at all while the webhook cannot be called';
+  return finding('webhook.failure-policy', 'info', `failurePolicy ${policy}: ${meaning}`);
+}
+
+function timeoutFinding(webhook: V1MutatingWebhook): Finding {
+  const seconds = webhook.timeoutSeconds ?? 10;
+  const after = (webhook.failurePolicy ?? 'Fail') === 'Ignore' ? 'then admits it without the sidecar' : 'then refuses it';
+  return finding('webhook.timeout', 'info', `timeoutSeconds ${seconds}: a pod creation waits up to ${seconds} s for a webhook that hangs, ${after}`);
+}

@@ -1,0 +1,93 @@
+/**
+ * `envoy-shutdown-manager check`: is every Envoy pod protected? Reads the cluster (read-only), reports each
+ * check, and exits 0 when none failed, 1 when one did, 2 when it could not tell (usage, connection, RBAC).
+ */
+import { checkCluster } from '../check/index.js';
+import { renderJson, renderText } from '../check/render.js';
+import { WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
+import { labelSelectorProblem } from '../config/label-selector.js';
+import { describeSettings, HelpRequested, readSettings, type Setting } from '../config/settings.js';
+import * as kinds from '../config/values.js';
+import type { ValueKind } from '../config/values.js';
+import { EXIT_FAILURE, EXIT_OK, UsageError, UserFacingError } from '../errors.js';
+import type { CommandIo } from './io.js';
+
+const pageSize: ValueKind<number> = {
+  form: 'a whole number from 1 to 5000',
+  parse: (raw) => (/^\d+$/.test(raw.trim()) && Number(raw) >= 1 && Number(raw) <= 5000 ? Number(raw) : undefined),
+  format: String,
+};
+
+const CHECK_SETTINGS = {
+  kubeconfig: { kind: kinds.text, default: '', help: 'The kubeconfig file; without it KUBECONFIG, then ~/.kube/config, then the pod\'s ServiceAccount.' } satisfies Setting<string>,
+  context: { kind: kinds.text, default: '', help: "The kubeconfig context to use; without it the kubeconfig's current context." } satisfies Setting<string>,
+  output: { kind: kinds.oneOf('text', 'json'), default: 'text', help: 'text: a report for people; json: the same findings for scripts and CI.' } satisfies Setting<string>,
+  'all-namespaces': {
+    kind: kinds.boolean,
+    default: false,
+    help: 'Also look in namespaces that did not opt in, and report their matching pods as information.',
+  } satisfies Setting<boolean>,
+  'pod-selector': {
+    kind: kinds.text,
+    default: '',
+    help: "Which pods are Envoy's (label-selector syntax); without it the webhook Deployment's own selector, else app=envoy.",
+  } satisfies Setting<string>,
+  'webhook-configuration-name': { kind: kinds.text, default: WEBHOOK_CONFIGURATION_NAME, help: 'The MutatingWebhookConfiguration to check.' } satisfies Setting<string>,
+  'page-size': { kind: pageSize, default: 500, help: 'Items per page of each list request (limit).' } satisfies Setting<number>,
+  'request-timeout': { kind: kinds.positiveDurationMs, default: 10_000, help: 'How long to wait for each answer of the API server.' } satisfies Setting<number>,
+};
+
+const USAGE = `Usage: envoy-shutdown-manager check [flags]
+
+Is every Envoy pod protected? Checks the webhook (configuration, endpoints, replicas, PodDisruptionBudget,
+certificate) and every pod matching the selector in the namespaces labelled shutdown-manager.io/inject=enabled.
+Read-only; the RBAC it needs is manifests/check.
+
+Exit status: 0 no check failed, 1 a check failed, 2 usage error or the cluster could not be read.
+
+Flags:
+${describeSettings(CHECK_SETTINGS)}
+`;
+
+export async function runCheckCommand(args: readonly string[], io: CommandIo, now = new Date()): Promise<number> {
+  try {
+    const values = readSettings(CHECK_SETTINGS, args, io.env);
+    const podSelector = values['pod-selector'] || undefined;
+    const problem = podSelector === undefined ? undefined : labelSelectorProblem(podSelector);
+    if (problem !== undefined) throw new UsageError(`--pod-selector ${podSelector}: ${problem}`);
+    // Loaded here, not above: @kubernetes/client-node is a chunk only this command (and self-managed TLS) loads.
+    const { loadKubeConfig, readCluster } = await import('../check/read.js');
+    const kubeConfig = loadKubeConfig({
+      ...(values.kubeconfig === '' ? {} : { file: values.kubeconfig }),
+      ...(values.context === '' ? {} : { context: values.context }),
+    });
+    const { snapshot, expected } = await readCluster(kubeConfig, {
+      configurationName: values['webhook-configuration-name'],
+      allNamespaces: values['all-namespaces'],
+      podSelectorFlag: podSelector,
+      pageSize: values['page-size'],
+      requestTimeoutMs: values['request-timeout'],
+      concurrency: 8,
+    });
+    const report = checkCluster(snapshot, expected, now);
+    io.stdout.write(values.output === 'json' ? renderJson(report) : renderText(report, wantsColour(io)));
+    return report.failed ? EXIT_FAILURE : EXIT_OK;
+  } catch (error) {
+    if (error instanceof HelpRequested) {
+      io.stdout.write(USAGE);
+      return EXIT_OK;
+    }
+    // Bad flags (ConfigErrors, UsageError), no kubeconfig, an unreachable server, a missing permission.
+    if (error instanceof UserFacingError) {
+      io.stderr.write(`envoy-shutdown-manager check: ${error.message}\n`);
+      return error.exitCode;
+    }
+    throw error;
+  }
+}
+
+/** Colour only on a terminal, and never with NO_COLOR set (https://no-color.org). */
+function wantsColour(io: CommandIo): boolean {
+  const noColour = io.env.NO_COLOR !== undefined && io.env.NO_COLOR !== '';
+  return !noColour && (io.stdout as NodeJS.WriteStream).isTTY === true;
+}

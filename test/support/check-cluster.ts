@@ -1,0 +1,210 @@
+/**
+ * A cluster for `envoy-shutdown-manager check`, on the fake API server: the webhook installed as manifests/
+ * installs it (configuration, Service, EndpointSlice, Deployment, PodDisruptionBudget, cert-manager's Secret),
+ * Envoy pods built to order, and a kubeconfig file that points at it over TLS.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
+import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
+import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { durationMs } from '../../src/config/values.js';
+import { FakeKubeApi } from './fake-kube-api.js';
+
+export const WEBHOOK_NAMESPACE = 'envoy-shutdown-manager';
+export const SERVICE_NAME = 'envoy-shutdown-manager';
+export const SERVICE_HOST = `${SERVICE_NAME}.${WEBHOOK_NAMESPACE}.svc`;
+const WEBHOOK_LABELS = { 'app.kubernetes.io/name': 'envoy-shutdown-manager', 'app.kubernetes.io/component': 'webhook' };
+
+export interface WebhookOptions {
+  readonly readyReplicas?: number;
+  readonly readyEndpoints?: number;
+  readonly disruptionBudget?: boolean;
+  /** The serving certificate; by default one for the Service's names, valid 90 days. */
+  readonly certificate?: CertificateBundle;
+  /** The caBundle; by default the CA of the certificate. */
+  readonly caBundle?: string;
+  /** No MutatingWebhookConfiguration at all. */
+  readonly configuration?: boolean;
+}
+
+export interface CheckCluster {
+  readonly fake: FakeKubeApi;
+  readonly kubeconfig: string;
+  close(): Promise<void>;
+}
+
+export async function startCheckCluster(): Promise<CheckCluster> {
+  const fake = await FakeKubeApi.start();
+  const dir = await mkdtemp(join(tmpdir(), 'check-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  await writeFile(kubeconfig, kubeconfigYaml(fake.url, fake.caPem, fake.token));
+  return {
+    fake,
+    kubeconfig,
+    close: async () => {
+      await fake.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A kubeconfig file with the context `fake` (current) and `elsewhere`, whose server is `otherServer`. */
+export function kubeconfigYaml(server: string, caPem: string, token: string, otherServer = 'https://127.0.0.1:1'): string {
+  const ca = Buffer.from(caPem).toString('base64');
+  return `apiVersion: v1
+kind: Config
+clusters:
+  - name: fake
+    cluster: { server: "${server}", certificate-authority-data: "${ca}" }
+  - name: elsewhere
+    cluster: { server: "${otherServer}", certificate-authority-data: "${ca}" }
+users:
+  - name: me
+    user: { token: "${token}" }
+contexts:
+  - name: fake
+    context: { cluster: fake, user: me }
+  - name: elsewhere
+    context: { cluster: elsewhere, user: me }
+current-context: fake
+`;
+}
+
+export function servingCertificate(options: { dnsNames?: readonly string[]; validityDays?: number; now?: Date } = {}): Promise<CertificateBundle> {
+  return generateCertificates({
+    dnsNames: options.dnsNames ?? [SERVICE_NAME, `${SERVICE_NAME}.${WEBHOOK_NAMESPACE}`, SERVICE_HOST, `${SERVICE_HOST}.cluster.local`],
+    validityDays: options.validityDays ?? 90,
+    ...(options.now === undefined ? {} : { now: options.now }),
+  });
+}
+
+/** The webhook as `kubectl apply -k manifests` installs it, healthy unless told otherwise. */
+export async function installWebhook(fake: FakeKubeApi, options: WebhookOptions = {}): Promise<void> {
+  const certificate = options.certificate ?? (await servingCertificate());
+  if (options.configuration !== false) {
+    fake.addWebhookConfiguration('shutdown-manager.io', ['inject.shutdown-manager.io'], options.caBundle ?? certificate.caCertPem);
+    const webhook = fake.webhookConfigurations.get('shutdown-manager.io')?.webhooks[0] as Record<string, unknown>;
+    Object.assign(webhook, { failurePolicy: 'Ignore', timeoutSeconds: 5 });
+  }
+  const metadata = { name: SERVICE_NAME, namespace: WEBHOOK_NAMESPACE };
+  fake.addObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: WEBHOOK_NAMESPACE } });
+  fake.addObject({ apiVersion: 'v1', kind: 'Service', metadata, spec: { selector: WEBHOOK_LABELS } });
+  const ready = options.readyEndpoints ?? 2;
+  fake.addObject({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: `${SERVICE_NAME}-abcde`, namespace: WEBHOOK_NAMESPACE, labels: { 'kubernetes.io/service-name': SERVICE_NAME } },
+    addressType: 'IPv4',
+    endpoints: Array.from({ length: 2 }, (_, i) => ({ addresses: [`10.0.0.${i + 1}`], conditions: { ready: i < ready } })),
+  });
+  fake.addObject({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { ...metadata, labels: { ...WEBHOOK_LABELS, 'app.kubernetes.io/version': PROJECT_VERSION } },
+    spec: {
+      replicas: 2,
+      selector: { matchLabels: WEBHOOK_LABELS },
+      template: {
+        metadata: { labels: WEBHOOK_LABELS },
+        spec: {
+          containers: [
+            {
+              name: 'webhook',
+              image: DEFAULT_SIDECAR_IMAGE,
+              args: ['mode=webhook', '--tls-cert-file=/etc/webhook/certs/tls.crt'],
+              env: [{ name: 'SHUTDOWN_MANAGER_SIDECAR_IMAGE', value: DEFAULT_SIDECAR_IMAGE }, { name: 'SHUTDOWN_MANAGER_POD_SELECTOR', value: 'app=envoy' }],
+            },
+          ],
+          volumes: [{ name: 'tls', secret: { secretName: 'envoy-shutdown-manager-tls' } }],
+        },
+      },
+    },
+    status: { replicas: 2, readyReplicas: options.readyReplicas ?? 2 },
+  });
+  if (options.disruptionBudget !== false) {
+    fake.addObject({ apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', metadata, spec: { minAvailable: 1, selector: { matchLabels: WEBHOOK_LABELS } } });
+  }
+  fake.seedSecret(WEBHOOK_NAMESPACE, 'envoy-shutdown-manager-tls', { 'tls.crt': certificate.certPem, 'tls.key': certificate.keyPem, 'ca.crt': certificate.caCertPem });
+}
+
+export function addNamespace(fake: FakeKubeApi, name: string, optedIn = true): void {
+  fake.addObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: optedIn ? { 'shutdown-manager.io/inject': 'enabled' } : {} } });
+}
+
+export interface PodOptions {
+  readonly injected?: boolean;
+  /** Owner: `Deployment/name` (through a ReplicaSet `name-7d9f`), `DaemonSet/name`, `StatefulSet/name`; none for a bare pod. */
+  readonly owner?: string;
+  readonly image?: string;
+  readonly version?: string;
+  readonly graceSeconds?: number;
+  readonly drainTimeoutMs?: number;
+  readonly sidecarReady?: boolean;
+  readonly restarts?: number;
+  readonly annotations?: Record<string, string>;
+  /** A container named shutdown-manager without the status annotation, as Contour's. */
+  readonly contour?: boolean;
+  readonly labels?: Record<string, string>;
+}
+
+const addedReplicaSets = new WeakMap<FakeKubeApi, Set<string>>();
+
+/** An Envoy pod (label app=envoy), injected as the webhook injects unless told otherwise. */
+export function addPod(fake: FakeKubeApi, namespace: string, name: string, options: PodOptions = {}): void {
+  const injected = options.injected ?? true;
+  const containers: Record<string, unknown>[] = [{ name: 'envoy', image: 'envoyproxy/envoy:v1.31.0' }];
+  if (injected || options.contour === true) {
+    containers.push({
+      name: SIDECAR_CONTAINER_NAME,
+      image: options.contour === true ? 'ghcr.io/projectcontour/contour:v1.30.0' : (options.image ?? DEFAULT_SIDECAR_IMAGE),
+      args: options.contour === true ? ['contour', 'envoy', 'shutdown-manager'] : ['mode=sidecar', `--drain-timeout=${durationMs.format(options.drainTimeoutMs ?? 54_000)}`],
+    });
+  }
+  const annotations = {
+    ...(injected ? { 'shutdown-manager.io/status': JSON.stringify({ version: options.version ?? PROJECT_VERSION, sidecar: SIDECAR_CONTAINER_NAME }) } : {}),
+    ...options.annotations,
+  };
+  fake.addObject({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace, labels: options.labels ?? { app: 'envoy' }, annotations, ownerReferences: ownerOf(fake, namespace, options.owner) },
+    spec: { containers, terminationGracePeriodSeconds: options.graceSeconds ?? 60 },
+    status: {
+      phase: 'Running',
+      containerStatuses: containers.map((container) => sidecarStatus(String(container.name), options)),
+    },
+  });
+}
+
+function sidecarStatus(name: string, options: PodOptions): Record<string, unknown> {
+  const isSidecar = name === SIDECAR_CONTAINER_NAME;
+  const restarts = isSidecar ? (options.restarts ?? 0) : 0;
+  return {
+    name,
+    image: 'x',
+    imageID: 'x',
+    ready: isSidecar ? (options.sidecarReady ?? true) : true,
+    restartCount: restarts,
+    ...(restarts > 0 ? { lastState: { terminated: { reason: 'OOMKilled', exitCode: 137 } } } : {}),
+  };
+}
+
+function ownerOf(fake: FakeKubeApi, namespace: string, owner: string | undefined): Record<string, unknown>[] {
+  if (owner === undefined) return [];
+  const [kind, name] = owner.split('/') as [string, string];
+  if (kind !== 'Deployment') return [{ apiVersion: 'apps/v1', kind, name, uid: `${name}-uid`, controller: true }];
+  const replicaSet = `${name}-7d9f`;
+  const added = addedReplicaSets.get(fake) ?? new Set<string>();
+  addedReplicaSets.set(fake, added);
+  if (!added.has(`${namespace}/${replicaSet}`)) {
+    added.add(`${namespace}/${replicaSet}`);
+    fake.addObject({
+      apiVersion: 'apps/v1',
+      kind: 'ReplicaSet',
+      metadata: { name: replicaSet, namespace, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name, uid: `${name}-uid`, controller: true }] },
+    });
+  }
+  return [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: replicaSet, uid: `${replicaSet}-uid`, controller: true }];
+}
