@@ -1,12 +1,12 @@
 /** `envoy-shutdown-manager inject -f FILE|-`: offline injection, writing the result to stdout. */
 import { createHmac } from 'node:crypto';
-import { describeSettings, envName, HelpRequested, readSettings, type Setting } from '../config/settings.js';
+import { describeSettings, envName, readSettings, type Setting } from '../config/settings.js';
 import * as kinds from '../config/values.js';
 import { INJECTION_SETTINGS, injectionConfigOf } from '../config/webhook.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserFacingError } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from '../errors.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { CommandIo } from './io.js';
-import { readManifestInput, takeFilename } from './input.js';
+import { commandFailure, readManifestInput, runCommand, takeFilename } from './input.js';
 import { injectManifests, nothingInjectedReason, type TokenFor } from './manifests.js';
 
 const INJECT_SETTINGS = {
@@ -38,32 +38,24 @@ ${describeSettings(INJECT_SETTINGS)}
 `;
 
 export async function runInjectCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  try {
+  return runCommand('inject', USAGE, io, async () => {
     const { filename, rest } = takeFilename(args);
     const values = readSettings(INJECT_SETTINGS, rest, io.env);
-    if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', EXIT_USAGE);
+    if (filename === undefined) return commandFailure(io, 'inject', 'missing -f FILE (or -f - for standard input); see --help', EXIT_USAGE);
     const input = await readManifestInput(filename, io);
     const seed = values['token-seed'];
     const config = injectionConfigOf(values);
     const result = injectManifests(input, config, seed === '' ? newShutdownToken : derivedToken(seed));
     for (const note of result.notes) io.stderr.write(`note: ${note}\n`);
     const nothing = nothingInjectedReason(result.tally, config);
-    if (nothing !== undefined && values['require-injection']) return fail(io, `${nothing} (--require-injection)`, EXIT_FAILURE);
+    if (nothing !== undefined && values['require-injection']) return commandFailure(io, 'inject', `${nothing} (--require-injection)`, EXIT_FAILURE);
     if (nothing !== undefined) io.stderr.write(`note: ${nothing}\n`);
     if (seed === '' && values['protect-shutdown'] && result.tally.injected > 0) {
       io.stderr.write(`note: /shutdown tokens are random, so every run changes the pod templates it injects; set ${envName('token-seed')} for stable output\n`);
     }
     io.stdout.write(result.output);
     return EXIT_OK;
-  } catch (error) {
-    if (error instanceof HelpRequested) {
-      io.stdout.write(USAGE);
-      return EXIT_OK;
-    }
-    // Bad settings (ConfigErrors), manifests it cannot inject (ManifestError), an unreadable file (InputError).
-    if (error instanceof UserFacingError) return fail(io, error.message, error.exitCode);
-    throw error;
-  }
+  });
 }
 
 /** The same workload gets the same token on every run, and nobody without the seed can compute it. */
@@ -71,7 +63,3 @@ function derivedToken(seed: string): TokenFor {
   return (workload) => createHmac('sha256', seed).update(workload).digest('base64url').slice(0, 32);
 }
 
-function fail(io: CommandIo, message: string, code: number): number {
-  io.stderr.write(`envoy-shutdown-manager inject: ${message}\n`);
-  return code;
-}

@@ -1,7 +1,8 @@
 /** What the manifest commands (`inject`, `uninject`) share: `-f FILE|-`, and reading it. */
 import { readFile } from 'node:fs/promises';
 import { text as readStream } from 'node:stream/consumers';
-import { UserFacingError } from '../errors.js';
+import { HelpRequested } from '../config/settings.js';
+import { EXIT_OK, UserFacingError } from '../errors.js';
 import type { CommandIo } from './io.js';
 
 export class InputError extends UserFacingError {
@@ -31,5 +32,29 @@ export async function readManifestInput(filename: string, io: CommandIo): Promis
     return await readFile(filename, 'utf8');
   } catch (error) {
     throw new InputError(`cannot read ${filename}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+  }
+}
+
+/** A command's one-line failure on stderr, `envoy-shutdown-manager <command>: <message>`, and its exit code. */
+export function commandFailure(io: CommandIo, command: string, message: string, code: number): number {
+  io.stderr.write(`envoy-shutdown-manager ${command}: ${message}\n`);
+  return code;
+}
+
+/**
+ * Runs a manifest command's body: --help (HelpRequested) prints `usage`; a user-facing error (bad settings,
+ * manifests it cannot edit, an unreadable file) is one line and its exit code; anything else is a bug and
+ * propagates.
+ */
+export async function runCommand(command: string, usage: string, io: CommandIo, body: () => Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof HelpRequested) {
+      io.stdout.write(usage);
+      return EXIT_OK;
+    }
+    if (error instanceof UserFacingError) return commandFailure(io, command, error.message, error.exitCode);
+    throw error;
   }
 }

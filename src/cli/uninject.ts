@@ -1,8 +1,8 @@
 /** `envoy-shutdown-manager uninject -f FILE|-`: offline injection undone, writing the result to stdout. */
-import { HelpRequested, readSettings } from '../config/settings.js';
-import { EXIT_OK, EXIT_USAGE, UserFacingError } from '../errors.js';
+import { readSettings } from '../config/settings.js';
+import { EXIT_OK, EXIT_USAGE } from '../errors.js';
 import type { CommandIo } from './io.js';
-import { readManifestInput, takeFilename } from './input.js';
+import { commandFailure, readManifestInput, runCommand, takeFilename } from './input.js';
 import { uninjectManifests } from './manifests.js';
 
 const USAGE = `Usage: envoy-shutdown-manager uninject -f FILE
@@ -20,27 +20,15 @@ Flags:
 `;
 
 export async function runUninjectCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  try {
+  return runCommand('uninject', USAGE, io, async () => {
     const { filename, rest } = takeFilename(args);
     readSettings({}, rest, io.env); // --help, and an unknown flag is a usage error
-    if (filename === undefined) return fail(io, 'missing -f FILE (or -f - for standard input); see --help', EXIT_USAGE);
+    if (filename === undefined) return commandFailure(io, 'uninject', 'missing -f FILE (or -f - for standard input); see --help', EXIT_USAGE);
     const result = uninjectManifests(await readManifestInput(filename, io));
     for (const note of result.notes) io.stderr.write(`note: ${note}\n`);
     if (result.changed === 0) io.stderr.write('note: nothing uninjected: no pod template carries annotation shutdown-manager.io/status\n');
     io.stdout.write(result.output);
     return EXIT_OK;
-  } catch (error) {
-    if (error instanceof HelpRequested) {
-      io.stdout.write(USAGE);
-      return EXIT_OK;
-    }
-    // Manifests it cannot read or undo (ManifestError), an unreadable file (InputError), an unknown flag.
-    if (error instanceof UserFacingError) return fail(io, error.message, error.exitCode);
-    throw error;
-  }
+  });
 }
 
-function fail(io: CommandIo, message: string, code: number): number {
-  io.stderr.write(`envoy-shutdown-manager uninject: ${message}\n`);
-  return code;
-}
