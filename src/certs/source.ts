@@ -9,7 +9,6 @@
 import type { Logger } from 'pino';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import type { SelfSignedCertsConfig, WebhookConfig } from '../config/webhook.js';
-import type { TlsMaterial } from './material.js';
 import { MountedCertificate } from './mounted.js';
 import type { TlsSource } from './tls-source.js';
 

@@ -9,7 +9,7 @@ import { podPatch } from '../inject/patch.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { InjectionConfig } from '../config/webhook.js';
 import { isJsonObject } from '../json.js';
-import { ADMISSION_REVIEW_SCHEMA, ADMISSION_VERSIONS, describeViolation, POD_SCHEMA, type ReviewSchemaChecks, type SchemaViolation } from './review-schema.js';
+import { ADMISSION_REVIEW_SCHEMA, ADMISSION_VERSIONS, describeViolation, POD_SCHEMA, type ReviewSchemaChecks } from './review-schema.js';
 
 export { ADMISSION_VERSIONS };
 export type AdmissionVersion = (typeof ADMISSION_VERSIONS)[number];
