@@ -44,6 +44,9 @@ describe('certs CLI', () => {
     assert.equal(Buffer.from(line.slice('caBundle: '.length), 'base64').toString('utf8'), caPem);
     assert.ok(run.stdout.includes(`kubectl -n ops create secret tls ${TLS_SECRET_NAME}`), run.stdout);
     assert.ok(run.stdout.includes(`kubectl patch mutatingwebhookconfiguration ${WEBHOOK_CONFIGURATION_NAME}`));
+    // In the order the objects exist: the namespace and the webhook configuration first, then the Secret, then the patch.
+    const order = ['kubectl apply -k manifests/base', 'create secret tls', 'kubectl patch mutatingwebhookconfiguration'].map((command) => run.stdout.indexOf(command));
+    assert.ok(order.every((position, index) => position >= 0 && (index === 0 || position > (order[index - 1] ?? 0))), run.stdout);
   });
 
   it('keeps the CA key only when asked, with mode 0600', async () => {
