@@ -7,6 +7,7 @@
  * machine should be taken again on a quiet one before it is believed.
  */
 import { cpus } from 'node:os';
+import { runCheckBench } from './check.js';
 import { runSidecarBench, type SidecarBenchProfile } from './sidecar.js';
 import { loadAverage, printTable } from './support.js';
 import { runWatchWeekBench } from './watch-week.js';
@@ -36,6 +37,7 @@ const figures = [
   ...(await runWebhookBench(profile.webhook)),
   ...(await runSidecarBench(profile.sidecar)),
   ...(await runWatchWeekBench(profile.watchDays)),
+  ...(await runCheckBench()),
 ];
 console.log(`\nResults (${((performance.now() - started) / 1000).toFixed(0)} s; load average ${loadAverage()} at the end):\n`);
 printTable(figures);
