@@ -33,11 +33,11 @@ describe('the image reference', () => {
     assert.equal(env.find((variable) => variable.name === 'SHUTDOWN_MANAGER_SIDECAR_IMAGE')?.value, expectedImage);
   });
 
-  test('every mention in the README is that image', () => {
+  test('every line of the README that names the image names this version (an older tag only beside it, as check shows a skew)', () => {
     const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const mentions = [...readme.matchAll(new RegExp(`${IMAGE_REPOSITORY.replaceAll('.', '\\.')}(:[\\w.-]+)?`, 'g'))].map((match) => match[0]);
-    assert.ok(mentions.length >= 2, 'the README names the image');
-    for (const mention of mentions) assert.equal(mention, expectedImage);
+    const naming = readme.split('\n').filter((line) => line.includes(IMAGE_REPOSITORY));
+    assert.ok(naming.length >= 2, 'the README names the image');
+    for (const line of naming) assert.ok(line.includes(expectedImage), `names another version only: ${line}`);
   });
 
   test('the release workflow pushes that repository, for the tag v<version> only, with SBOM, provenance and a keyless signature', () => {
