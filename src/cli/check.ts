@@ -55,6 +55,9 @@ export async function runCheckCommand(args: readonly string[], io: CommandIo, no
     const podSelector = values['pod-selector'] || undefined;
     const problem = podSelector === undefined ? undefined : labelSelectorProblem(podSelector);
     if (problem !== undefined) throw new UsageError(`--pod-selector ${podSelector}: ${problem}`);
+    // On Node 22+ @kubernetes/client-node's own dependencies print deprecation warnings (punycode, url.parse) on
+    // every run: nothing a user of this command can act on, and noise in front of its report.
+    process.noDeprecation = true;
     // Loaded here, not above: @kubernetes/client-node is a chunk only this command (and self-managed TLS) loads.
     const { loadKubeConfig, readCluster } = await import('../check/read.js');
     const kubeConfig = loadKubeConfig({

@@ -22,7 +22,7 @@ import jsonPatch from 'fast-json-patch';
 import type { V1Container, V1DaemonSet, V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { closeAll, httpRequest, openHttpConnection, openTcpConnections, type HeldConnection } from '../support/connections.js';
-import { mountNamespaceProblem } from '../support/mount-namespace.js';
+import { mountNamespaceProblem, runAsProblem } from '../support/mount-namespace.js';
 import { freePort } from '../support/ports.js';
 import { loadReview, postReview, startTestWebhook } from '../support/webhook.js';
 import { waitUntil } from '../support/wait.js';
@@ -36,8 +36,7 @@ const ADMIN_SOCKET = '/admin/admin.sock';
 /** Why this test cannot run here (no kubectl, no mount namespaces, not root), or undefined. */
 function cannotRun(): string | undefined {
   if (spawnSync('kubectl', ['version', '--client'], { timeout: 10_000 }).error !== undefined) return 'kubectl is not installed';
-  if (process.getuid?.() !== 0) return 'needs root, to run the containers as their users';
-  return mountNamespaceProblem();
+  return runAsProblem(65534) ?? mountNamespaceProblem();
 }
 
 /** Contour's DaemonSet with the recipe applied, as `kubectl kustomize` renders it. */

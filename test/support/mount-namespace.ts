@@ -61,3 +61,17 @@ export function ensureMountPoints(directories: readonly string[]): () => void {
     }
   };
 }
+
+/**
+ * Why a process cannot run as `uid` here, or undefined when it can: root is needed to change user, and the node
+ * binary (and every directory above it) must be executable by that user, which a private temporary
+ * directory is not.
+ */
+export function runAsProblem(uid: number): string | undefined {
+  if (process.getuid?.() !== 0) return 'needs root to run a process as another user';
+  const result = spawnSync(process.execPath, ['-e', ''], { uid, gid: uid, timeout: 5_000 });
+  if (result.error !== undefined || result.status !== 0) {
+    return `${process.execPath} cannot run as uid ${uid} (${result.error?.message ?? `exit ${String(result.status)}`}): make it and its directories executable by others`;
+  }
+  return undefined;
+}
