@@ -22,7 +22,7 @@ import { EnvoyEmulator } from '../src/emulator/envoy-emulator.js';
 import { floodWhileWatching, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';
-import { freePort, loadAverage, median, mib, residentMib, summarize, type Figure } from './support.js';
+import { freePort, loadAverage, median, memoryShares, mib, residentMib, summarize, type Figure } from './support.js';
 
 export interface SidecarBenchProfile {
   /** Starts of each (floor, sidecar), alternating. */
@@ -96,6 +96,8 @@ async function timeToReady(command: 'sidecar' | 'floor', adminPort: number, stat
 async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenchProfile): Promise<Figure[]> {
   const times: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const idle: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
+  const anonymous: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
+  const fileBacked: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const scraped: number[] = [];
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-state-'));
   try {
@@ -106,6 +108,9 @@ async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenc
         if (run < 3) {
           await sleep(500); // let start-up garbage settle, as a pod sits idle
           idle[command].push(residentMib(child.pid as number).rss);
+          const shares = memoryShares(child.pid as number);
+          anonymous[command].push(shares.anonymous);
+          fileBacked[command].push(shares.fileBacked);
           if (command === 'sidecar') {
             // Most clusters scrape it: what the first scrape (which loads prom-client) adds.
             await httpRequest(`http://127.0.0.1:${port}/metrics`, { timeoutMs: 5_000 });
@@ -123,7 +128,21 @@ async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenc
   const rss = { sidecar: median(idle.sidecar), floor: median(idle.floor) };
   console.log(`  start → ready (ms): sidecar ${times.sidecar.map(Math.round).join('/')}; floor ${times.floor.map(Math.round).join('/')}`);
   console.log(`  RSS idle (MiB): sidecar ${idle.sidecar.map((v) => v.toFixed(1)).join('/')}; floor ${idle.floor.map((v) => v.toFixed(1)).join('/')}`);
+  const own = { sidecar: median(anonymous.sidecar), floor: median(anonymous.floor) };
+  const shared = median(fileBacked.sidecar);
   return [
+    {
+      name: `sidecar private (anonymous) memory per instance, idle, Node ${process.versions.node}`,
+      value: `${mib(own.sidecar)} vs floor ${mib(own.floor)} (${(own.sidecar / own.floor).toFixed(2)} ×); file-backed ${mib(shared)}, shared on a node`,
+      target: '≤ 1.15 × floor',
+      pass: own.sidecar <= 1.15 * own.floor,
+    },
+    {
+      name: 'sidecars per 1,000 pods, idle (private × 1,000 + the file-backed pages once per node)',
+      value: `${((own.sidecar * 1000) / 1024).toFixed(1)} GiB + ${mib(shared)} per node (a bare node:http server: ${((own.floor * 1000) / 1024).toFixed(1)} GiB)`,
+      target: '',
+      pass: undefined,
+    },
     {
       name: 'sidecar RSS idle',
       value: `${mib(rss.sidecar)} vs floor ${mib(rss.floor)} (${(rss.sidecar / rss.floor).toFixed(3)} ×)`,

@@ -36,6 +36,17 @@ export function residentMib(pid: number): { rss: number; peak: number } {
   return { rss: field('VmRSS'), peak: field('VmHWM') };
 }
 
+/**
+ * What a process's resident memory costs a fleet, in MiB (/proc/PID/status): `anonymous` (RssAnon: heap,
+ * stacks, JIT code) is paid by every instance; `fileBacked` (RssFile + RssShmem: the node binary's and
+ * libraries' pages) is shared by every container on a node that maps the same image layer.
+ */
+export function memoryShares(pid: number): { anonymous: number; fileBacked: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) / 1024;
+  return { anonymous: field('RssAnon'), fileBacked: field('RssFile') + field('RssShmem') };
+}
+
 /** CPU time a process has used so far (user + system), in µs; /proc counts it in clock ticks (10 ms). */
 export function cpuMicros(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
