@@ -14,7 +14,8 @@ import { callsOverKeepAlive, requestHead, residentMemory, timedCall, UnreadConne
 import { spawnDrainServer } from '../support/drain-server-process.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import type { LogLine } from '../support/process.js';
-import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+import { SIDECAR_ENV } from '../../src/inject/sidecar.js';
+import { spawnSidecarWith, type SidecarProcess } from '../support/sidecar-process.js';
 import { waitUntil } from '../support/wait.js';
 
 /** What no client behaviour may take the sidecar past: the pod's limit is 128Mi, the sidecar rests at 45-55 MiB. */
@@ -34,13 +35,22 @@ const PIPELINE_REPEAT = 400;
 async function startSidecar(t: TestContext): Promise<{ emulator: EnvoyEmulator; sidecar: SidecarProcess }> {
   const emulator = await EnvoyEmulator.start();
   t.after(() => emulator.close());
-  const sidecar = await spawnSidecar([
-    `--admin-port=${emulator.ports.admin}`,
-    '--check-delay=0s',
-    '--check-interval=50ms',
-    '--drain-timeout=20s',
-    `--shutdown-token=${TOKEN}`,
-  ]);
+  // As a pod runs it: the container's environment the injector writes (SIDECAR_ENV: V8's young generation
+  // capped, which is what keeps a flood's garbage within the budget), not V8's defaults.
+  const podEnv = Object.fromEntries(SIDECAR_ENV.map(({ name, value }) => [name, value]));
+  const sidecar = await spawnSidecarWith(
+    [
+      'mode=sidecar',
+      '--serve-address=127.0.0.1',
+      '--serve-port=0',
+      `--admin-port=${emulator.ports.admin}`,
+      '--check-delay=0s',
+      '--check-interval=50ms',
+      '--drain-timeout=20s',
+      `--shutdown-token=${TOKEN}`,
+    ],
+    podEnv,
+  );
   t.after(() => sidecar.kill());
   await sidecar.waitForLog((line) => line['event'] === 'envoy_admin_reachable');
   return { emulator, sidecar };
