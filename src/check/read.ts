@@ -11,14 +11,13 @@ import {
   CoreV1Api,
   DiscoveryV1Api,
   KubeConfig,
-  Observable,
   PolicyV1Api,
   type ConfigurationOptions,
   type V1ListMeta,
-  type ObservableMiddleware,
   type V1OwnerReference,
 } from '@kubernetes/client-node';
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE } from '../certs/names.js';
+import { statusOf, withSignal } from '../kube/requests.js';
 import { formatLabelSelector, type LabelSelector } from '../config/label-selector.js';
 import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
 import { ApiAnswerError, describeRead, ForbiddenError, KubeconfigError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
@@ -212,22 +211,15 @@ class ClusterReader {
 
   private async call<T>(operation: ReadOperation, request: (config: ConfigurationOptions) => Promise<T>): Promise<T> {
     const timeout = AbortSignal.timeout(this.settings.requestTimeoutMs);
-    const middleware: ObservableMiddleware = {
-      pre: (context) => {
-        context.setSignal(timeout);
-        return new Observable(Promise.resolve(context));
-      },
-      post: (response) => new Observable(Promise.resolve(response)),
-    };
     try {
-      return await request({ middleware: [middleware], middlewareMergeStrategy: 'append' });
+      return await request({ middleware: [withSignal(timeout)], middlewareMergeStrategy: 'append' });
     } catch (error) {
       throw this.translate(error, operation, timeout.aborted);
     }
   }
 
   private translate(error: unknown, operation: ReadOperation, timedOut: boolean): Error {
-    if (error instanceof ApiException) return this.translateStatus(error.code, messageOf(error.body), operation);
+    if (error instanceof ApiException) return this.translateStatus(error.code, statusOf(error.body).message, operation);
     if (timedOut) return new UnreachableError(`no answer from ${this.server} within ${this.settings.requestTimeoutMs} ms to ${describeRead(operation)}`);
     const reason = causeOf(error);
     return new UnreachableError(`cannot reach the API server ${this.server}: ${reason} (is the cluster up, and the kubeconfig's context the right one?)`);
@@ -246,15 +238,6 @@ class NotFound extends Error {
   override readonly name = 'NotFound';
 }
 
-function messageOf(body: unknown): string | undefined {
-  try {
-    const parsed: unknown = typeof body === 'string' ? JSON.parse(body) : body;
-    const message = typeof parsed === 'object' && parsed !== null ? (parsed as { message?: unknown }).message : undefined;
-    return typeof message === 'string' ? message : undefined;
-  } catch {
-    return typeof body === 'string' && body.trim() !== '' ? body.trim().slice(0, 300) : undefined;
-  }
-}
 
 /** The innermost reason a connection failed: ECONNREFUSED, a certificate error... */
 function causeOf(error: unknown): string {

@@ -13,14 +13,13 @@ import {
   CoreV1Api,
   FetchError,
   KubeConfig,
-  Observable,
   PatchStrategy,
   setHeaderOptions,
   type ConfigurationOptions,
-  type ObservableMiddleware,
   type V1ObjectMeta,
   type V1Secret,
 } from '@kubernetes/client-node';
+import { statusOf, withSignal } from './requests.js';
 import {
   describeOperation,
   KubeConfigError,
@@ -70,17 +69,6 @@ export function loadInClusterConfig(env: NodeJS.ProcessEnv = process.env, exists
   return kubeConfig;
 }
 
-/** A middleware that gives the request its AbortSignal: the generated client reads it from the context. */
-function withSignal(signal: AbortSignal): ObservableMiddleware {
-  return {
-    pre: (context) => {
-      context.setSignal(signal);
-      return new Observable(Promise.resolve(context));
-    },
-    post: (response) => new Observable(Promise.resolve(response)),
-  };
-}
-
 function encode(data: SecretData): Record<string, string> {
   return Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value, 'utf8').toString('base64')]));
 }
@@ -98,23 +86,6 @@ function snapshot(secret: V1Secret): SecretSnapshot {
   };
 }
 
-/** The Status object of an error answer: its message is the most precise thing the API server says. */
-function statusOf(body: unknown): { message?: string; reason?: string } {
-  let parsed = body;
-  if (typeof body === 'string') {
-    try {
-      parsed = JSON.parse(body);
-    } catch {
-      return body.trim() === '' ? {} : { message: body.trim().slice(0, 300) };
-    }
-  }
-  if (typeof parsed !== 'object' || parsed === null) return {};
-  const { message, reason } = parsed as { message?: unknown; reason?: unknown };
-  return {
-    ...(typeof message === 'string' ? { message } : {}),
-    ...(typeof reason === 'string' ? { reason } : {}),
-  };
-}
 
 export class KubeCertificateStore implements CertificateStore {
   readonly secretRef: string;
