@@ -9,6 +9,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmdirSync } from 'node:fs';
+import { REPO_ROOT } from './process.js';
 
 export interface Bind {
   /** What the host has: the volume's directory, or a file. */
@@ -73,5 +74,8 @@ export function runAsProblem(uid: number): string | undefined {
   if (result.error !== undefined || result.status !== 0) {
     return `${process.execPath} cannot run as uid ${uid} (${result.error?.message ?? `exit ${String(result.status)}`}): make it and its directories executable by others`;
   }
+  // The processes load the repository's code (tsx, dist/): a checkout in a private directory is out of reach.
+  const repository = spawnSync(process.execPath, ['--import', 'tsx', '-e', ''], { uid, gid: uid, cwd: REPO_ROOT, timeout: 10_000 });
+  if (repository.status !== 0) return `uid ${uid} cannot read the repository at ${REPO_ROOT}: make it and its directories readable by others`;
   return undefined;
 }
