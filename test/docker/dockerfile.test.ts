@@ -23,6 +23,8 @@ const { stages } = dockerfile;
 const final = stages[stages.length - 1] as Stage;
 const all = (stage: Stage, keyword: string) => stage.instructions.filter((instruction) => instruction.keyword === keyword);
 const NODE_24 = /^(docker\.io\/(library\/)?)?node:24([.-][\w.-]*)?(@sha256:[0-9a-f]{64})?$|^gcr\.io\/distroless\/nodejs24-debian\d+(:[\w.-]+)?(@sha256:[0-9a-f]{64})?$/;
+/** Where each kind of base image keeps node: the official images put it on PATH, distroless does not. */
+const nodeBinary = (image: string): string => (image.startsWith('gcr.io/distroless/') ? '/nodejs/bin/node' : 'node');
 
 /** WORKDIR in effect at the end of a stage (absolute WORKDIRs only, which is what we write). */
 function workdir(stage: Stage): string {
@@ -39,6 +41,7 @@ describe('Dockerfile', () => {
   it('is multi-stage, every stage on Node 24, the runtime one last', () => {
     assert.ok(stages.length >= 2, 'a build stage and a runtime stage');
     for (const stage of stages) assert.match(stage.image, NODE_24, `FROM ${stage.image}`);
+    for (const stage of stages) assert.match(stage.image, /@sha256:[0-9a-f]{64}$/, `FROM ${stage.image}: pinned by digest, so that a rebuild gets the same base`);
     const names = stages.map((stage) => stage.name).filter((name) => name !== undefined);
     assert.equal(new Set(names).size, names.length, 'stage names are unique');
     assert.equal(dockerfile.global.filter((instruction) => instruction.keyword !== 'ARG').length, 0);
@@ -83,7 +86,7 @@ describe('Dockerfile', () => {
     const entrypoints = all(final, 'ENTRYPOINT');
     assert.equal(entrypoints.length, 1);
     const [program, script, ...rest] = execForm(entrypoints[0] as (typeof entrypoints)[number]) ?? [];
-    assert.equal(program, 'node');
+    assert.equal(program, nodeBinary(final.image), `the node binary of ${final.image}`);
     assert.deepEqual(rest, [], 'mode and flags come from the pod spec, not the image');
     assert.ok(script !== undefined && posix.isAbsolute(script), 'an absolute script path');
 
@@ -125,6 +128,12 @@ describe('Dockerfile', () => {
     const exposed = all(final, 'EXPOSE').flatMap((expose) => expose.args.split(/\s+/)).map((port) => port.replace(/\/tcp$/, ''));
     assert.ok(exposed.includes(String(WEBHOOK_SETTINGS.port.default)));
     assert.ok(exposed.includes(String(POD_DRAIN_SETTINGS['serve-port'].default)));
+  });
+
+  it('runs nothing in the runtime stage when its base has no shell (distroless)', () => {
+    if (nodeBinary(final.image) === 'node') return;
+    const runs = all(final, 'RUN').filter((run) => execForm(run) === undefined);
+    assert.deepEqual(runs.map((run) => `line ${run.line}: RUN ${run.args}`), [], 'a shell-form RUN needs /bin/sh');
   });
 
   it('never downloads with ADD', () => {
