@@ -12,17 +12,20 @@ import { runSidecarBench, type SidecarBenchProfile } from './sidecar.js';
 import { loadAverage, printTable } from './support.js';
 import { runWatchWeekBench } from './watch-week.js';
 import { runWebhookBench, type WebhookBenchProfile } from './webhook.js';
+import { runWebhookMemoryBench, type WebhookMemoryProfile } from './webhook-memory.js';
 
 const quick = process.argv.includes('--quick');
 
-const PROFILES: Record<'full' | 'quick', { webhook: WebhookBenchProfile; sidecar: SidecarBenchProfile; watchDays: number }> = {
+const PROFILES: Record<'full' | 'quick', { webhook: WebhookBenchProfile; webhookMemory: WebhookMemoryProfile; sidecar: SidecarBenchProfile; watchDays: number }> = {
   full: {
     webhook: { rounds: 5, seconds: 3, newConnectionSeconds: 2, warmupSeconds: 3, sequentialRequests: 1000, fastify: true },
+    webhookMemory: { reviews: 10_000, pacedSeconds: 5 },
     sidecar: { starts: 11, drains: 9, floodSeconds: 4 },
     watchDays: 7,
   },
   quick: {
     webhook: { rounds: 3, seconds: 1, newConnectionSeconds: 1, warmupSeconds: 1, sequentialRequests: 300, fastify: false },
+    webhookMemory: { reviews: 2_000, pacedSeconds: 2 },
     sidecar: { starts: 5, drains: 3, floodSeconds: 2 },
     watchDays: 3,
   },
@@ -35,6 +38,7 @@ console.log(
 );
 const figures = [
   ...(await runWebhookBench(profile.webhook)),
+  ...(await runWebhookMemoryBench(profile.webhookMemory)),
   ...(await runSidecarBench(profile.sidecar)),
   ...(await runWatchWeekBench(profile.watchDays)),
   ...(await runCheckBench()),

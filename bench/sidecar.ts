@@ -210,6 +210,80 @@ async function measureDrains(emulator: EnvoyEmulator, profile: SidecarBenchProfi
   ];
 }
 
+/** Connections Envoy holds while the sidecar drains it, for the injected memory request (issue 22). */
+const BIG_DRAIN_CONNECTIONS = 10_000;
+const EMULATOR_CLI = join(import.meta.dirname, '../src/emulator/cli.ts');
+
+/** The emulator in a process of its own: 10,000 connections are 10,000 descriptors on each side. */
+async function spawnEmulatorProcess(): Promise<{ admin: number; tcp: number; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', EMULATOR_CLI, '--admin-port=0', '--http-port=0', '--tcp-port=0', '--host=127.0.0.1'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { PATH: process.env.PATH },
+  });
+  const [line] = (await Promise.race([once(child.stdout as NodeJS.ReadableStream, 'data'), sleep(20_000).then(() => [undefined])])) as [Buffer | undefined];
+  if (line === undefined) throw new Error('the emulator did not start within 20 s');
+  const ports = JSON.parse(line.toString().split('\n')[0] as string) as { admin: number; tcp: number };
+  return { ...ports, child };
+}
+
+/**
+ * The sidecar as injected (sidecarArgs, SIDECAR_ENV, a token; check-delay 0) draining an Envoy that holds 10,000 connections: its
+ * resident and private memory sampled every 20 ms from /shutdown to the drain's end. The memory request is sized
+ * on this peak (see src/config/resources.ts).
+ */
+export async function measureBigDrain(): Promise<Figure[]> {
+  const emulator = await spawnEmulatorProcess();
+  const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-big-drain-'));
+  const held: Awaited<ReturnType<typeof openTcpConnections>> = [];
+  const token = 'bench-token-0123456789abcdef01234567';
+  try {
+    for (let opened = 0; opened < BIG_DRAIN_CONNECTIONS; opened += 500) held.push(...(await openTcpConnections(emulator.tcp, 500)));
+    // As injected, except that it does not wait the load balancer's minute (check-delay) and polls every second.
+    const plan = { ...parseWebhookConfig([], {}).injection.defaults, 'check-delay': 0, 'check-interval': 1_000 };
+    const sidecar = await spawnInjectedSidecar(plan, { adminPort: emulator.admin, stateDir, token });
+    try {
+      await sidecar.waitForLog((line) => line['event'] === 'envoy_admin_reachable');
+      const pid = sidecar.child.pid as number;
+      const rest = memoryShares(pid);
+      let peak = { rss: 0, anonymous: 0 };
+      const sampler = setInterval(() => {
+        const { anonymous } = memoryShares(pid);
+        peak = { rss: Math.max(peak.rss, residentMib(pid).rss), anonymous: Math.max(peak.anonymous, anonymous) };
+      }, 20);
+      try {
+        const shutdown = httpRequest(sidecar.url('/shutdown'), { timeoutMs: 120_000, headers: { authorization: `Bearer ${token}` } });
+        await sidecar.waitForLog((line) => line['event'] === 'poll' && Number(line['open_connections']) >= BIG_DRAIN_CONNECTIONS, 60_000);
+        await sleep(3 * plan['check-interval']);
+        await closeAll(held);
+        const response = await shutdown;
+        if (response.status !== 200) throw new Error(`/shutdown answered ${response.status}: ${response.body}`);
+      } finally {
+        clearInterval(sampler);
+      }
+      return [
+        {
+          name: `sidecar as injected, draining ${BIG_DRAIN_CONNECTIONS.toLocaleString('en-US')} connections: peak RSS (private)`,
+          value: `${mib(peak.rss)} (${mib(peak.anonymous)}); at rest ${mib(rest.anonymous + rest.fileBacked)} (${mib(rest.anonymous)})`,
+          target: `≤ the injected memory request`,
+          pass: peak.rss <= memoryRequestMib(),
+        },
+      ];
+    } finally {
+      await stop(sidecar.child);
+    }
+  } finally {
+    await closeAll(held);
+    await stop(emulator.child);
+    await rm(stateDir, { recursive: true, force: true });
+  }
+}
+
+/** The injected sidecar's memory request, in MiB (the webhook's default, which the injector writes). */
+function memoryRequestMib(): number {
+  const { numerator, denominator } = parseWebhookConfig([], {}).injection.sidecarResources.memoryRequest;
+  return Number(numerator) / Number(denominator) / 2 ** 20;
+}
+
 /** What no client behaviour may take the sidecar past: the pod's limit is 128Mi (test/sidecar/server-flood.test.ts). */
 const RSS_BUDGET_MIB = 96;
 
@@ -290,6 +364,7 @@ export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Fig
     return [
       ...(await measureStartAndIdle(emulator, profile)),
       ...(await measureDrains(emulator, profile)),
+      ...(await measureBigDrain()),
       ...(profile.floodSeconds > 0 ? await measureFloods(profile) : []),
     ];
   } finally {

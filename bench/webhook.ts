@@ -39,7 +39,7 @@ export interface WebhookBenchProfile {
   readonly fastify: boolean;
 }
 
-interface Target {
+export interface Target {
   readonly name: string;
   readonly port: number;
   readonly url: string;
@@ -187,7 +187,7 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
   }
 }
 
-function pid(target: Target): number {
+export function pid(target: Target): number {
   return target.process.pid as number;
 }
 
@@ -215,18 +215,26 @@ function describeRates(values: Map<string, number[]>, unit: string): string {
   return [...values].map(([name, list]) => `${name} ${list.map((value) => Math.round(value)).join('/')} ${unit}`).join('; ');
 }
 
-async function startTarget(name: string, args: string[], portFlag: string, ca: string, trailing: string[] = []): Promise<Target> {
+/** Starts a server as its own process with a clean environment (plus `env`), and waits until it answers. */
+export async function startTarget(
+  name: string,
+  args: string[],
+  portFlag: string,
+  ca: string,
+  trailing: string[] = [],
+  env: Readonly<Record<string, string>> = {},
+): Promise<Target> {
   const port = await freePort();
   const portArgs = portFlag === '' ? [String(port)] : [`${portFlag}${port}`];
   // A clean environment, as in a pod: no SHUTDOWN_MANAGER_* settings from the caller's shell, and no
   // NODE_EXTRA_CA_CERTS, which makes Node read a CA bundle at start (tens of ms and some MiB, to both sides).
-  const child = spawn(process.execPath, [...args, ...portArgs, ...trailing], { stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH } });
+  const child = spawn(process.execPath, [...args, ...portArgs, ...trailing], { stdio: ['ignore', 'ignore', 'inherit'], env: { PATH: process.env.PATH, ...env } });
   const url = `https://127.0.0.1:${port}`;
   await waitUntil(async () => (await post(url, ca, '{}', '/healthz', 'GET')).length >= 0, 10_000, name);
   return { name, port, url, process: child };
 }
 
-async function post(url: string, ca: string, body: string, path = '/mutate', method: 'POST' | 'GET' = 'POST'): Promise<string> {
+export async function post(url: string, ca: string, body: string, path = '/mutate', method: 'POST' | 'GET' = 'POST'): Promise<string> {
   const client = new Client(url, { connect: { ca } });
   try {
     const response = await client.request({
@@ -241,7 +249,7 @@ async function post(url: string, ca: string, body: string, path = '/mutate', met
   }
 }
 
-async function keepAliveLoad(target: Target, body: string, connections: number, seconds: number): Promise<{ rate: number; completed: number }> {
+export async function keepAliveLoad(target: Target, body: string, connections: number, seconds: number): Promise<{ rate: number; completed: number }> {
   const result = await autocannon({
     url: `${target.url}/mutate`,
     method: 'POST',

@@ -1,0 +1,206 @@
+/**
+ * The webhook's working memory and V8's young generation (issue 22): under load V8 grows each semi-space of the
+ * new space up to its cap (16 MiB on Node 20, 32 MiB on Node 24, three of them in use) although the webhook keeps
+ * next to nothing between reviews. Each candidate cap is started fresh and taken through the same life: idle
+ * after one review; after 10,000 reviews (keep-alive, c=10, as fast as they go); then paced loads of 200 and
+ * 1,000 reviews a second with their p99 latency, peak resident memory and CPU per review. The floor, a bare
+ * node:https server (bench/floor-server.mjs) at V8's defaults, goes through the same steps in the same run.
+ *
+ * The image's setting (ENV NODE_OPTIONS in the Dockerfile, which the injected sidecar's own NODE_OPTIONS
+ * replaces) is read from the Dockerfile, so that the figure marked "image" is the webhook as the image runs it.
+ */
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import { generateCertificates } from '../src/certs/generate.js';
+import { parseDockerfile } from '../test/docker/dockerfile.js';
+import { cpuMicros, loadAverage, mib, percentile, residentMib, type Figure } from './support.js';
+import { keepAliveLoad, pid, post, startTarget, type Target } from './webhook.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const FIXTURE = join(ROOT, 'test/fixtures/admission/deployment-envoy-pod.json');
+
+export interface WebhookMemoryProfile {
+  /** Reviews sent before "after 10,000 reviews" is read. */
+  readonly reviews: number;
+  /** Length of each paced load. */
+  readonly pacedSeconds: number;
+}
+
+/** The image's NODE_OPTIONS for the webhook (the runtime stage's ENV), or '' when it sets none. */
+export function imageNodeOptions(): string {
+  const { stages } = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+  const runtime = stages[stages.length - 1];
+  for (const env of runtime?.instructions.filter((instruction) => instruction.keyword === 'ENV') ?? []) {
+    const match = /^NODE_OPTIONS=(?:"([^"]*)"|(\S+))$/.exec(env.args);
+    if (match) return match[1] ?? match[2] ?? '';
+  }
+  return '';
+}
+
+interface Life {
+  readonly idle: number;
+  readonly afterReviews: number;
+  readonly paced: ReadonlyMap<number, Paced>;
+}
+
+interface Paced {
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly peakMiB: number;
+  readonly cpuMicrosPerReview: number;
+}
+
+const RATES = [200, 1_000] as const;
+
+/**
+ * `rate` reviews a second for `seconds` over a pool of keep-alive connections, each timed from when it was sent.
+ * Sent on a 1 ms schedule (a burst of what fell due since the last tick), never more than 200 outstanding: a
+ * server that falls behind is measured by its latency, not buried under an unbounded queue.
+ */
+async function pacedLoad(target: Target, ca: string, body: string, rate: number, seconds: number): Promise<Paced> {
+  const pool = new Pool(target.url, { connect: { ca }, connections: 16, pipelining: 1 });
+  const latencies: number[] = [];
+  const total = rate * seconds;
+  let peak = 0;
+  const sampler = setInterval(() => (peak = Math.max(peak, residentMib(pid(target)).rss)), 25);
+  const cpuBefore = cpuMicros(pid(target));
+  try {
+    const started = performance.now();
+    const inFlight = new Set<Promise<void>>();
+    let sent = 0;
+    while (sent < total && performance.now() - started < seconds * 1000 + 10_000) {
+      const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * rate) + 1);
+      while (sent < due && inFlight.size < 200) {
+        const sentAt = performance.now();
+        const review = pool
+          .request({ path: '/mutate', method: 'POST', headers: { 'content-type': 'application/json' }, body })
+          .then(async (response) => {
+            await response.body.text();
+            if (response.statusCode !== 200) throw new Error(`${target.name} answered ${response.statusCode}`);
+            latencies.push(performance.now() - sentAt);
+          })
+          .finally(() => inFlight.delete(review));
+        inFlight.add(review);
+        sent += 1;
+      }
+      await sleep(1);
+    }
+    await Promise.all(inFlight);
+  } finally {
+    clearInterval(sampler);
+    await pool.close();
+  }
+  const sorted = latencies.sort((a, b) => a - b);
+  return {
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+    peakMiB: Math.max(peak, residentMib(pid(target)).rss),
+    cpuMicrosPerReview: (cpuMicros(pid(target)) - cpuBefore) / Math.max(1, latencies.length),
+  };
+}
+
+async function lifeOf(target: Target, ca: string, body: string, profile: WebhookMemoryProfile): Promise<Life> {
+  await post(target.url, ca, body);
+  await sleep(1_000);
+  const idle = residentMib(pid(target)).rss;
+  let reviewed = 0;
+  for (let round = 0; round < 100 && reviewed < profile.reviews; round += 1) reviewed += (await keepAliveLoad(target, body, 10, 1)).completed;
+  await sleep(1_000);
+  const afterReviews = residentMib(pid(target)).rss;
+  const paced = new Map<number, Paced>();
+  for (const rate of RATES) paced.set(rate, await pacedLoad(target, ca, body, rate, profile.pacedSeconds));
+  return { idle, afterReviews, paced };
+}
+
+export async function runWebhookMemoryBench(profile: WebhookMemoryProfile): Promise<Figure[]> {
+  const imageOptions = imageNodeOptions();
+  const candidates = [...new Set(['', '--max-semi-space-size=4', '--max-semi-space-size=1', imageOptions])];
+  console.log(
+    `Webhook memory: ${candidates.length} young-generation settings and a bare TLS floor, each fresh: idle, after ${profile.reviews.toLocaleString('en-US')} ` +
+      `reviews, then ${RATES.join(' and ')} reviews/s for ${profile.pacedSeconds} s; Node ${process.versions.node}, load average ${loadAverage()}`,
+  );
+  const directory = await mkdtemp(join(tmpdir(), 'esm-bench-memory-'));
+  const lives = new Map<string, Life>();
+  try {
+    const bundle = await generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+    const [certFile, keyFile, responseFile] = ['tls.crt', 'tls.key', 'response.json'].map((name) => join(directory, name)) as [string, string, string];
+    await writeFile(certFile, bundle.certPem);
+    await writeFile(keyFile, bundle.keyPem);
+    const body = await readFile(FIXTURE, 'utf8');
+    const ca = bundle.caCertPem;
+    const webhookArgs = [join(ROOT, 'dist/entry.cjs'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`];
+    // The floor answers the webhook's own answer: it goes last, once the first webhook has given one.
+    for (const options of [...candidates, 'floor']) {
+      const target =
+        options === 'floor'
+          ? await startTarget('floor', [join(ROOT, 'bench/floor-server.mjs')], '', ca, [certFile, keyFile, responseFile])
+          : await startTarget('webhook', webhookArgs, '--port=', ca, [], options === '' ? {} : { NODE_OPTIONS: options });
+      try {
+        if (options === candidates[0]) await writeFile(responseFile, await post(target.url, ca, body));
+        lives.set(options, await lifeOf(target, ca, body, profile));
+      } finally {
+        target.process.kill('SIGTERM');
+        await new Promise((resolve) => (target.process.exitCode !== null ? resolve(undefined) : target.process.once('exit', resolve)));
+      }
+    }
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
+  return describeLives(lives, imageOptions);
+}
+
+function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): Figure[] {
+  const floor = lives.get('floor') as Life;
+  const label = (options: string): string =>
+    options === 'floor' ? 'bare TLS floor' : `webhook ${options === '' ? 'V8 defaults' : options}${options === imageOptions ? ' (image)' : ''}`;
+  const figures: Figure[] = [];
+  for (const [options, life] of lives) {
+    const rates = RATES.map((rate) => {
+      const paced = life.paced.get(rate) as Paced;
+      return `${rate}/s: peak ${mib(paced.peakMiB)}, p99 ${paced.p99Ms.toFixed(1)} ms, ${paced.cpuMicrosPerReview.toFixed(0)} µs CPU/review`;
+    });
+    console.log(`  ${label(options)}: idle ${mib(life.idle)}, after reviews ${mib(life.afterReviews)}; ${rates.join('; ')}`);
+    if (options === 'floor') continue;
+    figures.push({
+      name: `${label(options)}: RSS idle / after reviews / peak at 200 and 1,000 reviews/s`,
+      value: `${RATES.reduce((text, rate) => `${text} / ${mib((life.paced.get(rate) as Paced).peakMiB)}`, `${mib(life.idle)} / ${mib(life.afterReviews)}`)}`,
+      target: '',
+      pass: undefined,
+    });
+  }
+  figures.push({
+    name: 'bare TLS floor: RSS idle / after reviews / peak at 200 and 1,000 reviews/s',
+    value: `${RATES.reduce((text, rate) => `${text} / ${mib((floor.paced.get(rate) as Paced).peakMiB)}`, `${mib(floor.idle)} / ${mib(floor.afterReviews)}`)}`,
+    target: '',
+    pass: undefined,
+  });
+  const image = lives.get(imageOptions) as Life;
+  const defaults = lives.get('') as Life;
+  const at = (life: Life, rate: number): Paced => life.paced.get(rate) as Paced;
+  figures.push({
+    name: `webhook as the image runs it (${imageOptions === '' ? 'V8 defaults' : imageOptions}), 1,000 reviews/s: peak RSS, p99, CPU per review`,
+    value:
+      `${mib(at(image, 1_000).peakMiB)}, ${at(image, 1_000).p99Ms.toFixed(1)} ms, ${at(image, 1_000).cpuMicrosPerReview.toFixed(0)} µs ` +
+      `(V8 defaults ${mib(at(defaults, 1_000).peakMiB)}, ${at(defaults, 1_000).p99Ms.toFixed(1)} ms, ${at(defaults, 1_000).cpuMicrosPerReview.toFixed(0)} µs; ` +
+      `floor ${mib(at(floor, 1_000).peakMiB)}, ${at(floor, 1_000).p99Ms.toFixed(1)} ms)`,
+    target: 'peak ≤ V8 defaults, p99 ≤ 1.25 × theirs',
+    pass: at(image, 1_000).peakMiB <= at(defaults, 1_000).peakMiB && at(image, 1_000).p99Ms <= 1.25 * at(defaults, 1_000).p99Ms,
+  });
+  figures.push({
+    name: 'webhook as the image runs it, 200 reviews/s: p99',
+    value: `${at(image, 200).p99Ms.toFixed(1)} ms (V8 defaults ${at(defaults, 200).p99Ms.toFixed(1)}, floor ${at(floor, 200).p99Ms.toFixed(1)})`,
+    target: 'p99 ≤ 1.25 × V8 defaults',
+    pass: at(image, 200).p99Ms <= 1.25 * at(defaults, 200).p99Ms,
+  });
+  return figures;
+}
+
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
+  const { printTable } = await import('./support.js');
+  printTable(await runWebhookMemoryBench({ reviews: 10_000, pacedSeconds: 5 }));
+}
