@@ -1,7 +1,12 @@
 /** Helpers shared by the bench scripts: ports, waiting, statistics, /proc readings and the results table. */
 export { freePort } from '../test/support/ports.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseDockerfile, runtimeEnv } from '../test/docker/dockerfile.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Calls `probe` until it resolves true, at most `limitMs`. */
@@ -78,3 +83,26 @@ export function printTable(figures: readonly Figure[]): void {
 
 export const percent = (ratio: number): string => `${(ratio * 100).toFixed(1)} %`;
 export const mib = (value: number): string => `${value.toFixed(1)} MiB`;
+
+/** The image's NODE_OPTIONS for the webhook (the runtime stage's ENV), or '' when it sets none. */
+export function imageNodeOptions(): string {
+  const dockerfile = readFileSync(join(fileURLToPath(new URL('..', import.meta.url)), 'Dockerfile'), 'utf8');
+  return runtimeEnv(parseDockerfile(dockerfile))['NODE_OPTIONS'] ?? '';
+}
+
+const EMULATOR_CLI = fileURLToPath(new URL('../src/emulator/cli.ts', import.meta.url));
+
+/**
+ * The Envoy emulator in a process of its own (src/emulator/cli.ts), when what is measured must not share its
+ * process: 10,000 connections are 10,000 descriptors on each side, and a heap figure must be the sidecar's alone.
+ */
+export async function spawnEmulatorProcess(): Promise<{ admin: number; tcp: number; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', EMULATOR_CLI, '--admin-port=0', '--http-port=0', '--tcp-port=0', '--host=127.0.0.1'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { PATH: process.env.PATH },
+  });
+  const [line] = (await Promise.race([once(child.stdout as NodeJS.ReadableStream, 'data'), sleep(20_000).then(() => [undefined])])) as [Buffer | undefined];
+  if (line === undefined) throw new Error('the emulator did not start within 20 s');
+  const ports = JSON.parse(line.toString().split('\n')[0] as string) as { admin: number; tcp: number };
+  return { ...ports, child };
+}

@@ -2,14 +2,14 @@
  * The webhook's working memory and V8's young generation (issue 22): under load V8 grows each semi-space of the
  * new space up to its cap (16 MiB on Node 20, 32 MiB on Node 24, three of them in use) although the webhook keeps
  * next to nothing between reviews. Each candidate cap is started fresh and taken through the same life: idle
- * after one review; after 10,000 reviews (keep-alive, c=10, as fast as they go); then paced loads of 200 and
- * 1,000 reviews a second with their p99 latency, peak resident memory and CPU per review. The floor, a bare
- * node:https server (bench/floor-server.mjs) at V8's defaults, goes through the same steps in the same run.
+ * after one review; paced loads of 200 and then 1,000 reviews a second, with their p99 latency, peak resident
+ * memory and CPU per review; on at 1,000 a second to 10,000 reviews in all, and the RSS then; last a burst at
+ * full speed (50 keep-alive connections for 3 s) and its peak. The floor, a bare node:https server
+ * (bench/floor-server.mjs) at V8's defaults, goes through the same steps in the same run.
  *
  * The image's setting (ENV NODE_OPTIONS in the Dockerfile, which the injected sidecar's own NODE_OPTIONS
  * replaces) is read from the Dockerfile, so that the figure marked "image" is the webhook as the image runs it.
  */
-import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,8 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { generateCertificates } from '../src/certs/generate.js';
-import { parseDockerfile } from '../test/docker/dockerfile.js';
-import { cpuMicros, loadAverage, mib, percentile, residentMib, type Figure } from './support.js';
+import { cpuMicros, imageNodeOptions, loadAverage, mib, percentile, residentMib, type Figure } from './support.js';
 import { keepAliveLoad, pid, post, startTarget, type Target } from './webhook.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -31,21 +30,12 @@ export interface WebhookMemoryProfile {
   readonly pacedSeconds: number;
 }
 
-/** The image's NODE_OPTIONS for the webhook (the runtime stage's ENV), or '' when it sets none. */
-export function imageNodeOptions(): string {
-  const { stages } = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
-  const runtime = stages[stages.length - 1];
-  for (const env of runtime?.instructions.filter((instruction) => instruction.keyword === 'ENV') ?? []) {
-    const match = /^NODE_OPTIONS=(?:"([^"]*)"|(\S+))$/.exec(env.args);
-    if (match) return match[1] ?? match[2] ?? '';
-  }
-  return '';
-}
-
 interface Life {
   readonly idle: number;
   readonly afterReviews: number;
   readonly paced: ReadonlyMap<number, Paced>;
+  /** Peak RSS under a burst at full speed, after everything else. */
+  readonly burstPeak: number;
 }
 
 interface Paced {
@@ -108,21 +98,31 @@ async function lifeOf(target: Target, ca: string, body: string, profile: Webhook
   await post(target.url, ca, body);
   await sleep(1_000);
   const idle = residentMib(pid(target)).rss;
-  let reviewed = 0;
-  for (let round = 0; round < 100 && reviewed < profile.reviews; round += 1) reviewed += (await keepAliveLoad(target, body, 10, 1)).completed;
-  await sleep(1_000);
-  const afterReviews = residentMib(pid(target)).rss;
   const paced = new Map<number, Paced>();
   for (const rate of RATES) paced.set(rate, await pacedLoad(target, ca, body, rate, profile.pacedSeconds));
-  return { idle, afterReviews, paced };
+  // On to `reviews` at the higher rate: what a busy cluster's webhook has done after a while.
+  const done = RATES.reduce((sum, rate) => sum + rate * profile.pacedSeconds, 0);
+  const rest = Math.max(0, profile.reviews - done);
+  if (rest > 0) await pacedLoad(target, ca, body, 1_000, Math.ceil(rest / 1_000));
+  await sleep(1_000);
+  const afterReviews = residentMib(pid(target)).rss;
+  // Then a burst: as many reviews as 50 keep-alive connections get answered in 3 s (a mass rollout's worth).
+  let burstPeak = 0;
+  const sampler = setInterval(() => (burstPeak = Math.max(burstPeak, residentMib(pid(target)).rss)), 25);
+  try {
+    await keepAliveLoad(target, body, 50, 3);
+  } finally {
+    clearInterval(sampler);
+  }
+  return { idle, afterReviews, paced, burstPeak: Math.max(burstPeak, residentMib(pid(target)).rss) };
 }
 
 export async function runWebhookMemoryBench(profile: WebhookMemoryProfile): Promise<Figure[]> {
   const imageOptions = imageNodeOptions();
-  const candidates = [...new Set(['', '--max-semi-space-size=4', '--max-semi-space-size=1', imageOptions])];
+  const candidates = [...new Set(['', '--max-semi-space-size=4', '--max-semi-space-size=2', '--max-semi-space-size=1', imageOptions])];
   console.log(
     `Webhook memory: ${candidates.length} young-generation settings and a bare TLS floor, each fresh: idle, after ${profile.reviews.toLocaleString('en-US')} ` +
-      `reviews, then ${RATES.join(' and ')} reviews/s for ${profile.pacedSeconds} s; Node ${process.versions.node}, load average ${loadAverage()}`,
+      `reviews (${RATES.join(' then ')} reviews/s for ${profile.pacedSeconds} s each, then on at 1,000/s), a 3 s burst at c=50; Node ${process.versions.node}, load average ${loadAverage()}`,
   );
   const directory = await mkdtemp(join(tmpdir(), 'esm-bench-memory-'));
   const lives = new Map<string, Life>();
@@ -154,6 +154,11 @@ export async function runWebhookMemoryBench(profile: WebhookMemoryProfile): Prom
   return describeLives(lives, imageOptions);
 }
 
+function describeMemory(life: Life): string {
+  const peaks = RATES.map((rate) => (life.paced.get(rate) as Paced).peakMiB.toFixed(1));
+  return `${life.idle.toFixed(1)} / ${peaks.join(', ')} / ${life.afterReviews.toFixed(1)} / ${life.burstPeak.toFixed(1)} MiB`;
+}
+
 function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): Figure[] {
   const floor = lives.get('floor') as Life;
   const label = (options: string): string =>
@@ -164,18 +169,18 @@ function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): 
       const paced = life.paced.get(rate) as Paced;
       return `${rate}/s: peak ${mib(paced.peakMiB)}, p99 ${paced.p99Ms.toFixed(1)} ms, ${paced.cpuMicrosPerReview.toFixed(0)} µs CPU/review`;
     });
-    console.log(`  ${label(options)}: idle ${mib(life.idle)}, after reviews ${mib(life.afterReviews)}; ${rates.join('; ')}`);
+    console.log(`  ${label(options)}: idle ${mib(life.idle)}; ${rates.join('; ')}; after reviews ${mib(life.afterReviews)}; burst peak ${mib(life.burstPeak)}`);
     if (options === 'floor') continue;
     figures.push({
-      name: `${label(options)}: RSS idle / after reviews / peak at 200 and 1,000 reviews/s`,
-      value: `${RATES.reduce((text, rate) => `${text} / ${mib((life.paced.get(rate) as Paced).peakMiB)}`, `${mib(life.idle)} / ${mib(life.afterReviews)}`)}`,
+      name: `${label(options)}: RSS idle / peak at 200, 1,000 reviews/s / after reviews / burst peak`,
+      value: describeMemory(life),
       target: '',
       pass: undefined,
     });
   }
   figures.push({
-    name: 'bare TLS floor: RSS idle / after reviews / peak at 200 and 1,000 reviews/s',
-    value: `${RATES.reduce((text, rate) => `${text} / ${mib((floor.paced.get(rate) as Paced).peakMiB)}`, `${mib(floor.idle)} / ${mib(floor.afterReviews)}`)}`,
+    name: 'bare TLS floor: RSS idle / peak at 200, 1,000 reviews/s / after reviews / burst peak',
+    value: describeMemory(floor),
     target: '',
     pass: undefined,
   });

@@ -20,7 +20,7 @@ import { parseWebhookConfig } from '../src/config/webhook.js';
 import { injectPod } from '../src/inject/injector.js';
 import { podPatch } from '../src/inject/patch.js';
 import { newConnectionLoad } from './new-connections.js';
-import { cpuMicros, freePort, loadAverage, median, mib, percent, percentile, residentMib, waitUntil, type Figure } from './support.js';
+import { cpuMicros, freePort, imageNodeOptions, loadAverage, median, mib, percent, percentile, residentMib, waitUntil, type Figure } from './support.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FIXTURE = join(ROOT, 'test/fixtures/admission/deployment-envoy-pod.json');
@@ -59,7 +59,10 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
     const body = await readFile(FIXTURE, 'utf8');
     const ca = bundle.caCertPem;
 
-    const webhook = await startTarget('webhook', [join(ROOT, 'dist/entry.cjs'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`], '--port=', ca);
+    // As the image starts it: with the runtime stage's NODE_OPTIONS (see webhook-memory.ts).
+    const imageOptions = imageNodeOptions();
+    const webhookArgs = [join(ROOT, 'dist/entry.cjs'), '--address=127.0.0.1', '--shutdown-delay=0s', `--tls-cert-file=${certFile}`, `--tls-key-file=${keyFile}`];
+    const webhook = await startTarget('webhook', webhookArgs, '--port=', ca, [], imageOptions === '' ? {} : { NODE_OPTIONS: imageOptions });
     targets.push(webhook);
     const realResponse = await post(webhook.url, ca, body);
     const responseFile = join(directory, 'response.json');

@@ -11,7 +11,8 @@ import { POD_DRAIN_SETTINGS } from '../../src/config/drain.js';
 import { WEBHOOK_SETTINGS } from '../../src/config/webhook.js';
 import { MANIFESTS_DIR, findOne, getObject, resolveKustomization } from '../support/manifests.js';
 import { REPO_ROOT } from '../support/process.js';
-import { execForm, isInContext, parseCopy, parseDockerfile, type Stage } from './dockerfile.js';
+import { SIDECAR_ENV } from '../../src/inject/sidecar.js';
+import { execForm, isInContext, parseCopy, parseDockerfile, runtimeEnv, type Stage } from './dockerfile.js';
 
 const dockerfile = parseDockerfile(await readFile(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
 const dockerignore = await readFile(join(REPO_ROOT, '.dockerignore'), 'utf8');
@@ -134,6 +135,19 @@ describe('Dockerfile', () => {
     if (nodeBinary(final.image) === 'node') return;
     const runs = all(final, 'RUN').filter((run) => execForm(run) === undefined);
     assert.deepEqual(runs.map((run) => `line ${run.line}: RUN ${run.args}`), [], 'a shell-form RUN needs /bin/sh');
+  });
+
+  it("sets the webhook's V8 options for the image, which the injected sidecar's own replace", () => {
+    const options = runtimeEnv(dockerfile)['NODE_OPTIONS'];
+    assert.ok(options !== undefined, 'the image sets NODE_OPTIONS for webhook mode (bench/webhook-memory.ts measures it)');
+    assert.match(options, /^--max-semi-space-size=\d+$/);
+    // A container's env replaces the image's variable of the same name: the sidecar never runs with the webhook's.
+    assert.ok(SIDECAR_ENV.some(({ name }) => name === 'NODE_OPTIONS'), 'the injector writes NODE_OPTIONS for the sidecar');
+  });
+
+  it('reads ENV as Docker does: several pairs on a line, quotes, the legacy form, later ones winning', () => {
+    const parsed = parseDockerfile('FROM node:24 AS build\nFROM x\nENV A=1 B="two words" \nENV D value with spaces\nENV A=3\n');
+    assert.deepEqual(runtimeEnv(parsed), { A: '3', B: 'two words', D: 'value with spaces' });
   });
 
   it('never downloads with ADD', () => {

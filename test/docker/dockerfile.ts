@@ -165,3 +165,23 @@ export function runtimeFiles(dockerfile: Dockerfile): RuntimeFile[] {
       }),
     );
 }
+
+/**
+ * The environment the runtime stage's ENV instructions set (`ENV NAME=value`, one or several per line, values
+ * bare or double-quoted; the legacy `ENV NAME value` form too), later ones winning, as the image's processes get it.
+ */
+export function runtimeEnv(dockerfile: Dockerfile): Record<string, string> {
+  const final = dockerfile.stages[dockerfile.stages.length - 1];
+  const env: Record<string, string> = {};
+  for (const instruction of final?.instructions.filter((candidate) => candidate.keyword === 'ENV') ?? []) {
+    const legacy = /^([A-Za-z_][A-Za-z0-9_]*)\s+([^=].*)$/.exec(instruction.args);
+    if (legacy) {
+      env[legacy[1] as string] = legacy[2] as string;
+      continue;
+    }
+    for (const pair of instruction.args.matchAll(/([A-Za-z_][A-Za-z0-9_]*)=(?:"((?:[^"\\]|\\.)*)"|(\S*))/g)) {
+      env[pair[1] as string] = pair[2] !== undefined ? pair[2].replace(/\\(.)/g, '$1') : (pair[3] as string);
+    }
+  }
+  return env;
+}

@@ -13,25 +13,29 @@ import { tmpdir } from 'node:os';
 import { dirname, join, parse, relative } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
+import { SIDECAR_ENV } from '../../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
 import { FakeKubeApi } from '../support/fake-kube-api.js';
 import { mountNamespaceLauncher, mountNamespaceProblem } from '../support/mount-namespace.js';
 import { REPO_ROOT, startNode, WEBHOOK_LISTENING, type LoggingProcess } from '../support/process.js';
 import { httpsRequest, loadReview } from '../support/webhook.js';
-import { parseDockerfile, runtimeFiles } from './dockerfile.js';
+import { parseDockerfile, runtimeEnv, runtimeFiles } from './dockerfile.js';
 
 /** Issue 22's target for everything the runtime stage adds on top of its base image. */
 const PAYLOAD_LIMIT_BYTES = 10 * 1024 * 1024;
 
 let root: string;
 let entry: string;
+const dockerfile = parseDockerfile(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
+/** What the image's ENV gives every process (NODE_ENV, the webhook's NODE_OPTIONS); a pod's env adds to it or replaces it. */
+const IMAGE_ENV = runtimeEnv(dockerfile);
 
 /** Copies the runtime stage's files to a fresh /tmp/…/app, as the image lays them out under /app. */
 function installPayload(): { root: string; entry: string; bytes: number } {
   const base = mkdtempSync(join(tmpdir(), 'esm-image-'));
   const app = join(base, 'app');
   mkdirSync(app);
-  const files = runtimeFiles(parseDockerfile(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8')));
+  const files = runtimeFiles(dockerfile);
   cpSync(join(REPO_ROOT, 'package.json'), join(app, 'package.json'));
   for (const { built, shipped } of files) {
     const source = join(REPO_ROOT, built);
@@ -58,7 +62,7 @@ function nodeModulesAbove(directory: string): string | undefined {
 }
 
 async function started(t: TestContext, args: readonly string[], ready: (line: Record<string, unknown>) => boolean, options: { env?: Record<string, string>; launcher?: string[] } = {}): Promise<LoggingProcess> {
-  const process = await startNode([entry, ...args], { ready, readyTimeoutMs: 15_000, cwd: dirname(entry), ...options });
+  const process = await startNode([entry, ...args], { ready, readyTimeoutMs: 15_000, cwd: dirname(entry), ...options, env: { ...IMAGE_ENV, ...options.env } });
   t.after(() => process.kill());
   return process;
 }
@@ -100,6 +104,8 @@ describe('the runtime payload (what the image ships), every mode from it', () =>
       t,
       ['mode=sidecar', '--serve-address=127.0.0.1', '--serve-port=0', `--admin-port=${envoy.ports.admin}`, '--check-delay=0', '--check-interval=50ms', '--drain-timeout=10s'],
       (line) => line['event'] === 'listening',
+      // The container's env as injected, over the image's: the sidecar's NODE_OPTIONS replaces the webhook's.
+      { env: Object.fromEntries(SIDECAR_ENV.map(({ name, value }) => [name, value])) },
     );
     const url = (path: string): string => `http://127.0.0.1:${String(sidecar.ready['port'])}${path}`;
     const held = await openTcpConnections(envoy.ports.tcp, 2);
