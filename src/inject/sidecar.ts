@@ -111,10 +111,10 @@ export function readinessProbe(plan: PodDrainValues): V1Probe {
 /**
  * V8's young generation grows to 16 MiB per semi-space under a flood of requests (thousands a second, even of
  * well-formed ones): strangers on the serve port then push the sidecar's resident memory past its 96 MiB budget
- * (of a 128Mi limit) although nothing is kept. Capped at 1 MiB, the same floods peak at 75-80 MiB; the few
- * requests a pod's sidecar serves in its life never notice the more frequent scavenges. Only V8 reads the flag,
- * and NODE_OPTIONS is the one way to give it to this container alone (the image's entry point serves the webhook
- * too, whose throughput it would cost).
+ * (of a 128Mi limit) although nothing is kept. Capped at 1 MiB, the same floods peak at 54-64 MiB (with the
+ * optimizing compilers off too, see sidecar/command.ts); the few requests a pod's sidecar serves in its life never
+ * notice the more frequent scavenges. Only V8 reads the flag, and NODE_OPTIONS is the one way to give it to this
+ * container alone: it replaces the image's own NODE_OPTIONS, the webhook's cap (2 MiB, see the Dockerfile).
  */
 export const SIDECAR_ENV = [{ name: 'NODE_OPTIONS', value: '--max-semi-space-size=1' }] as const;
 
@@ -224,9 +224,9 @@ function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: S
     },
     readinessProbe: readinessProbe(plan),
     lifecycle: { preStop: waitHook(plan, options.token) },
-    // Defaults near what it uses (46 MiB resident on Node 20, 54 MiB on Node 24, idle or draining 1,000
-    // connections: npm run bench), so the scheduler counts it; the limits leave room for a burst of
-    // connections to count. Flags and annotations may change them.
+    // Defaults from npm run bench (see RESOURCE_SETTINGS): the request covers its peak during a drain with 10,000
+    // connections counted (53 MiB resident on Node 24), so the scheduler counts it; the limit is twice its peak
+    // under floods of requests. Flags and annotations may change them.
     resources: resourceRequirements(options.resources),
     securityContext: {
       runAsNonRoot: true,
