@@ -27,7 +27,7 @@ import {
 import { findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
 import { decideEnvoyDrainFlags, type EnvoyDrainFlagsDecision } from './envoy-drain-flags.js';
 import { buildSidecarContainer, shutdownHook, SIDECAR_USER_ID, STATE_VOLUME_NAME, stateVolume, waitHook } from './sidecar.js';
-import type { InjectionStatus, ReplacedFields } from './status.js';
+import { recordedHandler, type InjectionStatus, type ReplacedFields } from './status.js';
 import { injectedToken, uninjectPod } from './uninjector.js';
 
 export type SkipReason =
@@ -184,10 +184,11 @@ function replacedFields(pod: V1Pod, envoy: V1Container, argsChange: boolean, wai
   const waitPreStops: Record<string, V1LifecycleHandler> = {};
   for (const container of pod.spec?.containers ?? []) {
     const hook = container.lifecycle?.preStop;
-    if (hook !== undefined && waitContainers.includes(container.name)) waitPreStops[container.name] = hook;
+    if (hook !== undefined && waitContainers.includes(container.name)) waitPreStops[container.name] = recordedHandler(hook);
   }
+  const envoyPreStop = envoy.lifecycle?.preStop;
   return {
-    envoyPreStop: envoy.lifecycle?.preStop ?? null,
+    envoyPreStop: envoyPreStop === undefined ? null : recordedHandler(envoyPreStop),
     ...(argsChange ? { envoyArgs: envoy.args ?? null } : {}),
     terminationGracePeriodSeconds: pod.spec?.terminationGracePeriodSeconds ?? null,
     ...(Object.keys(waitPreStops).length > 0 ? { waitPreStops } : {}),

@@ -18,6 +18,42 @@ export interface ReplacedFields {
   readonly waitPreStops?: Readonly<Record<string, V1LifecycleHandler>>;
 }
 
+/**
+ * A preStop hook as the status records it: the fields of a Kubernetes LifecycleHandler, each of its type, and
+ * nothing else. The API server decodes a pod into its types before admission, dropping unknown fields, so a
+ * real pod loses nothing here; a review that was never decoded (a hand-made or hostile one) cannot make the
+ * record, or the annotation's JSON, any deeper than a handler is (a hook nested 5,000 levels deep overflowed
+ * JSON.stringify's stack).
+ */
+export function recordedHandler(hook: unknown): V1LifecycleHandler {
+  if (!isJsonObject(hook)) return {};
+  const { exec, httpGet, tcpSocket, sleep } = hook;
+  return {
+    ...(isJsonObject(exec) && isStringList(exec['command']) ? { exec: { command: [...(exec['command'] as string[])] } } : {}),
+    ...(isJsonObject(httpGet) && isPort(httpGet['port']) ? { httpGet: recordedHttpGet(httpGet) } : {}),
+    ...(isJsonObject(tcpSocket) && isPort(tcpSocket['port'])
+      ? { tcpSocket: { port: tcpSocket['port'] as number | string, ...stringField(tcpSocket, 'host') } }
+      : {}),
+    ...(isJsonObject(sleep) && isNumber(sleep['seconds']) ? { sleep: { seconds: sleep['seconds'] as number } } : {}),
+  };
+}
+
+function recordedHttpGet(httpGet: JsonObject): NonNullable<V1LifecycleHandler['httpGet']> {
+  const headers = Array.isArray(httpGet['httpHeaders'])
+    ? httpGet['httpHeaders'].filter((header): header is { name: string; value: string } => isJsonObject(header) && isString(header['name']) && isString(header['value']))
+    : undefined;
+  return {
+    port: httpGet['port'] as number | string,
+    ...stringField(httpGet, 'path'),
+    ...stringField(httpGet, 'host'),
+    ...stringField(httpGet, 'scheme'),
+    ...(headers === undefined ? {} : { httpHeaders: headers.map(({ name, value }) => ({ name, value })) }),
+  };
+}
+
+const stringField = (object: JsonObject, name: string): Record<string, string> => (isString(object[name]) ? { [name]: object[name] as string } : {});
+const isPort = (value: unknown): boolean => isNumber(value) || isString(value);
+
 /** What the status annotation records, so that a later look (or a later webhook call) knows what was done. */
 export interface InjectionStatus {
   readonly version: string;
