@@ -188,13 +188,16 @@ function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): 
   const defaults = lives.get('') as Life;
   const at = (life: Life, rate: number): Paced => life.paced.get(rate) as Paced;
   figures.push({
-    name: `webhook as the image runs it (${imageOptions === '' ? 'V8 defaults' : imageOptions}), 1,000 reviews/s: peak RSS, p99, CPU per review`,
+    name: `webhook as the image runs it (${imageOptions === '' ? 'V8 defaults' : imageOptions}): burst peak; at 1,000 reviews/s peak RSS, p99, CPU per review`,
     value:
-      `${mib(at(image, 1_000).peakMiB)}, ${at(image, 1_000).p99Ms.toFixed(1)} ms, ${at(image, 1_000).cpuMicrosPerReview.toFixed(0)} µs ` +
-      `(V8 defaults ${mib(at(defaults, 1_000).peakMiB)}, ${at(defaults, 1_000).p99Ms.toFixed(1)} ms, ${at(defaults, 1_000).cpuMicrosPerReview.toFixed(0)} µs; ` +
-      `floor ${mib(at(floor, 1_000).peakMiB)}, ${at(floor, 1_000).p99Ms.toFixed(1)} ms)`,
-    target: 'peak ≤ V8 defaults, p99 ≤ 1.25 × theirs',
-    pass: at(image, 1_000).peakMiB <= at(defaults, 1_000).peakMiB && at(image, 1_000).p99Ms <= 1.25 * at(defaults, 1_000).p99Ms,
+      `${mib(image.burstPeak)}; ${mib(at(image, 1_000).peakMiB)}, ${at(image, 1_000).p99Ms.toFixed(1)} ms, ${at(image, 1_000).cpuMicrosPerReview.toFixed(0)} µs ` +
+      `(V8 defaults ${mib(defaults.burstPeak)}; ${mib(at(defaults, 1_000).peakMiB)}, ${at(defaults, 1_000).p99Ms.toFixed(1)} ms, ` +
+      `${at(defaults, 1_000).cpuMicrosPerReview.toFixed(0)} µs; floor ${mib(floor.burstPeak)}; ${mib(at(floor, 1_000).peakMiB)}, ${at(floor, 1_000).p99Ms.toFixed(1)} ms)`,
+    target: 'peaks ≤ V8 defaults, p99 ≤ 1.25 × theirs',
+    pass:
+      image.burstPeak <= defaults.burstPeak &&
+      at(image, 1_000).peakMiB <= at(defaults, 1_000).peakMiB &&
+      at(image, 1_000).p99Ms <= 1.25 * at(defaults, 1_000).p99Ms,
   });
   figures.push({
     name: 'webhook as the image runs it, 200 reviews/s: p99',
