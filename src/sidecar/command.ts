@@ -24,7 +24,7 @@ import { startSidecarFromArgs } from './main.js';
  * throughput they would cost: they are set here, before the sidecar's code runs. V8 reads both when it decides
  * to optimize a function, so they take effect set after start: the figures above were measured so.
  */
-const SIDECAR_V8_FLAGS = ['--no-maglev', '--no-turbofan'];
+export const SIDECAR_V8_FLAGS = ['--no-maglev', '--no-turbofan'] as const;
 
 /** Resolves once the server listens (the process then runs until SIGTERM), or once a failure is reported. */
 export function runSidecarCommand(args: readonly string[]): Promise<void> {
