@@ -16,8 +16,8 @@ import { startSidecarFromArgs } from './main.js';
  * the 18 MiB of malloc'd memory at its peak in Maglev's zones (10 of them allocated on the worker threads, in
  * glibc's per-thread arenas), and the compilers' own code in the node binary added 8 MiB of resident text.
  * Peaks were 79-97 MiB with both compilers, 72-76 MiB without Maglev, 63-64 MiB without either (a bare
- * node:http server: 83 MiB with both, 59 MiB without). The cost is CPU: 0.35-0.42 ms per request instead of 0.26 ms under that flood
- * (Ignition and Sparkplug, the baseline compiler, run everything).
+ * node:http server: 83 MiB with both, 59 MiB without). The cost is CPU: 0.35-0.42 ms per request instead of
+ * 0.26 ms under that flood (Ignition and Sparkplug, the baseline compiler, run everything).
  * Node 20, whose V8 has no Maglev by default: 74 MiB with TurboFan, 65 MiB without.
  *
  * Neither flag is allowed in NODE_OPTIONS, and the image's entry point also serves the webhook, whose
