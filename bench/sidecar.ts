@@ -22,7 +22,7 @@ import { EnvoyEmulator } from '../src/emulator/envoy-emulator.js';
 import { floodWhileWatching, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';
-import { freePort, loadAverage, spawnEmulatorProcess, median, memoryShares, mib, residentMib, summarize, type Figure } from './support.js';
+import { freePort, loadAverage, peakMemoryDuring, spawnEmulatorProcess, median, memoryShares, mib, residentMib, summarize, type Figure } from './support.js';
 
 export interface SidecarBenchProfile {
   /** Starts of each (floor, sidecar), alternating. */
@@ -233,27 +233,24 @@ export async function measureBigDrain(): Promise<Figure[]> {
       await sidecar.waitForLog((line) => line['event'] === 'envoy_admin_reachable');
       const pid = sidecar.child.pid as number;
       const rest = memoryShares(pid);
-      let peak = { rss: 0, anonymous: 0 };
-      const sampler = setInterval(() => {
-        const { anonymous } = memoryShares(pid);
-        peak = { rss: Math.max(peak.rss, residentMib(pid).rss), anonymous: Math.max(peak.anonymous, anonymous) };
-      }, 20);
-      try {
-        const shutdown = httpRequest(sidecar.url('/shutdown'), { timeoutMs: 120_000, headers: { authorization: `Bearer ${token}` } });
-        await sidecar.waitForLog((line) => line['event'] === 'poll' && Number(line['open_connections']) >= BIG_DRAIN_CONNECTIONS, 60_000);
-        await sleep(3 * plan['check-interval']);
-        await closeAll(held);
-        const response = await shutdown;
-        if (response.status !== 200) throw new Error(`/shutdown answered ${response.status}: ${response.body}`);
-      } finally {
-        clearInterval(sampler);
-      }
+      const peak = await peakMemoryDuring(
+        pid,
+        async () => {
+          const shutdown = httpRequest(sidecar.url('/shutdown'), { timeoutMs: 120_000, headers: { authorization: `Bearer ${token}` } });
+          await sidecar.waitForLog((line) => line['event'] === 'poll' && Number(line['open_connections']) >= BIG_DRAIN_CONNECTIONS, 60_000);
+          await sleep(3 * plan['check-interval']);
+          await closeAll(held);
+          const response = await shutdown;
+          if (response.status !== 200) throw new Error(`/shutdown answered ${response.status}: ${response.body}`);
+        },
+        20,
+      );
       return [
         {
           name: `sidecar as injected, draining ${BIG_DRAIN_CONNECTIONS.toLocaleString('en-US')} connections: peak RSS (private)`,
-          value: `${mib(peak.rss)} (${mib(peak.anonymous)}); at rest ${mib(rest.anonymous + rest.fileBacked)} (${mib(rest.anonymous)})`,
+          value: `${mib(peak.rssMiB)} (${mib(peak.anonymousMiB)}); at rest ${mib(rest.anonymous + rest.fileBacked)} (${mib(rest.anonymous)})`,
           target: `≤ the injected memory request`,
-          pass: peak.rss <= memoryRequestMib(),
+          pass: peak.rssMiB <= memoryRequestMib(),
         },
       ];
     } finally {

@@ -52,6 +52,27 @@ export function memoryShares(pid: number): { anonymous: number; fileBacked: numb
   return { anonymous: field('RssAnon'), fileBacked: field('RssFile') + field('RssShmem') };
 }
 
+/**
+ * Runs `work` while reading `pid`'s resident and private memory every `everyMs` ms; their peaks, a last reading
+ * included (what /proc/PID/status's VmHWM would give for RSS, but for this stretch of time alone).
+ */
+export async function peakMemoryDuring<T>(pid: number, work: () => Promise<T>, everyMs = 25): Promise<{ result: T; rssMiB: number; anonymousMiB: number }> {
+  let rssMiB = 0;
+  let anonymousMiB = 0;
+  const read = (): void => {
+    rssMiB = Math.max(rssMiB, residentMib(pid).rss);
+    anonymousMiB = Math.max(anonymousMiB, memoryShares(pid).anonymous);
+  };
+  const sampler = setInterval(read, everyMs);
+  try {
+    const result = await work();
+    read();
+    return { result, rssMiB, anonymousMiB };
+  } finally {
+    clearInterval(sampler);
+  }
+}
+
 /** CPU time a process has used so far (user + system), in µs; /proc counts it in clock ticks (10 ms). */
 export function cpuMicros(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];

@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { generateCertificates } from '../src/certs/generate.js';
-import { cpuMicros, imageNodeOptions, loadAverage, mib, percentile, residentMib, type Figure } from './support.js';
+import { cpuMicros, imageNodeOptions, loadAverage, mib, peakMemoryDuring, percentile, residentMib, type Figure } from './support.js';
 import { keepAliveLoad, pid, post, startTarget, type Target } from './webhook.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -56,10 +56,8 @@ async function pacedLoad(target: Target, ca: string, body: string, rate: number,
   const pool = new Pool(target.url, { connect: { ca }, connections: 16, pipelining: 1 });
   const latencies: number[] = [];
   const total = rate * seconds;
-  let peak = 0;
-  const sampler = setInterval(() => (peak = Math.max(peak, residentMib(pid(target)).rss)), 25);
   const cpuBefore = cpuMicros(pid(target));
-  try {
+  const { rssMiB: peakMiB } = await peakMemoryDuring(pid(target), async () => {
     const started = performance.now();
     const inFlight = new Set<Promise<void>>();
     let sent = 0;
@@ -81,15 +79,12 @@ async function pacedLoad(target: Target, ca: string, body: string, rate: number,
       await sleep(1);
     }
     await Promise.all(inFlight);
-  } finally {
-    clearInterval(sampler);
-    await pool.close();
-  }
+  }).finally(() => pool.close());
   const sorted = latencies.sort((a, b) => a - b);
   return {
     p50Ms: percentile(sorted, 50),
     p99Ms: percentile(sorted, 99),
-    peakMiB: Math.max(peak, residentMib(pid(target)).rss),
+    peakMiB,
     cpuMicrosPerReview: (cpuMicros(pid(target)) - cpuBefore) / Math.max(1, latencies.length),
   };
 }
@@ -107,14 +102,8 @@ async function lifeOf(target: Target, ca: string, body: string, profile: Webhook
   await sleep(1_000);
   const afterReviews = residentMib(pid(target)).rss;
   // Then a burst: as many reviews as 50 keep-alive connections get answered in 3 s (a mass rollout's worth).
-  let burstPeak = 0;
-  const sampler = setInterval(() => (burstPeak = Math.max(burstPeak, residentMib(pid(target)).rss)), 25);
-  try {
-    await keepAliveLoad(target, body, 50, 3);
-  } finally {
-    clearInterval(sampler);
-  }
-  return { idle, afterReviews, paced, burstPeak: Math.max(burstPeak, residentMib(pid(target)).rss) };
+  const burst = await peakMemoryDuring(pid(target), () => keepAliveLoad(target, body, 50, 3));
+  return { idle, afterReviews, paced, burstPeak: burst.rssMiB };
 }
 
 export async function runWebhookMemoryBench(profile: WebhookMemoryProfile): Promise<Figure[]> {
