@@ -37,6 +37,9 @@
  *                                         <host>:N forwarded to the admin API; 0 for a free port)
  *   --http-drain-timeout=<ms>            (the HTTP connection manager's drain_timeout, default 5000: on an HTTP/2
  *                                         connection, the time from the shutdown-notice GOAWAY to the final one)
+ *   --health-check-path=/healthz         (Envoy's HTTP health-check filter on the HTTP listener, non pass-through:
+ *                                         that exact path is answered 200, or 503 once /healthcheck/fail was
+ *                                         taken, never routed; off by default)
  *   --host=::1 binds every listener (admin, http, tcp, read-only) on IPv6 loopback only; listener stat
  *   names then follow Envoy's IPv6 form, e.g. `[__1]_10000` (and `--stat-address=::` gives `[__]_<port>`).
  *
@@ -172,6 +175,10 @@ const VALUE_FLAGS: Readonly<Record<string, ValueFlag>> = {
   'admin-socket-mode': (draft, value, name) => (draft.options.adminSocketMode = octalMode(name, value)),
   'readonly-admin-port': (draft, value, name) => (draft.options.readonlyAdminPort = integer(name, value)),
   'http-drain-timeout': (draft, value, name) => (draft.options.httpDrainTimeoutMs = integer(name, value)),
+  'health-check-path': (draft, value, name) => {
+    if (!value.startsWith('/')) throw new Error(`--${name}: ${JSON.stringify(value)} is not a path starting with "/"`);
+    draft.options.healthCheckPath = value;
+  },
 };
 
 const SWITCHES: Readonly<Record<string, (draft: Draft) => void>> = {
