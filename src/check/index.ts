@@ -1,13 +1,16 @@
 /** The pure core of `check`: what was read from the cluster in, the report out. */
 import type { ClusterSnapshot } from './cluster.js';
+import { drainFindings, type LagReading } from './drains.js';
 import type { Expectations } from './expectations.js';
 import { podFindings } from './pods.js';
 import { makeReport, type CheckReport } from './report.js';
 import { webhookFindings } from './webhook.js';
 
-export function checkCluster(snapshot: ClusterSnapshot, expected: Expectations, now: Date): CheckReport {
-  return makeReport([
-    ...webhookFindings({ objects: snapshot.webhook, now }),
-    ...podFindings({ namespaces: snapshot.namespaces, replicaSetOwners: snapshot.replicaSetOwners, expected }),
-  ]);
+export function checkCluster(snapshot: ClusterSnapshot, expected: Expectations, now: Date, lag: LagReading = { status: 'unknown' }): CheckReport {
+  const { namespaces, replicaSetOwners } = snapshot;
+  const drains = drainFindings({ namespaces, replicaSetOwners, expected, lag });
+  return makeReport(
+    [...webhookFindings({ objects: snapshot.webhook, now }), ...podFindings({ namespaces, replicaSetOwners, expected }), ...drains.findings],
+    drains.report,
+  );
 }

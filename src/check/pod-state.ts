@@ -10,7 +10,7 @@ import type { V1Container, V1Pod } from './cluster.js';
 import type { Expectations } from './expectations.js';
 
 /** Kubernetes' default terminationGracePeriodSeconds. */
-const DEFAULT_GRACE_SECONDS = 30;
+export const DEFAULT_GRACE_SECONDS = 30;
 
 export type ProblemCheck = 'pods.version-skew' | 'pods.grace-period' | 'pods.sidecar-health';
 
@@ -42,7 +42,7 @@ export function judgePod(pod: V1Pod, expected: Expectations): PodState | undefin
   return { kind: 'injected', problems };
 }
 
-function sidecarOf(pod: V1Pod): V1Container | undefined {
+export function sidecarOf(pod: V1Pod): V1Container | undefined {
   const all = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
   return all.find((container) => container.name === SIDECAR_CONTAINER_NAME);
 }

@@ -19,11 +19,14 @@ import {
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE } from '../certs/names.js';
 import { statusOf, withSignal } from '../kube/requests.js';
 import { formatLabelSelector, type LabelSelector } from '../config/label-selector.js';
+import type { RequestOptions } from 'node:https';
 import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
+import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, type LagReading } from './drains.js';
 import { ApiAnswerError, describeRead, ForbiddenError, KubeconfigError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
 import { expectationsOf, servingSecretName, type Expectations } from './expectations.js';
 import { judgePod } from './pod-state.js';
 import { needsWorkload, OPT_IN_LABEL, replicaSetOf } from './pods.js';
+import { describeSource, directTransport, PrometheusError, queryVector, type PrometheusSource, type QueryTransport } from './prometheus.js';
 
 export interface KubeconfigChoice {
   /** --kubeconfig; otherwise KUBECONFIG, ~/.kube/config, then the pod's own ServiceAccount. */
@@ -41,6 +44,8 @@ export interface ReadSettings {
   readonly requestTimeoutMs: number;
   /** Namespaces whose pods are listed at the same time. */
   readonly concurrency: number;
+  /** Where to read the load balancer's lag, over which window (a Prometheus duration); none: not read. */
+  readonly lag?: { readonly source: PrometheusSource; readonly window: string };
 }
 
 /** What client-node writes when it found no configuration at all: treated as none. */
@@ -151,16 +156,25 @@ class ClusterReader {
     }));
   }
 
-  /** The owners of the ReplicaSets of the pods that need a restart: what `kubectl rollout restart` acts on. */
+  /**
+   * The owners of the ReplicaSets of the pods that need a restart (what `kubectl rollout restart` acts on) and
+   * of the injected ones (whose drains are reported by workload).
+   */
   private async replicaSetOwners(namespaces: readonly NamespacePods[], expected: Expectations): Promise<Map<string, V1OwnerReference | undefined>> {
     const wanted = new Set<string>();
     for (const scan of namespaces.filter((candidate) => candidate.optedIn)) {
       for (const pod of scan.pods) {
         const replicaSet = replicaSetOf(pod);
-        if (replicaSet !== undefined && needsWorkload(judgePod(pod, expected))) wanted.add(replicaSet);
+        const state = judgePod(pod, expected);
+        if (replicaSet !== undefined && (needsWorkload(state) || state?.kind === 'injected')) wanted.add(replicaSet);
       }
     }
-    const owners = await this.pooled([...wanted], async (qualified) => {
+    return this.ownersOf([...wanted]);
+  }
+
+  /** The controller of each ReplicaSet ("namespace/name"); undefined for one that is gone or has none. */
+  async ownersOf(replicaSets: readonly string[]): Promise<Map<string, V1OwnerReference | undefined>> {
+    const owners = await this.pooled(replicaSets, async (qualified) => {
       const [namespace, name] = qualified.split('/') as [string, string];
       const replicaSet = await this.getOptional({ verb: 'get', resource: 'replicasets', group: 'apps', name, namespace }, (config) =>
         this.apps.readNamespacedReplicaSet({ name, namespace }, config),
@@ -251,7 +265,57 @@ function causeOf(error: unknown): string {
   return reasons.at(-1) ?? String(error);
 }
 
-/** Reads everything the checks need; throws a CheckError (exit 2) when it cannot. */
-export function readCluster(kubeConfig: KubeConfig, settings: ReadSettings): Promise<{ snapshot: ClusterSnapshot; expected: Expectations }> {
-  return new ClusterReader(kubeConfig, settings).snapshot();
+/**
+ * Reads everything the checks need, and the load balancer's lag from Prometheus at the same time when asked;
+ * throws a CheckError (exit 2) when the cluster cannot be read. A failed lag is a reading, not an error.
+ */
+export async function readCluster(
+  kubeConfig: KubeConfig,
+  settings: ReadSettings,
+): Promise<{ snapshot: ClusterSnapshot; expected: Expectations; lag: LagReading }> {
+  const reader = new ClusterReader(kubeConfig, settings);
+  const pending = settings.lag === undefined ? Promise.resolve<LagReading>({ status: 'unknown' }) : readLag(kubeConfig, settings.lag, settings.requestTimeoutMs);
+  // readLag rejects only on a bug; if the snapshot fails first, its answer is simply dropped.
+  void pending.catch(() => undefined);
+  const { snapshot, expected } = await reader.snapshot();
+  const lag = await pending;
+  if (lag.status !== 'read') return { snapshot, expected, lag };
+  // The lag's ReplicaSets (older ones too: the pods that drained belonged to them), to find their Deployments.
+  const scanned = new Set(snapshot.namespaces.filter((scan) => scan.optedIn).map((scan) => scan.namespace));
+  const unknown = new Set<string>();
+  for (const { labels } of lag.samples) {
+    const qualified = `${labels.namespace ?? ''}/${labels[CONTROLLER_NAME_LABEL] ?? ''}`;
+    if (labels[CONTROLLER_KIND_LABEL] === 'ReplicaSet' && scanned.has(labels.namespace ?? '') && !snapshot.replicaSetOwners.has(qualified)) unknown.add(qualified);
+  }
+  if (unknown.size === 0) return { snapshot, expected, lag };
+  const more = await reader.ownersOf([...unknown]);
+  return { snapshot: { ...snapshot, replicaSetOwners: new Map([...snapshot.replicaSetOwners, ...more]) }, expected, lag };
+}
+
+/** The lag's query, answered; every failure is a `failed` reading whose message names what went wrong. */
+async function readLag(kubeConfig: KubeConfig, { source, window }: NonNullable<ReadSettings['lag']>, timeoutMs: number): Promise<LagReading> {
+  const query = lagQuery(window);
+  const server = kubeConfig.getCurrentCluster()?.server;
+  const shown = describeSource(source, server);
+  try {
+    const transport = source.kind === 'url' ? directTransport(source.url) : await apiServerTransport(kubeConfig, source, shown);
+    const samples = await queryVector(source, transport, query, timeoutMs);
+    return { status: 'read', source: shown, window, query, samples };
+  } catch (error) {
+    if (!(error instanceof PrometheusError)) throw error;
+    return { status: 'failed', source: shown, window, query, message: error.message };
+  }
+}
+
+/** Requests to the API server with the kubeconfig's credentials, as client-node's own: its agent (CA, client certificate) and headers. */
+async function apiServerTransport(kubeConfig: KubeConfig, source: PrometheusSource, shown: string): Promise<QueryTransport> {
+  const server = kubeConfig.getCurrentCluster()?.server;
+  if (server === undefined) throw new PrometheusError(`the kubeconfig names no API server to reach ${shown} through`);
+  const options: RequestOptions = {};
+  try {
+    await kubeConfig.applyToHTTPSOptions(options);
+  } catch (error) {
+    throw new PrometheusError(`cannot use the kubeconfig's credentials for the service proxy: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return { base: new URL(server), options, describe: `Prometheus's ${shown}`, throughApiServer: source.kind === 'service' };
 }

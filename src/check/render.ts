@@ -1,4 +1,5 @@
 /** The report for people (grouped by section, colour optional) and for machines (JSON, the same content). */
+import { seconds, type DrainsReport, type WorkloadDrain } from './drains.js';
 import { SECTION_TITLES, type CheckReport, type CheckStatus, type Finding, type SectionName } from './report.js';
 
 const MARKS: Readonly<Record<CheckStatus, string>> = { ok: 'ok  ', info: 'info', warning: 'warn', failure: 'FAIL' };
@@ -18,11 +19,44 @@ export function renderText(report: CheckReport, colour: boolean): string {
     const findings = report.findings.filter((finding) => finding.section === section);
     if (findings.length === 0) continue;
     if (lines.length > 0) lines.push('');
-    lines.push(SECTION_TITLES[section]);
+    lines.push(section === 'drains' ? drainsTitle(report.drains) : SECTION_TITLES[section]);
+    if (section === 'drains') lines.push(...drainsTable(report.drains));
     for (const finding of findings) lines.push(...findingLines(finding, paint));
   }
   lines.push('', summaryLine(report, paint));
   return `${lines.join('\n')}\n`;
+}
+
+function drainsTitle({ lag }: DrainsReport): string {
+  const title = SECTION_TITLES.drains;
+  return lag.status === 'read' ? `${title} (the largest over ${lag.window ?? ''}, from ${lag.source ?? ''})` : title;
+}
+
+const COLUMNS: readonly { readonly title: string; readonly cell: (row: WorkloadDrain, lag: DrainsReport['lag']) => string; readonly right?: boolean }[] = [
+  { title: 'WORKLOAD', cell: (row) => `${row.kind} ${row.namespace}/${row.name}` },
+  { title: 'PODS', cell: (row) => String(row.pods), right: true },
+  { title: 'GRACE', cell: (row) => seconds(row.gracePeriodSeconds) },
+  { title: 'DEADLINE', cell: (row) => seconds(row.deadlineSeconds) },
+  { title: 'CHECK-DELAY', cell: (row) => seconds(row.checkDelaySeconds) },
+  { title: 'QUIET-PERIOD', cell: (row) => (row.quietPeriod ? 'on' : 'off') },
+  {
+    title: 'LB LAG',
+    cell: (row, lag) => (row.loadBalancerLagSeconds !== null ? seconds(row.loadBalancerLagSeconds) : lag.status === 'read' ? 'no drain seen' : 'unknown'),
+  },
+];
+
+/** One row per workload of injected pods: its drain's settings beside the lag its drains observed. */
+function drainsTable({ lag, workloads }: DrainsReport): string[] {
+  if (workloads.length === 0) return [];
+  const cells = [COLUMNS.map((column) => column.title), ...workloads.map((row) => COLUMNS.map((column) => column.cell(row, lag)))];
+  const widths = COLUMNS.map((_, index) => Math.max(...cells.map((line) => (line[index] as string).length)));
+  return cells.map(
+    (line) =>
+      `  ${line
+        .map((cell, index) => (COLUMNS[index]?.right === true ? cell.padStart(widths[index] as number) : cell.padEnd(widths[index] as number)))
+        .join('  ')
+        .trimEnd()}`,
+  );
 }
 
 function findingLines(finding: Finding, paint: (status: CheckStatus, text: string) => string): string[] {

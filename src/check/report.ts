@@ -1,12 +1,13 @@
 /**
  * What `envoy-shutdown-manager check` reports: findings, each from a check with a stable name, and the report
- * they make. Pure data: the checks (webhook.ts, pods.ts) make findings, render.ts prints them.
+ * they make. Pure data: the checks (webhook.ts, pods.ts, drains.ts) make findings, render.ts prints them.
  */
+import type { DrainsReport } from './drains.js';
 
 /** `info` is neither good nor bad: something the reader should know (an opted-out pod, a failurePolicy). */
 export type CheckStatus = 'ok' | 'info' | 'warning' | 'failure';
 
-export type SectionName = 'webhook' | 'pods';
+export type SectionName = 'webhook' | 'pods' | 'drains';
 
 export interface Finding {
   /** Stable, for scripts: `webhook.endpoints`, `pods.missing-sidecar`... */
@@ -28,15 +29,23 @@ export interface CheckReport {
   readonly failed: boolean;
   readonly counts: Readonly<Record<CheckStatus, number>>;
   readonly findings: readonly Finding[];
+  /**
+   * Each workload's drain settings and the load balancer's lag its drains observed (read from Prometheus), and
+   * how that lag was read: `lag.status` is `unknown` (not asked), `read` or `failed`.
+   */
+  readonly drains: DrainsReport;
 }
 
 export const SECTION_TITLES: Readonly<Record<SectionName, string>> = {
   webhook: 'The webhook',
   pods: 'Envoy pods',
+  drains: "Drains and the load balancer's lag",
 };
 
-export function makeReport(findings: readonly Finding[]): CheckReport {
+const NO_DRAINS: DrainsReport = { lag: { status: 'unknown' }, workloads: [] };
+
+export function makeReport(findings: readonly Finding[], drains: DrainsReport = NO_DRAINS): CheckReport {
   const counts: Record<CheckStatus, number> = { ok: 0, info: 0, warning: 0, failure: 0 };
   for (const finding of findings) counts[finding.status] += 1;
-  return { version: 1, failed: counts.failure > 0, counts, findings };
+  return { version: 1, failed: counts.failure > 0, counts, findings, drains };
 }

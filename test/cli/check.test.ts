@@ -4,8 +4,21 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { writeFile } from 'node:fs/promises';
+import { lagQuery, type WorkloadDrain } from '../../src/check/drains.js';
 import type { CheckReport, Finding } from '../../src/check/report.js';
-import { addNamespace, addPod, installWebhook, servingCertificate, startCheckCluster, type CheckCluster, type WebhookOptions } from '../support/check-cluster.js';
+import {
+  addNamespace,
+  addPod,
+  addReplicaSet,
+  installWebhook,
+  kubeconfigYaml,
+  servingCertificate,
+  startCheckCluster,
+  type CheckCluster,
+  type WebhookOptions,
+} from '../support/check-cluster.js';
+import { FakePrometheus, serviceProxyFront, type PrometheusFault, type PrometheusSample, type ServiceProxyFront } from '../support/fake-prometheus.js';
 import { join } from 'node:path';
 import { loadYamlFile } from '../support/manifests.js';
 import { REPO_ROOT, runBuiltEntry, type Finished } from '../support/process.js';
@@ -72,12 +85,12 @@ describe('check on a healthy cluster', () => {
   test('--output json: the same findings, in a stable shape', async () => {
     const { run, report } = await checkJson(target);
     assert.equal(run.code, 0);
-    assert.deepEqual(Object.keys(report).sort(), ['counts', 'failed', 'findings', 'version']);
+    assert.deepEqual(Object.keys(report).sort(), ['counts', 'drains', 'failed', 'findings', 'version']);
     assert.equal(report.version, 1);
     assert.equal(report.failed, false);
     assert.deepEqual(Object.keys(report.counts).sort(), ['failure', 'info', 'ok', 'warning']);
     for (const finding of report.findings) {
-      assert.match(finding.check, /^(webhook|pods)\.[a-z-]+$/);
+      assert.match(finding.check, /^(webhook|pods|drains)\.[a-z-]+$/);
       assert.ok(['ok', 'info', 'warning', 'failure'].includes(finding.status));
       assert.equal(typeof finding.message, 'string');
       assert.equal(finding.section, finding.check.split('.')[0]);
@@ -349,5 +362,225 @@ describe('check when it cannot tell', () => {
     const missing = await runBuiltEntry(['check', '--kubeconfig', '/nonexistent/kubeconfig']);
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /cannot load the kubeconfig \/nonexistent\/kubeconfig/);
+  });
+});
+
+describe("check and the load balancer's lag (Prometheus)", () => {
+  const prometheusServers: FakePrometheus[] = [];
+  const fronts: ServiceProxyFront[] = [];
+  after(async () => {
+    await Promise.all([...prometheusServers.map((server) => server.close()), ...fronts.map((front) => front.close())]);
+  });
+
+  async function prometheus(samples: PrometheusSample[] = [], window = '7d'): Promise<FakePrometheus> {
+    const server = await FakePrometheus.start();
+    prometheusServers.push(server);
+    server.expectedQuery = lagQuery(window);
+    server.samples = samples;
+    return server;
+  }
+
+  /**
+   * edge: Deployment envoy (2 pods, 5m grace, drain-timeout 4m50s, check-delay 1m; its older ReplicaSets are
+   * envoy-6f8b (still in the API) and envoy-5c8bd (gone)), DaemonSet ingress (2m grace, check-delay 30s, the
+   * quiet-period rule off), StatefulSet calm (quiet-period on, lag past its check-delay), DaemonSet idle (no drain
+   * seen), Deployment legacy without the sidecar (not a row).
+   */
+  async function drainCluster(): Promise<CheckCluster> {
+    return cluster(async ({ fake }) => {
+      await installWebhook(fake);
+      addNamespace(fake, 'edge');
+      for (const name of ['envoy-7d9f-a', 'envoy-7d9f-b']) {
+        addPod(fake, 'edge', name, { owner: 'Deployment/envoy', graceSeconds: 300, drainTimeoutMs: 290_000, sidecarArgs: ['--check-delay=1m0s'] });
+      }
+      addReplicaSet(fake, 'edge', 'envoy-6f8b', 'envoy');
+      addPod(fake, 'edge', 'ingress-a', { owner: 'DaemonSet/ingress', graceSeconds: 120, drainTimeoutMs: 110_000, sidecarArgs: ['--check-delay=30s', '--quiet-period=0s'] });
+      addPod(fake, 'edge', 'calm-0', { owner: 'StatefulSet/calm', graceSeconds: 300, drainTimeoutMs: 290_000, sidecarArgs: ['--check-delay=10s'] });
+      addPod(fake, 'edge', 'idle-a', { owner: 'DaemonSet/idle', graceSeconds: 120, drainTimeoutMs: 110_000 });
+      addPod(fake, 'edge', 'legacy-1', { owner: 'Deployment/legacy', injected: false });
+    });
+  }
+
+  const SAMPLES: PrometheusSample[] = [
+    { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-7d9f' }, value: 4.2 },
+    { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-6f8b' }, value: 9.75 },
+    { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-5c8bd' }, value: 12.5 },
+    { metric: { namespace: 'edge', controller_kind: 'DaemonSet', controller_name: 'ingress' }, value: 95 },
+    { metric: { namespace: 'edge', controller_kind: 'StatefulSet', controller_name: 'calm' }, value: 40 },
+    // A workload that no longer runs, and a namespace check does not look at: not rows.
+    { metric: { namespace: 'edge', controller_kind: 'DaemonSet', controller_name: 'retired' }, value: 300 },
+    { metric: { namespace: 'elsewhere', controller_kind: 'DaemonSet', controller_name: 'other' }, value: 300 },
+  ];
+
+  function row(report: CheckReport, name: string): WorkloadDrain | undefined {
+    return report.drains.workloads.find((candidate) => candidate.name === name);
+  }
+
+  test('without a Prometheus flag: each workload with its grace period, deadline and check-delay, the lag unknown and how to read it', async () => {
+    const target = await drainCluster();
+    const { run, report } = await checkJson(target);
+    assert.equal(run.code, 1, 'Deployment legacy has no sidecar');
+    assert.deepEqual(report.drains.lag, { status: 'unknown' });
+    assert.deepEqual(
+      report.drains.workloads.map((entry) => [`${entry.kind}/${entry.name}`, entry.pods, entry.gracePeriodSeconds, entry.deadlineSeconds, entry.checkDelaySeconds, entry.quietPeriod, entry.loadBalancerLagSeconds]),
+      [
+        ['Deployment/envoy', 2, 300, 290, 60, true, null],
+        ['DaemonSet/ingress', 1, 120, 110, 30, false, null],
+        ['StatefulSet/calm', 1, 300, 290, 10, true, null],
+        ['DaemonSet/idle', 1, 120, 110, 60, true, null],
+      ],
+    );
+    const [source] = only(report, 'drains.prometheus');
+    assert.equal(source?.status, 'info');
+    assert.match(source?.message ?? '', /the load balancer's lag of 4 workloads is unknown: .*no --prometheus-url or --prometheus was given/);
+    assert.match(source?.fix ?? '', /--prometheus-url=http:\/\/localhost:9090 .* or --prometheus=monitoring\/prometheus-operated:9090/);
+    const text = await check(target);
+    assert.match(text.stdout, /\nDrains and the load balancer's lag\n {2}WORKLOAD +PODS +GRACE +DEADLINE +CHECK-DELAY +QUIET-PERIOD +LB LAG\n {2}Deployment edge\/envoy +2 +5m +4m50s +1m +on +unknown\n/);
+  });
+
+  test('--prometheus-url: the query sent, ReplicaSets followed to their Deployment (old ones too), warnings near the deadline and past the check-delay with the rule off', async () => {
+    const target = await drainCluster();
+    const server = await prometheus(SAMPLES);
+    const { run, report } = await checkJson(target, '--prometheus-url', `${server.url}/`);
+    assert.equal(run.code, 1, 'still the missing sidecar');
+    assert.deepEqual(server.queries.map(({ path, query }) => ({ path, query })), [{ path: '/api/v1/query', query: lagQuery('7d') }]);
+    assert.deepEqual(report.drains.lag, { status: 'read', source: server.url, window: '7d', query: lagQuery('7d') });
+    assert.equal(row(report, 'envoy')?.loadBalancerLagSeconds, 12.5, 'the largest of its ReplicaSets, the deleted one found by its name');
+    assert.equal(row(report, 'ingress')?.loadBalancerLagSeconds, 95);
+    assert.equal(row(report, 'calm')?.loadBalancerLagSeconds, 40);
+    assert.equal(row(report, 'idle')?.loadBalancerLagSeconds, null);
+    assert.deepEqual(report.drains.workloads.map((entry) => entry.name), ['envoy', 'ingress', 'calm', 'idle']);
+    assert.ok(target.fake.calls().includes('GET /apis/apps/v1/namespaces/edge/replicasets/envoy-6f8b'), 'the older ReplicaSet was read');
+
+    assert.equal(statusOf(report, 'drains.prometheus'), 'ok');
+    assert.match(only(report, 'drains.prometheus')[0]?.message ?? '', /read from http:\/\/127\.0\.0\.1:\d+ over 7d: drains seen for 3 of 4 workloads/);
+    const near = only(report, 'drains.lag-near-deadline');
+    assert.deepEqual(near.map((finding) => [finding.status, finding.message.split(':')[0]]), [['warning', 'DaemonSet edge/ingress']]);
+    assert.match(near[0]?.message ?? '', /sent clients 1m35s after the health checks failed, past 80 % of the drain's deadline of 1m50s \(largest over 7d\)/);
+    assert.match(near[0]?.fix ?? '', /shutdown-manager\.io\/termination-grace-period: "129"/);
+    const beyond = only(report, 'drains.lag-beyond-check-delay');
+    assert.deepEqual(beyond.map((finding) => finding.message.split(':')[0]), ['DaemonSet edge/ingress'], 'calm waits: its quiet-period rule is on');
+    assert.match(beyond[0]?.message ?? '', /well past the check-delay of 30s, and the sidecar runs with --quiet-period=0s: a drain may end before they stop, and their requests are lost/);
+    assert.equal(beyond[0]?.status, 'warning');
+    assert.deepEqual(only(report, 'drains.unattributed-lag'), []);
+
+    const text = await check(target, '--prometheus-url', server.url);
+    assert.match(text.stdout, /\nDrains and the load balancer's lag \(the largest over 7d, from http:\/\/127\.0\.0\.1:\d+\)\n/);
+    assert.match(text.stdout, /\n {2}DaemonSet edge\/ingress +1 +2m +1m50s +30s +off +1m35s\n/);
+    assert.match(text.stdout, /\n {2}DaemonSet edge\/idle +1 +2m +1m50s +1m +on +no drain seen\n/);
+    assert.match(text.stdout, /\n {2}warn DaemonSet edge\/ingress: the load balancer still sent clients 1m35s .* {2}\[drains\.lag-near-deadline\]\n {9}fix: /);
+  });
+
+  test('--lag-window sets the range; series without the controller labels are information; no sample at all says so', async () => {
+    const target = await healthy();
+    const server = await prometheus([{ metric: { namespace: 'edge', pod: 'envoy-7d9f-a' }, value: 3 }], '2d');
+    const { run, report } = await checkJson(target, '--prometheus-url', server.url, '--lag-window', '2d');
+    assert.equal(run.code, 0);
+    assert.equal(server.queries[0]?.query, lagQuery('2d'));
+    const [unattributed] = only(report, 'drains.unattributed-lag');
+    assert.equal(unattributed?.status, 'info');
+    assert.match(unattributed?.message ?? '', /1 series of shutdown_manager_load_balancer_lag_seconds \(namespace edge\) carry no controller_kind and controller_name labels/);
+    server.samples = [];
+    const empty = await checkJson(target, '--prometheus-url', server.url, '--lag-window', '2d');
+    assert.equal(empty.run.code, 0);
+    assert.equal(statusOf(empty.report, 'drains.prometheus'), 'info');
+    assert.match(only(empty.report, 'drains.prometheus')[0]?.message ?? '', /no drain seen \(no shutdown_manager_load_balancer_lag_seconds sample in 2d\)/);
+  });
+
+  test('--prometheus: through the API server\'s service proxy, with the kubeconfig\'s token; a refusal names the RBAC it needs', async () => {
+    const target = await drainCluster();
+    const server = await prometheus(SAMPLES);
+    const front = await serviceProxyFront(target.fake, server, { namespace: 'monitoring', name: 'prometheus-operated', port: '9090' });
+    fronts.push(front);
+    const kubeconfig = `${target.kubeconfig}-front`;
+    await writeFile(kubeconfig, kubeconfigYaml(front.url, front.caPem, target.fake.token));
+    const viaProxy = (...args: string[]): Promise<Finished> => runBuiltEntry(['check', '--kubeconfig', kubeconfig, '--output', 'json', ...args], { timeoutMs: 20_000 });
+
+    const run = await viaProxy('--prometheus', 'monitoring/prometheus-operated:9090');
+    assert.equal(run.code, 1, run.stderr);
+    const report = JSON.parse(run.stdout) as CheckReport;
+    assert.equal(row(report, 'ingress')?.loadBalancerLagSeconds, 95);
+    assert.match(report.drains.lag.source ?? '', /^Service monitoring\/prometheus-operated:9090 \(through the API server https:\/\/127\.0\.0\.1:\d+\)$/);
+    assert.deepEqual(front.proxied, [`/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy/api/v1/query?${new URLSearchParams({ query: lagQuery('7d') }).toString()}`]);
+
+    front.refuse = { code: 403, message: 'services "prometheus-operated:9090" is forbidden: User "alice" cannot get resource "services/proxy" in API group "" in the namespace "monitoring"' };
+    const refused = await viaProxy('--prometheus', 'monitoring/prometheus-operated:9090');
+    const [finding] = only(JSON.parse(refused.stdout) as CheckReport, 'drains.prometheus');
+    assert.equal(finding?.status, 'warning');
+    assert.match(finding?.message ?? '', /the API server answered 403 to the service proxy for Prometheus's Service monitoring\/prometheus-operated:9090 .*cannot get resource "services\/proxy".*\(the proxy needs RBAC verb "get" on resource "services\/proxy" in its namespace: manifests\/check\)/);
+    assert.match(refused.stderr, /^envoy-shutdown-manager check: cannot read the load balancer's lag from Prometheus: the API server answered 403/);
+
+    front.refuse = undefined;
+    const noService = await viaProxy('--prometheus', 'monitoring/prometheus:9090');
+    assert.match(only(JSON.parse(noService.stdout) as CheckReport, 'drains.prometheus')[0]?.message ?? '', /answered 503 to the service proxy .*no endpoints available for service "prometheus"/);
+  });
+
+  test('Prometheus unreachable, an error answer, an answer that is not JSON, a stall: a finding naming it, one line on stderr, exit 2 (1 when a check failed too)', async () => {
+    const target = await healthy();
+    const server = await prometheus();
+    const closed = await FakePrometheus.start();
+    await closed.close();
+    const cases: { readonly name: string; readonly fault?: PrometheusFault; readonly url?: string; readonly args?: string[]; readonly message: RegExp }[] = [
+      { name: 'unreachable', url: closed.url, message: /^cannot reach Prometheus at http:\/\/127\.0\.0\.1:\d+: connect ECONNREFUSED/ },
+      {
+        name: 'error answer',
+        fault: { status: 422, contentType: 'application/json', body: JSON.stringify({ status: 'error', errorType: 'execution', error: 'query processing would load too many samples into memory' }) },
+        message: /^Prometheus at http:\/\/127\.0\.0\.1:\d+ answered 422, the query failed \(execution: query processing would load too many samples into memory\)$/,
+      },
+      {
+        name: 'not JSON',
+        fault: { status: 200, contentType: 'text/html', body: '<html><body>Grafana login</body></html>' },
+        message: /^Prometheus at http:\/\/127\.0\.0\.1:\d+ answered 200 with text\/html that is not JSON: "<html><body>Grafana login<\/body><\/html>" \(is it Prometheus's address\?\)$/,
+      },
+      {
+        name: 'JSON of something else',
+        fault: { status: 200, contentType: 'application/json', body: '{"status":"success","data":{"resultType":"matrix","result":[]}}' },
+        message: /answered a matrix where the query makes a vector$/,
+      },
+      { name: 'stall', fault: 'stall', args: ['--request-timeout', '1s'], message: /^no answer from Prometheus at http:\/\/127\.0\.0\.1:\d+ within 1000 ms \(--request-timeout\)$/ },
+    ];
+    for (const { name, fault, url, args = [], message } of cases) {
+      server.fault = fault;
+      const run = await check(target, '--output', 'json', '--prometheus-url', url ?? server.url, ...args);
+      assert.equal(run.code, 2, name);
+      const report = JSON.parse(run.stdout) as CheckReport;
+      assert.equal(report.drains.lag.status, 'failed', name);
+      const [finding] = only(report, 'drains.prometheus');
+      assert.equal(finding?.status, 'warning', name);
+      const reason = (finding?.message ?? '').replace("cannot read the load balancer's lag from Prometheus: ", '');
+      assert.match(reason, message, name);
+      assert.equal(run.stderr, `envoy-shutdown-manager check: cannot read the load balancer's lag from Prometheus: ${reason}\n`, name);
+      assert.doesNotMatch(run.stderr, /\n {4}at /, `${name}: no stack trace`);
+    }
+    server.fault = undefined;
+    const failing = await cluster(async ({ fake }) => {
+      await installWebhook(fake);
+      addNamespace(fake, 'edge');
+      addPod(fake, 'edge', 'old-1', { owner: 'Deployment/old', injected: false });
+    });
+    const both = await check(failing, '--prometheus-url', closed.url);
+    assert.equal(both.code, 1, 'a failed check decides');
+    assert.match(both.stderr, /cannot reach Prometheus/);
+  });
+
+  test('usage errors: both sources, a URL or Service of the wrong form, a bad window: exit 2, nothing read', async () => {
+    const target = await healthy();
+    const cases: [string[], RegExp][] = [
+      [['--prometheus-url', 'http://localhost:9090', '--prometheus', 'monitoring/prometheus:9090'], /--prometheus-url and --prometheus both name Prometheus: give one/],
+      [['--prometheus-url', 'localhost:9090'], /flag --prometheus-url: "localhost:9090" is not valid.*an http:\/\/ or https:\/\/ URL/],
+      [['--prometheus-url', 'http://localhost:9090/?x=1'], /flag --prometheus-url/],
+      [['--prometheus', 'prometheus:9090'], /flag --prometheus: "prometheus:9090" is not valid.*<namespace>\/<service>:<port>/],
+      [['--prometheus', 'monitoring/prometheus'], /flag --prometheus/],
+      [['--lag-window', '7 days'], /flag --lag-window: "7 days" is not valid.*a Prometheus duration such as 7d/],
+      [['--lag-window', '0d'], /flag --lag-window/],
+    ];
+    for (const [args, message] of cases) {
+      const before = target.fake.requests.length;
+      const run = await check(target, ...args);
+      assert.equal(run.code, 2, args.join(' '));
+      assert.match(run.stderr, message, args.join(' '));
+      assert.equal(run.stdout, '', args.join(' '));
+      assert.equal(target.fake.requests.length, before, `${args.join(' ')}: nothing read`);
+    }
   });
 });

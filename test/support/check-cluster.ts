@@ -141,6 +141,8 @@ export interface PodOptions {
   readonly version?: string;
   readonly graceSeconds?: number;
   readonly drainTimeoutMs?: number;
+  /** More sidecar flags, after --drain-timeout: `--check-delay=30s`, `--quiet-period=0s`. */
+  readonly sidecarArgs?: readonly string[];
   readonly sidecarReady?: boolean;
   readonly restarts?: number;
   readonly annotations?: Record<string, string>;
@@ -159,7 +161,10 @@ export function addPod(fake: FakeKubeApi, namespace: string, name: string, optio
     containers.push({
       name: SIDECAR_CONTAINER_NAME,
       image: options.contour === true ? 'ghcr.io/projectcontour/contour:v1.30.0' : (options.image ?? DEFAULT_SIDECAR_IMAGE),
-      args: options.contour === true ? ['contour', 'envoy', 'shutdown-manager'] : ['mode=sidecar', `--drain-timeout=${durationMs.format(options.drainTimeoutMs ?? 54_000)}`],
+      args:
+        options.contour === true
+          ? ['contour', 'envoy', 'shutdown-manager']
+          : ['mode=sidecar', `--drain-timeout=${durationMs.format(options.drainTimeoutMs ?? 54_000)}`, ...(options.sidecarArgs ?? [])],
     });
   }
   const annotations = {
@@ -189,6 +194,15 @@ function sidecarStatus(name: string, options: PodOptions): Record<string, unknow
     restartCount: restarts,
     ...(restarts > 0 ? { lastState: { terminated: { reason: 'OOMKilled', exitCode: 137 } } } : {}),
   };
+}
+
+/** A ReplicaSet of a Deployment with no pod left, as a rollout leaves the previous ones (revisionHistoryLimit). */
+export function addReplicaSet(fake: FakeKubeApi, namespace: string, name: string, deployment: string): void {
+  fake.addObject({
+    apiVersion: 'apps/v1',
+    kind: 'ReplicaSet',
+    metadata: { name, namespace, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: deployment, uid: `${deployment}-uid`, controller: true }] },
+  });
 }
 
 function ownerOf(fake: FakeKubeApi, namespace: string, owner: string | undefined): Record<string, unknown>[] {

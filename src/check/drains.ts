@@ -1,0 +1,326 @@
+/**
+ * The drains of each workload, beside the load balancer's lag its pods' drains observed: the time from Envoy's
+ * health-check failure to the last new client that still reached it (the sidecar's
+ * shutdown_manager_load_balancer_lag_seconds, the largest over a window, read from Prometheus by read.ts). Pure:
+ * the pods, their workloads and the samples in; one row per workload and the findings out.
+ *
+ * Two verdicts, both warnings (the pods are protected; their drains are at risk):
+ *
+ * - **Near the deadline** (`drains.lag-near-deadline`): the last client arrived after 80 % of the drain's
+ *   deadline (drain-delay + lag >= 0.8 x deadline, both counted from the drain's start, as the sidecar counts
+ *   them). A drain waits for such clients, and a load balancer a little slower next time makes the drain cut
+ *   them at the deadline. The deadline is the sidecar's --drain-timeout (the injector sets it to the grace
+ *   period minus its margin), or the grace period itself when that was shortened below it (then the kubelet
+ *   kills first; pods.grace-period reports that).
+ * - **Beyond the check-delay, with the quiet-period rule off** (`drains.lag-beyond-check-delay`): the sidecar
+ *   started with --quiet-period=0s lets a drain end once connections are gone, from check-delay after the
+ *   health-check failure on; a client that arrives later than that (one check-interval of slack: the count
+ *   that can end the drain is taken every check-interval) may find Envoy gone, and its requests are lost.
+ *   With the rule on (the default) the drain waits until clients stop arriving, so a long lag costs time only.
+ */
+import { drainTimeoutMs as derivedDrainTimeoutMs, POD_DRAIN_SETTINGS } from '../config/drain.js';
+import { formatDuration } from '../config/duration.js';
+import { envName } from '../config/settings.js';
+import * as kinds from '../config/values.js';
+import type { NamespacePods, ReplicaSetOwners, V1Container, V1Pod } from './cluster.js';
+import type { Expectations } from './expectations.js';
+import { DEFAULT_GRACE_SECONDS, judgePod, sidecarOf } from './pod-state.js';
+import { workloadOf, type Workload } from './pods.js';
+import type { VectorSample } from './prometheus.js';
+import type { Finding } from './report.js';
+
+export const LAG_METRIC = 'shutdown_manager_load_balancer_lag_seconds';
+/** The labels the sidecars' PodMonitor (manifests/monitoring/podmonitors.yaml) gives each series: the pod's controller. */
+export const CONTROLLER_KIND_LABEL = 'controller_kind';
+export const CONTROLLER_NAME_LABEL = 'controller_name';
+/** A last arrival past this share of the drain's deadline is too close to it. */
+export const NEAR_DEADLINE_SHARE = 0.8;
+
+/** The one query check sends: the largest lag seen per namespace and controller over the window. */
+export function lagQuery(window: string): string {
+  return `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}) (max_over_time(${LAG_METRIC}[${window}]))`;
+}
+
+/** What is known of the lag: nothing asked, a failed read, or the samples of the query. */
+export type LagReading =
+  | { readonly status: 'unknown' }
+  | { readonly status: 'failed'; readonly source: string; readonly window: string; readonly query: string; readonly message: string }
+  | { readonly status: 'read'; readonly source: string; readonly window: string; readonly query: string; readonly samples: readonly VectorSample[] };
+
+/** One workload's drain settings (the most demanding of its pods', when they differ) and its lag. */
+export interface WorkloadDrain {
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  /** Its injected, running pods. */
+  readonly pods: number;
+  /** terminationGracePeriodSeconds: the shortest of its pods'. */
+  readonly gracePeriodSeconds: number;
+  /** The sidecar's --check-delay: the shortest. */
+  readonly checkDelaySeconds: number;
+  /** The drain's deadline from its start: the shortest (see the header). */
+  readonly deadlineSeconds: number;
+  /** The sidecar's --drain-delay (counts against the deadline): the longest. */
+  readonly drainDelaySeconds: number;
+  /** The sidecar's --check-interval: the longest. */
+  readonly checkIntervalSeconds: number;
+  /** False when a pod's sidecar runs with --quiet-period=0s (or off). */
+  readonly quietPeriod: boolean;
+  /** The largest lag its pods' drains observed over the window; null when unknown or no drain was seen. */
+  readonly loadBalancerLagSeconds: number | null;
+}
+
+/** What the report says about drains: how the lag was read, and a row per workload. */
+export interface DrainsReport {
+  readonly lag: {
+    readonly status: LagReading['status'];
+    /** Where it was read from (the Prometheus URL, or the Service through the API server). */
+    readonly source?: string;
+    readonly window?: string;
+    readonly query?: string;
+  };
+  readonly workloads: readonly WorkloadDrain[];
+}
+
+export interface DrainsInput {
+  readonly namespaces: readonly NamespacePods[];
+  readonly replicaSetOwners: ReplicaSetOwners;
+  readonly expected: Expectations;
+  readonly lag: LagReading;
+}
+
+interface PodTiming {
+  readonly graceMs: number;
+  readonly checkDelayMs: number;
+  readonly deadlineMs: number;
+  readonly drainDelayMs: number;
+  readonly checkIntervalMs: number;
+  readonly quietPeriod: boolean;
+}
+
+/** A setting of the sidecar as its container sets it: `--name=value`, `--name value`, then a literal env value. */
+export function sidecarSetting(sidecar: V1Container, name: string): string | undefined {
+  const args = [...(sidecar.command ?? []), ...(sidecar.args ?? [])];
+  for (let i = 0; i < args.length; i += 1) {
+    const arg = args[i] as string;
+    if (arg.startsWith(`--${name}=`)) return arg.slice(name.length + 3);
+    if (arg === `--${name}` && args[i + 1] !== undefined && !args[i + 1]?.startsWith('--')) return args[i + 1];
+  }
+  return sidecar.env?.find((variable) => variable.name === envName(name))?.value || undefined;
+}
+
+function durationSetting(sidecar: V1Container, name: 'check-delay' | 'drain-delay' | 'check-interval'): number {
+  const raw = sidecarSetting(sidecar, name);
+  return (raw === undefined ? undefined : kinds.durationMs.parse(raw)) ?? POD_DRAIN_SETTINGS[name].default;
+}
+
+/** The drain of one injected pod, from its sidecar's flags and its grace period. */
+export function podTiming(pod: V1Pod, sidecar: V1Container): PodTiming {
+  const graceMs = (pod.spec?.terminationGracePeriodSeconds ?? DEFAULT_GRACE_SECONDS) * 1000;
+  const flagged = sidecarSetting(sidecar, 'drain-timeout');
+  const drainTimeoutMs = (flagged === undefined ? undefined : kinds.durationMs.parse(flagged)) ?? derivedDrainTimeoutMs(graceMs / 1000);
+  const quiet = sidecarSetting(sidecar, 'quiet-period');
+  const quietMs = quiet === undefined ? undefined : kinds.optionalDurationMs.parse(quiet);
+  return {
+    graceMs,
+    checkDelayMs: durationSetting(sidecar, 'check-delay'),
+    deadlineMs: Math.min(drainTimeoutMs, graceMs),
+    drainDelayMs: durationSetting(sidecar, 'drain-delay'),
+    checkIntervalMs: durationSetting(sidecar, 'check-interval'),
+    // Off only when said so: 0s or off. An unreadable value is the sidecar's to refuse, not ours to guess.
+    quietPeriod: !(quietMs === null || quietMs === 0),
+  };
+}
+
+function key({ kind, namespace, name }: Workload): string {
+  return `${namespace}\u0000${kind}\u0000${name}`;
+}
+
+export function drainFindings(input: DrainsInput): { findings: Finding[]; report: DrainsReport } {
+  const rows = workloadRows(input);
+  const { lag } = input;
+  const lagReport: DrainsReport['lag'] = lag.status === 'unknown' ? { status: 'unknown' } : { status: lag.status, source: lag.source, window: lag.window, query: lag.query };
+  if (lag.status !== 'read') {
+    const workloads = [...rows.values()].map(({ row }) => ({ ...row, loadBalancerLagSeconds: null }));
+    return { findings: [sourceFinding(lag, workloads.length)], report: { lag: lagReport, workloads } };
+  }
+  const { lags, unattributed } = attribute(lag.samples, input.replicaSetOwners, rows);
+  const workloads = [...rows.entries()].map(([id, { row }]) => ({ ...row, loadBalancerLagSeconds: lags.get(id) ?? null }));
+  const seen = workloads.filter((row) => row.loadBalancerLagSeconds !== null).length;
+  const findings = [readFinding(lag, workloads.length, seen)];
+  if (unattributed.length > 0) findings.push(unattributedFinding(unattributed));
+  for (const row of workloads) findings.push(...lagFindings(row, lag.window));
+  return { findings, report: { lag: lagReport, workloads } };
+}
+
+/** The injected pods' workloads, in the order their namespaces and pods were listed. */
+function workloadRows({ namespaces, replicaSetOwners, expected }: DrainsInput): Map<string, { workload: Workload; row: WorkloadDrain }> {
+  const rows = new Map<string, { workload: Workload; row: WorkloadDrain }>();
+  for (const scan of namespaces.filter((candidate) => candidate.optedIn)) {
+    for (const pod of scan.pods) {
+      const sidecar = sidecarOf(pod);
+      if (judgePod(pod, expected)?.kind !== 'injected' || sidecar === undefined) continue;
+      const workload = workloadOf(pod, replicaSetOwners);
+      const timing = podTiming(pod, sidecar);
+      const id = key(workload);
+      const before = rows.get(id)?.row;
+      const seconds = (ms: number): number => ms / 1000;
+      rows.set(id, {
+        workload,
+        row: {
+          kind: workload.kind,
+          namespace: workload.namespace,
+          name: workload.name,
+          pods: (before?.pods ?? 0) + 1,
+          gracePeriodSeconds: Math.min(before?.gracePeriodSeconds ?? Infinity, seconds(timing.graceMs)),
+          checkDelaySeconds: Math.min(before?.checkDelaySeconds ?? Infinity, seconds(timing.checkDelayMs)),
+          deadlineSeconds: Math.min(before?.deadlineSeconds ?? Infinity, seconds(timing.deadlineMs)),
+          drainDelaySeconds: Math.max(before?.drainDelaySeconds ?? 0, seconds(timing.drainDelayMs)),
+          checkIntervalSeconds: Math.max(before?.checkIntervalSeconds ?? 0, seconds(timing.checkIntervalMs)),
+          quietPeriod: (before?.quietPeriod ?? true) && timing.quietPeriod,
+          loadBalancerLagSeconds: null,
+        },
+      });
+    }
+  }
+  return rows;
+}
+
+/**
+ * The lag of each workload: a sample's controller is its workload, a ReplicaSet's owning Deployment taken
+ * from `owners` (read.ts reads them), else, for a ReplicaSet already deleted, the Deployment whose name plus a
+ * pod-template-hash makes the ReplicaSet's name. Samples without controller labels are set aside.
+ */
+function attribute(
+  samples: readonly VectorSample[],
+  owners: ReplicaSetOwners,
+  rows: ReadonlyMap<string, { workload: Workload }>,
+): { lags: Map<string, number>; unattributed: VectorSample[] } {
+  const lags = new Map<string, number>();
+  const unattributed: VectorSample[] = [];
+  for (const sample of samples) {
+    const namespace = sample.labels.namespace ?? '';
+    const kind = sample.labels[CONTROLLER_KIND_LABEL] ?? '';
+    const name = sample.labels[CONTROLLER_NAME_LABEL] ?? '';
+    if (kind === '' || name === '' || namespace === '' || !Number.isFinite(sample.value)) {
+      unattributed.push(sample);
+      continue;
+    }
+    const workload = kind === 'ReplicaSet' ? replicaSetWorkload(namespace, name, owners, rows) : { kind, name, namespace };
+    const id = key(workload);
+    lags.set(id, Math.max(lags.get(id) ?? -Infinity, sample.value));
+  }
+  return { lags, unattributed };
+}
+
+/** The alphabet of a pod-template-hash (Kubernetes' rand.SafeEncodeString). */
+const TEMPLATE_HASH = /^[bcdfghjklmnpqrstvwxz2456789]{1,10}$/;
+
+export function replicaSetWorkload(namespace: string, name: string, owners: ReplicaSetOwners, rows: ReadonlyMap<string, { workload: Workload }>): Workload {
+  const owner = owners.get(`${namespace}/${name}`);
+  if (owner?.kind === 'Deployment') return { kind: 'Deployment', name: owner.name, namespace };
+  if (owner === undefined) {
+    const deployments = [...rows.values()]
+      .map(({ workload }) => workload)
+      .filter((workload) => workload.kind === 'Deployment' && workload.namespace === namespace && name.startsWith(`${workload.name}-`))
+      .filter((workload) => TEMPLATE_HASH.test(name.slice(workload.name.length + 1)))
+      .sort((a, b) => b.name.length - a.name.length);
+    if (deployments[0] !== undefined) return deployments[0];
+  }
+  return { kind: 'ReplicaSet', name, namespace };
+}
+
+function finding(check: string, status: Finding['status'], message: string, fix?: string): Finding {
+  return { check, section: 'drains', status, message, ...(fix === undefined ? {} : { fix }) };
+}
+
+const HOW_TO_READ =
+  '--prometheus-url=http://localhost:9090 (with kubectl -n monitoring port-forward svc/prometheus-operated 9090) or --prometheus=monitoring/prometheus-operated:9090 (through the API server); Prometheus must scrape the sidecars with the PodMonitor of manifests/monitoring';
+
+function sourceFinding(lag: Exclude<LagReading, { status: 'read' }>, workloads: number): Finding {
+  if (lag.status === 'unknown') {
+    return finding(
+      'drains.prometheus',
+      'info',
+      `the load balancer's lag of ${plural(workloads, 'workload')} is unknown: it is read from Prometheus, and no --prometheus-url or --prometheus was given`,
+      `pass ${HOW_TO_READ}`,
+    );
+  }
+  return finding(
+    'drains.prometheus',
+    'warning',
+    `cannot read the load balancer's lag from Prometheus: ${lag.message}`,
+    `check the address and that Prometheus answers: ${HOW_TO_READ}`,
+  );
+}
+
+function readFinding(lag: Extract<LagReading, { status: 'read' }>, workloads: number, seen: number): Finding {
+  const base = `the load balancer's lag read from ${lag.source} over ${lag.window}`;
+  if (lag.samples.length === 0) {
+    return finding(
+      'drains.prometheus',
+      'info',
+      `${base}: no drain seen (no ${LAG_METRIC} sample in ${lag.window})`,
+      'if pods were deleted in that time: is the PodMonitor of manifests/monitoring installed, and do the sidecars export the metric (a recent enough image)?',
+    );
+  }
+  return finding('drains.prometheus', 'ok', `${base}: drains seen for ${seen} of ${plural(workloads, 'workload')}`);
+}
+
+function unattributedFinding(samples: readonly VectorSample[]): Finding {
+  const namespaces = [...new Set(samples.map((sample) => sample.labels.namespace || '(none)'))].sort().join(', ');
+  return finding(
+    'drains.unattributed-lag',
+    'info',
+    `${plural(samples.length, 'series')} of ${LAG_METRIC} (namespace ${namespaces}) carry no ${CONTROLLER_KIND_LABEL} and ${CONTROLLER_NAME_LABEL} labels: their lag is counted for no workload`,
+    'scrape the sidecars with the PodMonitor of manifests/monitoring, whose relabelings add them (kubectl apply -k manifests/monitoring)',
+  );
+}
+
+function lagFindings(row: WorkloadDrain, window: string): Finding[] {
+  const lag = row.loadBalancerLagSeconds;
+  if (lag === null) return [];
+  const who = `${row.kind} ${row.namespace}/${row.name}`;
+  const findings: Finding[] = [];
+  const arrival = row.drainDelaySeconds + lag;
+  if (arrival >= NEAR_DEADLINE_SHARE * row.deadlineSeconds) {
+    const delay = row.drainDelaySeconds > 0 ? ` (after a drain-delay of ${seconds(row.drainDelaySeconds)})` : '';
+    findings.push(
+      finding(
+        'drains.lag-near-deadline',
+        'warning',
+        `${who}: the load balancer still sent clients ${seconds(lag)} after the health checks failed${delay}, past ${NEAR_DEADLINE_SHARE * 100} % of the drain's deadline of ${seconds(row.deadlineSeconds)} (largest over ${window}): a slower load balancer makes the drain cut them`,
+        `make the load balancer deregister faster (its health check's interval x unhealthy threshold), or give the drain more time: annotation shutdown-manager.io/termination-grace-period: "${graceClearing(arrival)}" (at least) on the pod template of ${who}`,
+      ),
+    );
+  }
+  const slack = row.checkDelaySeconds + row.checkIntervalSeconds;
+  if (!row.quietPeriod && lag > slack) {
+    findings.push(
+      finding(
+        'drains.lag-beyond-check-delay',
+        'warning',
+        `${who}: the load balancer still sent clients ${seconds(lag)} after the health checks failed (largest over ${window}), well past the check-delay of ${seconds(row.checkDelaySeconds)}, and the sidecar runs with --quiet-period=0s: a drain may end before they stop, and their requests are lost`,
+        `turn the quiet-period rule back on (remove the quiet-period of 0s, annotation or webhook flag, that set it: the drain then waits until clients stop arriving), or raise the annotation shutdown-manager.io/check-delay above ${seconds(Math.ceil(lag))} on the pod template of ${who}`,
+      ),
+    );
+  }
+  return findings;
+}
+
+/** The shortest grace period (whole seconds) whose deadline puts `arrivalSeconds` below NEAR_DEADLINE_SHARE of it. */
+export function graceClearing(arrivalSeconds: number): number {
+  let grace = Math.max(1, Math.ceil(arrivalSeconds / NEAR_DEADLINE_SHARE));
+  while (NEAR_DEADLINE_SHARE * Math.min(derivedDrainTimeoutMs(grace), grace * 1000) <= arrivalSeconds * 1000) grace += 1;
+  return grace;
+}
+
+/** A lag or a setting in seconds, as people read it: 4.2s, 45s, 1m30s. */
+export function seconds(value: number): string {
+  if (value < 60) return `${Number(value.toFixed(1))}s`;
+  return formatDuration(Math.round(value) * 1000);
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 || noun.endsWith('s') ? '' : 's'}`;
+}
