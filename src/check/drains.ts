@@ -301,7 +301,7 @@ function lagFindings(row: WorkloadDrain, window: string): Finding[] {
         'drains.lag-beyond-check-delay',
         'warning',
         `${who}: the load balancer still sent clients ${seconds(lag)} after the health checks failed (largest over ${window}), well past the check-delay of ${seconds(row.checkDelaySeconds)}, and the sidecar runs with --quiet-period=0s: a drain may end before they stop, and their requests are lost`,
-        `turn the quiet-period rule back on (remove the quiet-period of 0s, annotation or webhook flag, that set it: the drain then waits until clients stop arriving), or raise the annotation shutdown-manager.io/check-delay above ${seconds(Math.ceil(lag))} on the pod template of ${who}`,
+        `turn the quiet-period rule back on (annotation shutdown-manager.io/quiet-period: "10s", or remove the 0s that turned it off: the drain then waits until clients stop arriving), or raise the annotation shutdown-manager.io/check-delay above ${seconds(Math.ceil(lag))} on the pod template of ${who}`,
       ),
     );
   }

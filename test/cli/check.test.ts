@@ -251,20 +251,35 @@ describe('check on the Envoy pods', () => {
 });
 
 describe('manifests/check', () => {
-  test('the ClusterRole grants exactly the reads check makes: every request allowed, every rule used', async () => {
+  test('the ClusterRoles grant exactly the reads check makes, Prometheus through the service proxy included: every request allowed, every rule used', async () => {
     const target = await cluster(async ({ fake }) => {
       await installWebhook(fake);
       addNamespace(fake, 'edge');
       addPod(fake, 'edge', 'old-1', { owner: 'Deployment/old', injected: false });
+      addPod(fake, 'edge', 'envoy-1', { owner: 'Deployment/envoy' });
     });
-    await check(target, '--all-namespaces');
-    const [role] = (await loadYamlFile(join(REPO_ROOT, 'manifests/check/clusterrole.yaml'))) as { rules: Rule[] }[];
-    const rules = role?.rules ?? [];
+    const prometheus = await FakePrometheus.start();
+    const front = await serviceProxyFront(target.fake, prometheus, { namespace: 'monitoring', name: 'prometheus-operated', port: '9090' });
+    try {
+      const kubeconfig = `${target.kubeconfig}-front`;
+      await writeFile(kubeconfig, kubeconfigYaml(front.url, front.caPem, target.fake.token));
+      const run = await runBuiltEntry(['check', '--kubeconfig', kubeconfig, '--all-namespaces', '--prometheus', 'monitoring/prometheus-operated:9090'], { timeoutMs: 20_000 });
+      assert.equal(run.code, 1, run.stderr);
+    } finally {
+      await front.close();
+      await prometheus.close();
+    }
+    const roles = [
+      ...((await loadYamlFile(join(REPO_ROOT, 'manifests/check/clusterrole.yaml'))) as { rules: Rule[] }[]),
+      ...((await loadYamlFile(join(REPO_ROOT, 'manifests/check/prometheus-proxy.yaml'))) as { rules: Rule[] }[]),
+    ];
+    const rules = roles.flatMap((role) => role.rules);
     const used = new Set<Rule>();
-    for (const request of target.fake.requests) {
-      const read = rbacOf(request.path);
+    assert.equal(front.proxied.length, 1, 'one query');
+    for (const path of [...target.fake.requests.map((request) => request.path), ...front.proxied.map((proxied) => proxied.split('?')[0] as string)]) {
+      const read = rbacOf(path);
       const rule = rules.find((candidate) => grants(candidate, read));
-      assert.ok(rule, `${request.method} ${request.path} is granted`);
+      assert.ok(rule, `GET ${path} is granted`);
       used.add(rule);
     }
     assert.deepEqual(rules.filter((rule) => !used.has(rule)).map((rule) => rule.resources), [], 'every rule is used');
@@ -279,8 +294,10 @@ interface Rule {
   readonly resourceNames?: string[];
 }
 
-/** The RBAC request of a GET: a name makes it a get, none a list. */
+/** The RBAC request of a GET: a name makes it a get, none a list; a service proxy is a get of services/proxy. */
 function rbacOf(path: string): { group: string; resource: string; verb: string; name?: string } {
+  const proxy = /^\/api\/v1\/namespaces\/[^/]+\/services\/([^/]+)\/proxy\//.exec(path);
+  if (proxy !== null) return { group: '', resource: 'services/proxy', verb: 'get', name: proxy[1] as string };
   const [, prefix = '', resource = '', name] = /^\/(api\/v1|apis\/[^/]+\/[^/]+)(?:\/namespaces\/[^/]+)?\/([a-z]+)(?:\/([^/]+))?$/.exec(path) ?? [];
   const group = prefix === 'api/v1' ? '' : (prefix.split('/')[1] ?? '');
   return { group, resource, verb: name === undefined ? 'list' : 'get', ...(name === undefined ? {} : { name }) };

@@ -6,16 +6,17 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
+import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, LAG_METRIC } from '../../src/check/drains.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { sampleOf } from '../support/prometheus.js';
 import { REPO_ROOT, runBuiltEntry, startWebhook, type WebhookProcess } from '../support/process.js';
-import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+import { spawnSidecarWith, type SidecarProcess } from '../support/sidecar-process.js';
 import { FIXTURES, httpsRequest } from '../support/webhook.js';
 import {
   MANIFESTS_DIR,
@@ -45,7 +46,7 @@ const queries: { where: string; expr: string }[] = [
 ];
 
 /** Labels Prometheus puts on every series of a target (PodMonitor or plain pod discovery), not the program. */
-const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'instance', 'job', 'endpoint', 'le']);
+const TARGET_LABELS = new Set(['namespace', 'pod', 'container', 'instance', 'job', 'endpoint', 'le', CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL]);
 const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'Inf', 'NaN', 'inf', 'nan']);
 
 interface Matcher {
@@ -181,10 +182,22 @@ describe('manifests/monitoring', () => {
     assert.equal(endpoint?.path, '/metrics');
   });
 
-  test('the alerts: webhook down, webhook errors, denials, drains at their deadline, admin API unreachable; each with severity, summary and description', () => {
+  test("the sidecars' PodMonitor puts the pod's controller on every series, under the labels check reads the lag by", () => {
+    const monitor = findOne(install, 'PodMonitor', 'envoy-shutdown-manager-sidecars');
+    const [endpoint] = getArray(monitor, ['spec', 'podMetricsEndpoints']) as JsonObject[];
+    assert.deepEqual(getArray(endpoint, ['relabelings']), [
+      { sourceLabels: ['__meta_kubernetes_pod_controller_kind'], targetLabel: CONTROLLER_KIND_LABEL },
+      { sourceLabels: ['__meta_kubernetes_pod_controller_name'], targetLabel: CONTROLLER_NAME_LABEL },
+    ]);
+    assert.equal(lagQuery('7d'), `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}) (max_over_time(${LAG_METRIC}[7d]))`);
+    assert.ok(queries.some(({ expr }) => readPromql(expr).metrics.includes(LAG_METRIC)), 'an alert reads the lag check reads');
+  });
+
+  test('the alerts: webhook down, webhook errors, denials, drains at their deadline, load-balancer lag near it, admin API unreachable; each with severity, summary and description', () => {
     assert.deepEqual(rules.map((entry) => entry.alert).sort(), [
       'ShutdownManagerDrainAtDeadline',
       'ShutdownManagerEnvoyAdminUnreachable',
+      'ShutdownManagerLoadBalancerLagNearDeadline',
       'ShutdownManagerPodsDenied',
       'ShutdownManagerWebhookDown',
       'ShutdownManagerWebhookErrors',
@@ -313,7 +326,10 @@ async function scrapeSidecars(): Promise<Map<SidecarMoment, string>> {
   const emulator = await EnvoyEmulator.start({});
   const sidecars: SidecarProcess[] = [];
   const start = async (deadline: string): Promise<SidecarProcess> => {
-    const sidecar = await spawnSidecar([`--admin-port=${emulator.ports.admin}`, '--check-interval=50ms', '--check-delay=0s', `--drain-timeout=${deadline}`]);
+    // The quiet-period rule off (by environment, which a sidecar without the flag ignores): a drain then ends once
+    // its connection closes, and a one-second deadline is a valid one.
+    const flags = ['mode=sidecar', '--serve-address=127.0.0.1', '--serve-port=0', `--admin-port=${emulator.ports.admin}`, '--check-interval=50ms', '--check-delay=0s', `--drain-timeout=${deadline}`];
+    const sidecar = await spawnSidecarWith(flags, { SHUTDOWN_MANAGER_QUIET_PERIOD: '0s' });
     sidecars.push(sidecar);
     return sidecar;
   };
@@ -344,3 +360,99 @@ async function scrapeSidecars(): Promise<Map<SidecarMoment, string>> {
     await emulator.close();
   }
 }
+
+/**
+ * Prometheus's own tool on what this file's alert and check's query do with series shaped as the sidecars'
+ * PodMonitor scrapes them (test/manifests/promtool.test.ts runs the other alerts; the same skip rules).
+ */
+const promtool = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
+const promtoolUnavailable = process.env['PROMTOOL_UNAVAILABLE'];
+if (promtool.status !== 0 && process.env['CI'] === 'true' && promtoolUnavailable === undefined) throw new Error('promtool is missing: .ci/run installs it (Debian package prometheus)');
+const promtoolSkip = promtool.status === 0 ? false : `promtool is not installed (${promtoolUnavailable ?? 'apt-get install prometheus'}); CI runs these`;
+
+describe("promtool: the load-balancer lag alert, and check's query", { skip: promtoolSkip }, () => {
+  /** The labels a sidecar's series carry through the PodMonitor (target labels and the controller). */
+  const target = (pod: string, kind: string, name: string): string =>
+    `namespace="edge",pod="${pod}",container="shutdown-manager",endpoint="shutdown-mgr",${CONTROLLER_KIND_LABEL}="${kind}",${CONTROLLER_NAME_LABEL}="${name}"`;
+
+  async function promtoolTest(tests: JsonObject[]): Promise<ReturnType<typeof spawnSync>> {
+    const directory = await mkdtemp(join(tmpdir(), 'esm-promtool-lag-'));
+    try {
+      const groups = getArray(rule, ['spec', 'groups']);
+      await writeFile(join(directory, 'rules.yaml'), stringify({ groups }));
+      await writeFile(join(directory, 'test.yaml'), stringify({ rule_files: ['rules.yaml'], evaluation_interval: '1m', tests }));
+      return spawnSync('promtool', ['test', 'rules', 'test.yaml'], { cwd: directory, encoding: 'utf8', timeout: 30_000 });
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  }
+
+  const lagRule = rules.find((entry) => entry.alert === 'ShutdownManagerLoadBalancerLagNearDeadline') as JsonObject;
+  const summary = (pod: string, lag: string): string =>
+    `edge/${pod}: the load balancer still sent clients ${lag} after the health checks failed, close to the drain's deadline.`;
+
+  test('ShutdownManagerLoadBalancerLagNearDeadline fires on a lag past 80 % of the deadline, and only there; it outlives the pod', async () => {
+    const near = target('envoy-7d9f-a', 'ReplicaSet', 'envoy-7d9f');
+    const early = target('envoy-7d9f-b', 'ReplicaSet', 'envoy-7d9f');
+    const alert = { eval_time: '', alertname: 'ShutdownManagerLoadBalancerLagNearDeadline', exp_alerts: [] as JsonObject[] };
+    const firing = {
+      exp_labels: { namespace: 'edge', pod: 'envoy-7d9f-a', container: 'shutdown-manager', endpoint: 'shutdown-mgr', [CONTROLLER_KIND_LABEL]: 'ReplicaSet', [CONTROLLER_NAME_LABEL]: 'envoy-7d9f', severity: 'warning' },
+      exp_annotations: { summary: summary('envoy-7d9f-a', '4m 10s'), description: getString(lagRule, ['annotations', 'description']) },
+    };
+    const result = await promtoolTest([
+      {
+        interval: '1m',
+        input_series: [
+          // A 300 s deadline: the last client 250 s after the failure (past 240 s), then the pod is gone.
+          { series: `shutdown_manager_load_balancer_lag_seconds{${near}}`, values: '200 250 250 _x20' },
+          { series: `shutdown_manager_drain_remaining_seconds{${near}}`, values: '100 40 0 _x20' },
+          { series: `shutdown_manager_drain_duration_seconds{${near}}`, values: '200 260 300 _x20' },
+          // The same deadline, the last client at 100 s: fine.
+          { series: `shutdown_manager_load_balancer_lag_seconds{${early}}`, values: '100 100 100' },
+          { series: `shutdown_manager_drain_remaining_seconds{${early}}`, values: '200 140 80' },
+          { series: `shutdown_manager_drain_duration_seconds{${early}}`, values: '100 160 220' },
+        ],
+        alert_rule_test: [
+          { ...alert, eval_time: '0m' },
+          { ...alert, eval_time: '1m', exp_alerts: [firing] },
+          { ...alert, eval_time: '10m', exp_alerts: [firing] },
+          { ...alert, eval_time: '25m' },
+        ],
+      },
+    ]);
+    assert.equal(result.status, 0, `${String(result.stdout)}${String(result.stderr)}`);
+  });
+
+  test("check's query: the largest lag per namespace and controller over the window, as check reads it", async () => {
+    const query = lagQuery('1h');
+    const result = await promtoolTest([
+      {
+        interval: '1m',
+        input_series: [
+          { series: `${LAG_METRIC}{${target('envoy-7d9f-a', 'ReplicaSet', 'envoy-7d9f')}}`, values: '1 4.5 _x5' },
+          { series: `${LAG_METRIC}{${target('envoy-7d9f-b', 'ReplicaSet', 'envoy-7d9f')}}`, values: '_ _ 2 12 3' },
+          { series: `${LAG_METRIC}{${target('ingress-x1', 'DaemonSet', 'ingress')}}`, values: '95' },
+          // Two hours ago: out of the window.
+          { series: `${LAG_METRIC}{${target('envoy-5c8bd-c', 'ReplicaSet', 'envoy-5c8bd')}}`, values: '300 _x200' },
+        ],
+        promql_expr_test: [
+          {
+            expr: query,
+            eval_time: '2h',
+            exp_samples: [],
+          },
+          {
+            expr: query,
+            eval_time: '30m',
+            exp_samples: [
+              { labels: `{namespace="edge",${CONTROLLER_KIND_LABEL}="ReplicaSet",${CONTROLLER_NAME_LABEL}="envoy-7d9f"}`, value: 12 },
+              { labels: `{namespace="edge",${CONTROLLER_KIND_LABEL}="DaemonSet",${CONTROLLER_NAME_LABEL}="ingress"}`, value: 95 },
+              { labels: `{namespace="edge",${CONTROLLER_KIND_LABEL}="ReplicaSet",${CONTROLLER_NAME_LABEL}="envoy-5c8bd"}`, value: 300 },
+            ],
+          },
+        ],
+      },
+    ]);
+    assert.equal(result.status, 0, `${String(result.stdout)}${String(result.stderr)}`);
+  });
+});
