@@ -26,7 +26,8 @@
  *   --fault=none|slow:<ms>|status:<code>|garbage|empty|down   --fault-paths=/stats,/healthcheck
  *   --upstream-port=N                    (route the HTTP listener's requests to this local port: a sidecar Envoy)
  *   --version=X.Y.Z                      (the Envoy release to behave as; default 1.36.2: /server_info `version`
- *                                         and drain_listeners' rules by release. Real Envoy's `--version` is a
+ *                                         and drain_listeners' rules by release; 1.41.0-dev is Envoy's main
+ *                                         branch, with its connection-level proactive drain. Real Envoy's `--version` is a
  *                                         switch that prints the version and exits; the emulator reuses the name
  *                                         with a value, so a pod spec's Envoy args never contain it)
  *   --admin-socket=PATH                  (serve the admin API on this Unix socket only, no TCP admin port, as
@@ -165,7 +166,7 @@ const VALUE_FLAGS: Readonly<Record<string, ValueFlag>> = {
   'fault-paths': (draft, value) => (draft.options.faultPaths = value.split(',').filter((path) => path !== '')),
   'upstream-port': (draft, value, name) => (draft.options.upstreamPort = integer(name, value)),
   version: (draft, value, name) => {
-    if (parseEnvoyVersion(value) === undefined) throw new Error(`--${name}: ${JSON.stringify(value)} is not a version X.Y.Z`);
+    if (parseEnvoyVersion(value) === undefined) throw new Error(`--${name}: ${JSON.stringify(value)} is not a version X.Y.Z or X.Y.Z-dev`);
     draft.options.version = value;
   },
   'admin-socket': (draft, value, name) => {

@@ -59,7 +59,7 @@
  *   but encodeHeaders sends no `Connection: close` on an upgrade and the deferred close waits for the
  *   upgraded stream: no drain signal, no close frame (envoyproxy/envoy#45250); the socket is cut at exit.
  *   Counted in `downstream_cx_upgrades_total`/`_active`, and in the HTTP/1.1 gauges too.
- * - No proactive drain of idle connections: DrainManagerImpl runs drain-close callbacks at drain start
+ * - No proactive drain of idle connections in a release (up to 1.40): DrainManagerImpl runs drain-close callbacks at drain start
  *   (addOnDrainCloseCb, PR #17026, Envoy 1.19+, spread over the first quarter of the remaining drain time for
  *   `gradual`, at once for `immediate`), but the HTTP connection manager of a released Envoy registers none
  *   (its filter-chain drain decision, PerFilterChainFactoryContextImpl::addOnDrainCloseCb, is an
@@ -67,6 +67,25 @@
  *   close downstream idle connection while draining" is open). An idle HTTP/1.1 keep-alive connection is
  *   therefore left alone until it sends a request, its idle_timeout (1 h by default) or Envoy's exit. The
  *   connection-level `onDrain` of Envoy main (PR #45254, 2026) is used only by the reverse-tunnel HCM.
+ * - Envoy main's connection-level proactive drain, only for `version` CONNECTION_EVENT_DRAIN_SINCE (1.41) and
+ *   later, i.e. ENVOY_MAIN_VERSION "1.41.0-dev" (main's VERSION.txt not read: the release after 1.40 with
+ *   main's suffix), with the runtime guard `envoy.reloadable_features.use_connection_event_drain` taken as on.
+ *   Every drain sequence (`drain_listeners`, graceful or, from 1.40, not) reaches the open connections of
+ *   the HTTP connection managers it governs in the last quarter of `--drain-time-s` (at once with
+ *   `immediate`), spread as DrainManagerImpl spreads drain-close callbacks: idle HTTP/1.1 connections (and
+ *   connections that sent nothing) are closed; a busy HTTP/1.1 one drains (`Connection: close` on its next
+ *   response headers, closed once idle after `drain_timeout`); HTTP/2 gets the shutdown-notice GOAWAY and the
+ *   drain timeout's final one; upgraded (WebSocket) connections are closed without a close frame; each
+ *   counted once in `downstream_cx_drain_close`. TCP proxy connections get nothing (no connection manager;
+ *   tcp_proxy's own opt-in drain check is not modelled), nor does anything without a drain sequence
+ *   (`/healthcheck/fail` alone). See `scheduleConnectionDrain` and `drainConnection`. UNVERIFIED: modelled
+ *   from this project's notes (../shared/reference/envoy-admin.md: main "drains idle and upgraded
+ *   connections proactively in the last part of the drain time", guard use_connection_event_drain) alone;
+ *   main's changelogs/current.yaml, source/server/drain_manager_impl.cc and
+ *   source/common/http/conn_manager_impl.cc could not be read where this was written, and they may
+ *   contradict the note above that PR #45254's onDrain serves only the reverse-tunnel HCM. The quarter, the
+ *   spread, the treatment of busy HTTP/1.1 connections and of connections accepted after the window opens
+ *   (only the per-response decision) are the emulator's choices.
  * - `/quitquitquit` and SIGTERM (source/server/admin/server_cmd_handler.cc handlerQuitQuitQuit,
  *   source/server/server.cc InstanceImpl::shutdown): no drain; the admin answer `OK\n` goes out, the
  *   dispatcher exits and terminate() stops the workers, cutting every connection; the process exits 0.
@@ -239,8 +258,10 @@ export interface EnvoyEmulatorOptions {
    */
   readonly upstreamPort?: number;
   /**
-   * The Envoy release to behave as, "X.Y.Z"; default 1.36.2. It shows in /server_info `version` and
-   * decides `drain_listeners` (see `drainListeners`).
+   * The Envoy release to behave as, "X.Y.Z", or "X.Y.Z-dev" for a build of Envoy's main branch (see
+   * ENVOY_MAIN_VERSION); default 1.36.2. It shows in /server_info `version` and decides `drain_listeners`
+   * (see `drainListeners`), the connection-level drain (`scheduleConnectionDrain`) and the health-check
+   * filter's stats (HEALTH_CHECK_FILTER_STATS_SINCE).
    */
   readonly version?: string;
   /**
@@ -424,6 +445,25 @@ interface Http2Drain {
 }
 
 /**
+ * One connection of an HTTP connection manager (the HTTP listener's or the `envoy-admin` listener's), as the
+ * connection-level drain of Envoy main needs to see it (`drainConnection`).
+ */
+interface HcmConnection {
+  readonly socket: net.Socket;
+  readonly listener: 'http' | 'readonly';
+  /** What its first bytes chose (`none` before any); `upgraded` once a WebSocket took it over. */
+  codec: 'none' | 'http1' | 'http2' | 'upgraded';
+  /** HTTP/1.1 requests whose response has not ended yet. */
+  inFlight: number;
+  /** Close it once no request is in flight: its drain timeout has passed (HTTP/1.1 connection-level drain). */
+  closeWhenIdle: boolean;
+  /** ConnectionManagerImpl's drain_state_ is no longer NotDraining: its drain sequence has started. */
+  draining: boolean;
+  /** The HTTP/2 session and its drain, once the codec is HTTP/2. */
+  http2?: { readonly session: http2.ServerHttp2Session; readonly drain: Http2Drain };
+}
+
+/**
  * A client that sent GOAWAY and has no stream left is done with the connection: Go's and gRPC's clients
  * close it themselves then, Node's waits for the server to, so the emulator closes it for them.
  */
@@ -498,6 +538,23 @@ const HTTP2_MAX_STREAM_ID = 2 ** 31 - 1;
  * be. Move this constant once the release is known; the tests follow it.
  */
 export const HEALTH_CHECK_FILTER_STATS_SINCE = { major: 1, minor: 41 } as const;
+/**
+ * Envoy's main branch as the emulator plays it: its VERSION.txt could not be read here (no copy of the
+ * repository at hand), so this is the release after 1.40 with main's "-dev" suffix, an assumption.
+ */
+export const ENVOY_MAIN_VERSION = '1.41.0-dev';
+/**
+ * The first version with the connection-level proactive drain (runtime guard
+ * `envoy.reloadable_features.use_connection_event_drain`, taken as on): Envoy main after 1.40. See
+ * `scheduleConnectionDrain`.
+ */
+export const CONNECTION_EVENT_DRAIN_SINCE = { major: 1, minor: 41 } as const;
+/**
+ * The share of the drain time, at its end, in which that drain reaches the connections ("the last part of
+ * the drain time": the emulator's reading, the quarter mirroring DrainManagerImpl's drain-close callbacks,
+ * which are spread over the first quarter). Unverified, see the file comment.
+ */
+const CONNECTION_DRAIN_SHARE = 0.25;
 /** `/stream` defaults and bounds: a chunk a second, until the client or Envoy's exit ends it. */
 const STREAM_DEFAULT_INTERVAL_MS = 1_000;
 const STREAM_MAX_INTERVAL_MS = 60_000;
@@ -544,9 +601,12 @@ export interface EnvoyVersion {
   readonly patch: number;
 }
 
-/** Reads "X.Y.Z" (whole numbers, no suffix); undefined if it is not that. */
+/**
+ * Reads "X.Y.Z", or "X.Y.Z-dev" as a build of Envoy's main branch names itself (VERSION.txt; /server_info
+ * shows it so), taken as X.Y.Z; undefined if it is neither.
+ */
 export function parseEnvoyVersion(text: string): EnvoyVersion | undefined {
-  const match = /^(\d{1,4})\.(\d{1,4})\.(\d{1,4})$/.exec(text);
+  const match = /^(\d{1,4})\.(\d{1,4})\.(\d{1,4})(?:-dev)?$/.exec(text);
   if (match === null) return undefined;
   return { major: Number(match[1]), minor: Number(match[2]), patch: Number(match[3]) };
 }
@@ -602,7 +662,7 @@ function checkedVersion(options: EnvoyEmulatorOptions): EnvoyVersion {
     throw new Error(`healthCheckPath: ${JSON.stringify(options.healthCheckPath)} is not a path starting with "/"`);
   }
   const version = parseEnvoyVersion(options.version ?? DEFAULT_VERSION);
-  if (version === undefined) throw new Error(`version: ${JSON.stringify(options.version)} is not X.Y.Z`);
+  if (version === undefined) throw new Error(`version: ${JSON.stringify(options.version)} is not X.Y.Z (or X.Y.Z-dev)`);
   return version;
 }
 
@@ -641,6 +701,12 @@ export class EnvoyEmulator {
   private readonly webSockets = new WebSocketServer({ noServer: true });
   private readonly codecs = { http1: new ConnectionGauge(), http2: new ConnectionGauge(), upgrades: new ConnectionGauge() };
   private readonly http2Drains = new Map<http2.Http2Session, Http2Drain>();
+  /** The HTTP connection managers' open connections, by socket (see HcmConnection). */
+  private readonly hcmConnections = new Map<net.Socket, HcmConnection>();
+  /** The connection whose HTTP/2 session the codec is being created for (Http2Server emits `session` synchronously). */
+  private http2Opening: HcmConnection | undefined;
+  /** Whether this version drains connections proactively near the end of a drain (see `scheduleConnectionDrain`). */
+  private readonly connectionEventDrain: boolean;
   /** The `/stream` responses' and the HTTP/2 drain timers, stopped at exit. */
   private readonly dataTimers = new Set<NodeJS.Timeout>();
   private readonly tcpServer: net.Server;
@@ -694,6 +760,7 @@ export class EnvoyEmulator {
       healthCheckPath: options.healthCheckPath,
     };
     this.version = checkedVersion(options);
+    this.connectionEventDrain = atLeast(this.version, CONNECTION_EVENT_DRAIN_SINCE.major, CONNECTION_EVENT_DRAIN_SINCE.minor);
     this.random = options.random ?? cryptoRandom;
     this.clock = options.clock ?? Date.now;
     this.commandLine = options.commandLine ?? {};
@@ -959,6 +1026,7 @@ export class EnvoyEmulator {
   private createHttpListener(): net.Server {
     return net.createServer((socket) => {
       this.track(socket, this.httpListener);
+      this.trackHcm(socket, 'http');
       sniffCodec(socket, (codec) => this.openCodec(socket, codec));
     });
   }
@@ -969,9 +1037,16 @@ export class EnvoyEmulator {
    */
   private openCodec(socket: net.Socket, codec: 'http1' | 'http2'): void {
     socket.once('close', this.codecs[codec].open());
+    const connection = this.hcmConnections.get(socket);
+    if (connection !== undefined) connection.codec = codec;
     if (codec === 'http2') {
       // The HTTP/2 session reads what is buffered on the socket itself; a resume would lose it.
-      this.http2Server.emit('connection', socket);
+      this.http2Opening = connection;
+      try {
+        this.http2Server.emit('connection', socket);
+      } finally {
+        this.http2Opening = undefined;
+      }
       return;
     }
     this.http1Server.emit('connection', socket);
@@ -990,6 +1065,8 @@ export class EnvoyEmulator {
 
   private http1Exchange(request: http.IncomingMessage, response: http.ServerResponse): DataExchange {
     request.resume();
+    const connection = this.hcmConnections.get(request.socket);
+    countInFlight(connection, response);
     const exchange: DataExchange = {
       url: request.url ?? '/',
       healthCheck: false,
@@ -997,11 +1074,9 @@ export class EnvoyEmulator {
       head: (status, headers) => {
         this.encodeResponseHeaders(exchange.healthCheck, status, headers);
         // ConnectionManagerImpl asks drainClose() while encoding each response's headers; for HTTP/1.1 a
-        // "yes" means `Connection: close` and a close once the response is out (conn_manager_impl.cc).
-        if (this.drainClose(this.httpConfig)) {
-          headers['connection'] = 'close';
-          this.drainCloses += 1;
-        }
+        // "yes" means `Connection: close` and a close once the response is out (conn_manager_impl.cc). A
+        // connection already draining (the connection-level drain marked it) says close without asking.
+        if (this.drainCloseResponse(connection, this.httpConfig)) headers['connection'] = 'close';
         response.writeHead(status, headers);
       },
       write: (text) => void response.write(text),
@@ -1022,6 +1097,20 @@ export class EnvoyEmulator {
     chargeStats(this.responses.http, status, healthCheck);
   }
 
+  /**
+   * The drain decision of an HTTP/1.1 response's headers (ConnectionManagerImpl::ActiveStream::encodeHeaders):
+   * a connection not draining yet starts draining when drainClose() says so, counted in
+   * `downstream_cx_drain_close`; a draining one gets `Connection: close`.
+   */
+  private drainCloseResponse(connection: HcmConnection | undefined, config: ListenerConfig): boolean {
+    if (connection?.draining === true) return true;
+    if (!this.drainClose(config)) return false;
+    if (connection !== undefined) connection.draining = true;
+    if (config === this.readonlyConfig) this.readonlyDrainCloses += 1;
+    else this.drainCloses += 1;
+    return true;
+  }
+
   /** Whether the health-check filter marks responses now: it is configured and health checks are failed. */
   private healthCheckFailHeader(): boolean {
     return this.options.healthCheckPath !== undefined && this.healthCheckFailed;
@@ -1039,6 +1128,7 @@ export class EnvoyEmulator {
   private trackHttp2Session(session: http2.ServerHttp2Session): void {
     const drain: Http2Drain = { state: 'not-draining', timer: undefined, peerGoaway: false, streams: 0 };
     this.http2Drains.set(session, drain);
+    if (this.http2Opening !== undefined) this.http2Opening.http2 = { session, drain };
     session.on('error', () => undefined); // a client gone mid-frame: the socket's close does the bookkeeping
     // Emitted before Node's own reaction to a peer's GOAWAY (see `deferClose`).
     session.on('goaway', () => (drain.peerGoaway = true));
@@ -1086,6 +1176,11 @@ export class EnvoyEmulator {
     const drain = session === undefined ? undefined : this.http2Drains.get(session);
     if (session === undefined || drain === undefined || drain.state !== 'not-draining') return;
     if (!this.drainClose(this.httpConfig)) return;
+    this.startHttp2Drain(session, drain);
+  }
+
+  /** ConnectionManagerImpl::startDrainSequence on an HTTP/2 connection, counted in `downstream_cx_drain_close`. */
+  private startHttp2Drain(session: http2.Http2Session, drain: Http2Drain): void {
     this.drainCloses += 1;
     drain.state = 'draining';
     session.goaway(http2.constants.NGHTTP2_NO_ERROR, HTTP2_MAX_STREAM_ID);
@@ -1125,7 +1220,12 @@ export class EnvoyEmulator {
     // The 101 is a response like any: charged as 1xx, with the health-check filter's header while failed
     // (added in the WebSocketServer's `headers` hook, see the constructor).
     chargeStats(this.responses.http, 101, false);
-    if (this.drainClose(this.httpConfig)) this.drainCloses += 1;
+    const connection = this.hcmConnections.get(socket);
+    if (connection !== undefined) connection.codec = 'upgraded';
+    if (connection?.draining !== true && this.drainClose(this.httpConfig)) {
+      this.drainCloses += 1;
+      if (connection !== undefined) connection.draining = true;
+    }
     this.webSockets.handleUpgrade(request, socket, head, (webSocket) => {
       socket.once('close', this.codecs.upgrades.open());
       echo(webSocket);
@@ -1264,6 +1364,8 @@ export class EnvoyEmulator {
     const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0 }, async (request, response) => {
       this.readonlyRequests += 1;
       request.resume();
+      const connection = this.hcmConnections.get(request.socket);
+      countInFlight(connection, response);
       // HttpConnectionManager normalize_path (set by Contour): RFC 3986 dot segments resolved, as URL does.
       const url = new URL(request.url ?? '/', 'http://envoy-admin');
       const routed = READONLY_ADMIN_PATHS.has(url.pathname) && (request.method ?? '').toUpperCase() === 'GET';
@@ -1272,10 +1374,7 @@ export class EnvoyEmulator {
       const body = answer?.body ?? '';
       const headers: Record<string, string> = { server: 'envoy', 'content-length': String(Buffer.byteLength(body)) };
       if (answer !== undefined) headers['content-type'] = answer.contentType;
-      if (this.drainClose(this.readonlyConfig)) {
-        headers['connection'] = 'close';
-        this.readonlyDrainCloses += 1;
-      }
+      if (this.drainCloseResponse(connection, this.readonlyConfig)) headers['connection'] = 'close';
       chargeStats(this.responses.readonly, answer?.status ?? 404, false);
       response.writeHead(answer?.status ?? 404, headers);
       response.end(body);
@@ -1283,6 +1382,7 @@ export class EnvoyEmulator {
     server.keepAliveTimeout = 0;
     server.on('connection', (socket: net.Socket) => {
       if (this.readonlyListener !== undefined) this.track(socket, this.readonlyListener);
+      this.trackHcm(socket, 'readonly', 'http1');
     });
     return server;
   }
@@ -1300,6 +1400,12 @@ export class EnvoyEmulator {
       socket.pipe(socket);
       socket.on('error', () => socket.destroy());
     });
+  }
+
+  /** Notes a connection of an HTTP connection manager until it closes (see HcmConnection). */
+  private trackHcm(socket: net.Socket, listener: HcmConnection['listener'], codec: HcmConnection['codec'] = 'none'): void {
+    this.hcmConnections.set(socket, { socket, listener, codec, inFlight: 0, closeWhenIdle: false, draining: false });
+    socket.once('close', () => this.hcmConnections.delete(socket));
   }
 
   private track(socket: net.Socket, listener: ListenerStats): void {
@@ -1368,17 +1474,83 @@ export class EnvoyEmulator {
    * of the drain time its completion callback stops the listeners of `stopScope`, if given (the callback
    * handlerDrainListeners gives does nothing with `skip_exit`, and a non-graceful drain gives an empty one).
    * Widening an inbound-only drain to all keeps the first one's timer too. Drain-close callbacks are not
-   * run: no HTTP connection manager registers any (see the file comment).
+   * run: no HTTP connection manager of a release registers any (see the file comment); from
+   * CONNECTION_EVENT_DRAIN_SINCE (Envoy main) the connection-level drain is scheduled instead
+   * (`scheduleConnectionDrain`).
    */
   private startDrainSequence(scope: Exclude<DrainScope, 'none'>, stopScope: Exclude<DrainScope, 'none'> | undefined): void {
-    this.drainStarts[scope === 'all' ? 'all' : 'inbound'] = this.clock();
+    const start = this.clock();
+    this.drainStarts[scope === 'all' ? 'all' : 'inbound'] = start;
+    if (this.connectionEventDrain) this.scheduleConnectionDrain(scope, start);
     if (stopScope === undefined) return;
+    this.startDrainTimer(() => this.stopListeners(stopScope), this.options.drainTimeMs);
+  }
+
+  /** A timer of the drain manager, cleared at exit. */
+  private startDrainTimer(action: () => void, delayMs: number): void {
     const timer = setTimeout(() => {
       this.drainTimers.delete(timer);
-      this.stopListeners(stopScope);
-    }, this.options.drainTimeMs);
+      action();
+    }, delayMs);
     timer.unref();
     this.drainTimers.add(timer);
+  }
+
+  /**
+   * Envoy main's connection-level proactive drain (runtime guard
+   * `envoy.reloadable_features.use_connection_event_drain`; versions from CONNECTION_EVENT_DRAIN_SINCE). A
+   * drain that starts now reaches every open connection of the HTTP connection managers it governs (the
+   * HTTP listener, the `envoy-admin` listener) in the last CONNECTION_DRAIN_SHARE of the drain time, spread
+   * over it as DrainManagerImpl spreads its drain-close callbacks (the i-th of n at i/n of the window), or
+   * all at the drain's start with `--drain-strategy immediate` (a window of 0, as those callbacks get). The
+   * connections open at the window's start are the ones reached; one accepted later gets only the
+   * per-response decision. See `drainConnection` for what each gets; TCP proxy connections get nothing.
+   */
+  private scheduleConnectionDrain(scope: Exclude<DrainScope, 'none'>, start: number): void {
+    const immediate = this.options.drainStrategy === 'immediate';
+    const windowMs = immediate ? 0 : this.options.drainTimeMs * CONNECTION_DRAIN_SHARE;
+    this.startDrainTimer(() => {
+      const governed = (config: ListenerConfig): boolean => (scope === 'all' || config.direction === 'inbound') && this.drainStartFor(config) === start;
+      const reached = [...this.hcmConnections.values()].filter((connection) => governed(connection.listener === 'http' ? this.httpConfig : this.readonlyConfig));
+      reached.forEach((connection, index) => {
+        const delayMs = (index / reached.length) * windowMs;
+        if (delayMs === 0) this.drainConnection(connection);
+        else this.startDrainTimer(() => this.drainConnection(connection), delayMs);
+      });
+    }, immediate ? 0 : this.options.drainTimeMs - windowMs);
+  }
+
+  /**
+   * One connection reached by the connection-level drain: its drain sequence starts if it has not
+   * (ConnectionManagerImpl::startDrainSequence, counted in `downstream_cx_drain_close` once per connection),
+   * and then: HTTP/2, the shutdown-notice GOAWAY and the drain timeout as for a per-response drain (so a
+   * final GOAWAY and a close once its streams end, an idle one closing at the timeout); HTTP/1.1 with no
+   * request in flight (or nothing received yet), closed now; HTTP/1.1 busy, draining: the next response
+   * headers it encodes say `Connection: close` (those of the request in flight, unless already sent, as a
+   * long stream's are), and after the HCM `drain_timeout` (onDrainTimeout, then checkForDeferredClose) it
+   * closes as soon as no request is in flight; upgraded (WebSocket), closed now, no close frame (the socket
+   * is closed under the upgraded stream). A connection closed since the window began is skipped.
+   */
+  private drainConnection(connection: HcmConnection): void {
+    if (this.closed || this.hcmConnections.get(connection.socket) !== connection) return;
+    if (connection.codec === 'http2') {
+      const opened = connection.http2;
+      if (opened !== undefined && opened.drain.state === 'not-draining') this.startHttp2Drain(opened.session, opened.drain);
+      return;
+    }
+    if (!connection.draining) {
+      connection.draining = true;
+      if (connection.listener === 'http') this.drainCloses += 1;
+      else this.readonlyDrainCloses += 1;
+    }
+    if (connection.codec === 'upgraded' || connection.inFlight === 0) {
+      connection.socket.destroySoon();
+      return;
+    }
+    this.startTimer(() => {
+      connection.closeWhenIdle = true;
+      if (connection.inFlight === 0) connection.socket.destroySoon();
+    }, this.options.httpDrainTimeoutMs);
   }
 
   /**
@@ -1828,6 +2000,16 @@ function deferClose(session: http2.ServerHttp2Session, allowed: () => boolean): 
 function chargeStats(counters: ResponseCounters, status: number, healthCheck: boolean): void {
   if (healthCheck) return;
   counters.charge(status);
+}
+
+/** Counts an HTTP/1.1 request in its connection's `inFlight` until its response has ended or is cut. */
+function countInFlight(connection: HcmConnection | undefined, response: http.ServerResponse): void {
+  if (connection === undefined) return;
+  connection.inFlight += 1;
+  response.once('close', () => {
+    connection.inFlight -= 1;
+    if (connection.inFlight === 0 && connection.closeWhenIdle) connection.socket.destroySoon();
+  });
 }
 
 /** A complete response with a body: the fixed answer or the upstream's. */

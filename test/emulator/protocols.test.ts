@@ -154,7 +154,9 @@ describe("Envoy emulator: HTTP/2 drain (ConnectionManagerImpl's startDrainSequen
     assert.equal(stat(emulator, 'downstream_cx_drain_close'), 1);
 
     await sleep(DRAIN_TIMEOUT_MS / 2);
-    assert.equal(client.goaways.length, 1, 'no final GOAWAY before the drain timeout');
+    // Under CPU load the sleep may outlast the drain timeout: only a GOAWAY that came before it is wrong.
+    const early = client.goaways.slice(1).filter((goaway) => goaway.at - (notice?.at ?? 0) < DRAIN_TIMEOUT_MS - 5);
+    assert.deepEqual(early, [], 'no final GOAWAY before the drain timeout');
     await until(() => client.goaways.length >= 2, 'the final GOAWAY');
     const final = client.goaways[1];
     assert.deepEqual([final?.code, final?.lastStreamId], [0, 5], 'the final GOAWAY names the last stream processed (1, 3, 5)');
