@@ -65,7 +65,7 @@ function kindOf(report: FleetReport, name: string): NonNullable<FleetReport['kin
 
 describe('fleet rollout behind a load balancer', { timeout: 180_000 }, () => {
   it('every kind of client: no request lost by HTTP/1.1, HTTP/2 or gRPC; long-lived ones cut at the deadline, or after long-lived-grace', async () => {
-    const held = await everyKindRollout({ checkDelayMs: 15_000, checkIntervalMs: 1_000 });
+    const held = await everyKindRollout({ checkDelayMs: 15_000, checkIntervalMs: 1_000, quietPeriodMs: 0 });
     assert.equal(held.complete, true);
     for (const name of [http1KeepAlive().name, http2RequestResponse().name, grpcServerStream().name]) {
       const kind = kindOf(held, name);
@@ -79,7 +79,7 @@ describe('fleet rollout behind a load balancer', { timeout: 180_000 }, () => {
     assert.ok(heldToDeadline.length > 0, `no pod held: ${JSON.stringify(held.releases)}`);
     for (const release of heldToDeadline) assert.ok(release.shutdownToReleaseMs >= 50_000, `${release.pod} released after ${release.shutdownToReleaseMs} ms`);
 
-    const graced = await everyKindRollout({ checkDelayMs: 15_000, checkIntervalMs: 1_000, longLivedGraceMs: 20_000 });
+    const graced = await everyKindRollout({ checkDelayMs: 15_000, checkIntervalMs: 1_000, quietPeriodMs: 0, longLivedGraceMs: 20_000 });
     assert.equal(graced.complete, true);
     for (const name of [http1KeepAlive().name, http2RequestResponse().name, grpcServerStream().name]) {
       assert.equal(kindOf(graced, name).failed, 0, `${name} with long-lived-grace: ${kindOf(graced, name).samples.join('; ')}`);
@@ -98,7 +98,7 @@ describe('fleet rollout behind a load balancer', { timeout: 180_000 }, () => {
 
   it('loses no HTTP/1.1 request when the LB deregisters well within check-delay', async () => {
     // LB: seen within a 2 s poll, gone 5 s later: 7 s at most, against a check-delay of 15 s.
-    const report = await smallRollout(5_000, { checkDelayMs: 15_000, checkIntervalMs: 1_000 });
+    const report = await smallRollout(5_000, { checkDelayMs: 15_000, checkIntervalMs: 1_000, quietPeriodMs: 0 });
     const http = httpOf(report);
     assert.equal(report.complete, true);
     assert.equal(http.failed, 0, http.samples.join('; '));
@@ -118,7 +118,7 @@ describe('fleet rollout behind a load balancer', { timeout: 180_000 }, () => {
   });
 
   it('loses requests when the lag outlasts check-delay and drain-delay is 0', async () => {
-    const report = await smallRollout(20_000, { checkDelayMs: 2_000, checkIntervalMs: 1_000 });
+    const report = await smallRollout(20_000, { checkDelayMs: 2_000, checkIntervalMs: 1_000, quietPeriodMs: 0 });
     const http = httpOf(report);
     assert.equal(report.complete, true);
     assert.ok(http.failed > 0, 'nothing lost although the LB sent connections for 20 s to pods released after about 2 s');

@@ -35,6 +35,16 @@ export interface ClientContext {
   readonly signal: AbortSignal;
   /** Real milliseconds between two requests (or echoes) of one client. */
   readonly thinkMs: number;
+  /** When set, the pause before each next request instead of `thinkMs` (idle clients: a random 30-60 s of the fleet's time). */
+  readonly nextThinkMs?: () => number;
+  /** The L7 load balancer, when the fleet has one (see l7-load-balancer.ts): clients that talk to it, not to Envoy. */
+  readonly l7?: L7Frontend;
+}
+
+/** A request/response client's view of an L7 load balancer: it answers each request, a 502 when its backend failed it. */
+export interface L7Frontend {
+  /** One request through the LB: the status the client gets (502/503 from the LB itself when the backend hop failed). */
+  request(path: string): Promise<{ status: number; reason?: string }>;
 }
 
 export interface ClientKind {
@@ -48,7 +58,7 @@ export interface ClientKind {
 
 /** Waits for the next `think` pause; false once the rollout is over. */
 export async function goOn(context: ClientContext): Promise<boolean> {
-  await pause(context.thinkMs, context.signal);
+  await pause(context.nextThinkMs?.() ?? context.thinkMs, context.signal);
   return !context.signal.aborted;
 }
 
@@ -63,7 +73,7 @@ export async function dialOrFail(context: ClientContext, listener: string): Prom
 }
 
 /** One HTTP/1.1 response, as much as the client needs of it. */
-interface Http1Response {
+export interface Http1Response {
   readonly status: number;
   /** The server asked to close the connection after it (Envoy draining). */
   readonly closing: boolean;
@@ -73,7 +83,7 @@ interface Http1Response {
  * An HTTP/1.1 connection that sends one request at a time and reads Content-Length responses (the
  * emulator's). It knows whether the server ended it gracefully (after a `Connection: close` response).
  */
-class Http1Connection {
+export class Http1Connection {
   private buffer = Buffer.alloc(0);
   private waiting: { resolve: (response: Http1Response) => void; reject: (error: Error) => void } | undefined;
   private closedByServerGracefully = false;
@@ -147,6 +157,8 @@ export interface Http1Options {
    * connections on a pod the LB has not deregistered yet. Default 20; Infinity keeps connections forever.
    */
   readonly requestsPerConnection?: number;
+  /** The kind's name in reports (default "HTTP/1.1 keep-alive"): idle clients are a kind of their own. */
+  readonly name?: string;
 }
 
 /**
@@ -159,7 +171,7 @@ export function http1KeepAlive(options: Http1Options = {}): ClientKind {
   const timeoutMs = options.requestTimeoutMs ?? 5_000;
   const requestsPerConnection = options.requestsPerConnection ?? 20;
   return {
-    name: 'HTTP/1.1 keep-alive',
+    name: options.name ?? 'HTTP/1.1 keep-alive',
     failureUnit: 'requests',
     async run(context) {
       let connection: Http1Connection | undefined;
@@ -251,4 +263,25 @@ function echoes(socket: net.Socket): Promise<boolean> {
     if (socket.destroyed) return finish(false);
     socket.write(line);
   });
+}
+
+/**
+ * A client of an L7 load balancer (context.l7): one request at a time through it, whatever connection the LB
+ * uses to Envoy. A request the LB answers with anything but 200 (a 502 when its connection to Envoy failed,
+ * a 503 when it had no target) is a failure. `name` tells busy clients from idle ones in reports.
+ */
+export function l7Client(options: { readonly name: string }): ClientKind {
+  return {
+    name: options.name,
+    failureUnit: 'requests',
+    async run(context) {
+      const l7 = context.l7;
+      if (l7 === undefined) throw new Error(`${options.name}: the fleet has no L7 load balancer`);
+      do {
+        const answer = await l7.request('/');
+        if (answer.status === 200) context.tally.ok += 1;
+        else context.tally.fail(`HTTP ${answer.status}${answer.reason === undefined ? '' : `: ${answer.reason}`}`);
+      } while (await goOn(context));
+    },
+  };
 }

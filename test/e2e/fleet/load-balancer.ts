@@ -1,18 +1,28 @@
 /**
  * The load balancer in front of the fleet: it hands out new connections, never moves existing ones, and
- * learns late that a pod is leaving. Two models:
+ * learns late that a pod is leaving. Each model says how late, after the source it follows:
  *
- * - 'cluster': an LB whose targets are the pods (a cloud NLB/ALB with IP targets, or kube-proxy with
- *   externalTrafficPolicy: Cluster as seen from the LB). It polls each target's health (Envoy's admin
- *   /ready, 503 once /healthcheck/fail) every `pollIntervalMs`, and also notices a pod leaving the
- *   EndpointSlice (deletion makes it not ready, as the endpoint controller publishes). From the poll that
- *   sees either, it keeps sending new connections to the pod for `deregistrationLagMs` more: the cloud
- *   controller's deregistration and the LB's own propagation (AWS's deregistration delay, GCP's
- *   health-check thresholds), which is what check-delay must outlast.
- * - 'local': externalTrafficPolicy: Local. The LB's targets are nodes, checked on kube-proxy's
- *   healthCheckNodePort; here a node fails its check only once its last pod is gone (Envoy exited), then the
- *   LB keeps it `deregistrationLagMs` more. On the node, kube-proxy sends a connection to a ready local pod,
- *   else to a terminating one still running (KEP-1669, ProxyTerminatingEndpoints), else nowhere (a reset).
+ * - 'kube-proxy' (Kubernetes endpoints as they are; in-cluster clients of a Service). At deletion the
+ *   endpoint controller publishes the pod's endpoint as `terminating`, so not `ready` at once
+ *   (`ready = serving && !terminating`: kubernetes staging/src/k8s.io/endpointslice/utils.go); `serving`
+ *   keeps following the pod's readiness, which the kubelet still probes while the pod terminates (only
+ *   liveness and startup probes stop). kube-proxy reprograms the node at its next sync (`syncPeriodMs`: its
+ *   min-sync-period, 1 s by default, longer on a loaded node or control plane) and sends new connections to
+ *   ready endpoints, or, when none is left, to terminating ones that are still serving (KEP-1669,
+ *   ProxyTerminatingEndpoints, pkg/proxy/topology.go).
+ * - 'l4' (a cloud L4 load balancer with IP targets: GKE's, AWS NLB's). It health-checks each target every
+ *   `intervalMs` (Envoy's HTTP health-check filter on the traffic listener, which answers 503 once
+ *   /healthcheck/fail was taken; Envoy's /ready before the emulator had that filter) and stops opening new
+ *   connections to it `propagationMs` after the `unhealthyThreshold`-th failed check in a row (its control
+ *   plane). GKE: 3 s x 2 (envoyproxy/gateway#9210); AWS NLB with IP targets: new connections reach a
+ *   deregistering target for about 2 minutes (kubernetes-sigs/aws-load-balancer-controller#3270, citing the
+ *   EKS best-practices guide). Existing connections are left alone (both keep established flows).
+ * - 'l7' (ALB, Google's HTTP(S) LB): the same health checks, but the LB is a proxy that pools keep-alive
+ *   connections to each target; see l7-load-balancer.ts.
+ * - 'cluster' and 'local', the first models (kept for fleet.test.ts and the mixed table): 'cluster' polls
+ *   each pod's /ready and endpoint every `pollIntervalMs` and keeps it `deregistrationLagMs` after it first
+ *   saw it fail; 'local' is externalTrafficPolicy: Local, nodes as targets (a node fails with its last pod),
+ *   then kube-proxy's local pick (ready, else terminating still running).
  *
  * A connection to a pod whose Envoy has exited is refused (the LB still sent it there): the client sees a
  * failure. Ports are never dialled after Envoy's exit, so a port reused by a newer pod cannot mislead.
@@ -24,21 +34,69 @@ import { pause, type TimeScale } from './time.js';
 
 export type LoadBalancerMode = 'cluster' | 'local';
 
+/** Every model, in cluster time. */
+export type LoadBalancerModel =
+  | { readonly mode: LoadBalancerMode; readonly deregistrationLagMs: number; readonly pollIntervalMs: number }
+  | { readonly mode: 'kube-proxy'; readonly syncPeriodMs: number }
+  | { readonly mode: 'l4' | 'l7'; readonly health: HealthCheckPolicy; readonly pool?: L7PoolPolicy };
+
+/** A cloud LB's health checks of one target, and how long its control plane takes to act on them. */
+export interface HealthCheckPolicy {
+  readonly intervalMs: number;
+  readonly unhealthyThreshold: number;
+  /** From the failed check that crosses the threshold to the last new connection (or request) the LB sends. */
+  readonly propagationMs: number;
+}
+
+/** What an L7 LB does with its pooled connections (see l7-load-balancer.ts). */
+export interface L7PoolPolicy {
+  /** An idle pooled connection is closed by the LB after this long unused (ALB's connection idle timeout, 60 s by default). */
+  readonly idleTimeoutMs: number;
+  /** Connections to a target the LB stopped using are closed this long after it stopped (ALB's deregistration delay, 300 s by default). */
+  readonly deregistrationDelayMs: number;
+}
+
+/** The range of lags a model gives (cluster ms from the pod's health-check failure to the last new connection it may get). */
+export function nominalLagMs(model: LoadBalancerModel): readonly [number, number] {
+  switch (model.mode) {
+    case 'kube-proxy':
+      return [0, model.syncPeriodMs];
+    case 'l4':
+    case 'l7': {
+      const { intervalMs, unhealthyThreshold, propagationMs } = model.health;
+      return [(unhealthyThreshold - 1) * intervalMs + propagationMs, unhealthyThreshold * intervalMs + propagationMs];
+    }
+    default:
+      return [model.deregistrationLagMs, model.deregistrationLagMs + model.pollIntervalMs];
+  }
+}
+
+/** The model's own period (its polls, checks or syncs), cluster ms. */
+export function periodMs(model: LoadBalancerModel): number {
+  switch (model.mode) {
+    case 'kube-proxy':
+      return model.syncPeriodMs;
+    case 'l4':
+    case 'l7':
+      return model.health.intervalMs;
+    default:
+      return model.pollIntervalMs;
+  }
+}
+
 export interface LoadBalancerOptions {
-  readonly mode: LoadBalancerMode;
-  /** Cluster time the LB keeps sending new connections to a target after it saw it fail. */
-  readonly deregistrationLagMs: number;
-  /** Cluster time between two health checks of every target. */
-  readonly pollIntervalMs: number;
+  readonly model: LoadBalancerModel;
   readonly scale: TimeScale;
   readonly seed?: number;
 }
 
-/** A target as the LB knows it: when it was registered and when the LB first saw it failing. */
+/** A target as the LB knows it. */
 interface Target {
   registered: boolean;
-  /** performance.now() of the poll that saw it fail; undefined while healthy. */
-  failureSeenAt: number | undefined;
+  /** performance.now() from which it gets no new connection; undefined while in rotation. */
+  outAt: number | undefined;
+  /** Failed health checks in a row ('l4', 'l7'). */
+  failures: number;
 }
 
 export interface Connection {
@@ -46,11 +104,20 @@ export interface Connection {
   readonly pod: FleetPod;
 }
 
+/** One endpoint of kube-proxy's last sync: the EndpointSlice conditions it programmed. */
+interface SyncedEndpoint {
+  readonly pod: FleetPod;
+  readonly ready: boolean;
+  readonly serving: boolean;
+  readonly terminating: boolean;
+}
+
 export class LoadBalancer {
   private readonly targets = new Map<string, Target>();
   private readonly random: () => number;
   private readonly stopping = new AbortController();
   private polling: Promise<void> = Promise.resolve();
+  private synced: readonly SyncedEndpoint[] = [];
 
   constructor(
     private readonly options: LoadBalancerOptions,
@@ -58,6 +125,10 @@ export class LoadBalancer {
     private readonly pods: () => readonly FleetPod[],
   ) {
     this.random = seededRandom(options.seed ?? 1);
+  }
+
+  get model(): LoadBalancerModel {
+    return this.options.model;
   }
 
   /** Polls targets until `stop()` (bounded by `deadline`, performance.now()). */
@@ -68,60 +139,142 @@ export class LoadBalancer {
   async stop(): Promise<void> {
     this.stopping.abort();
     await this.polling;
+    await Promise.all(this.checks);
   }
 
-  /** Runs one health-check round now (the simulation starts with the LB in sync). */
+  /** Runs one health-check round (or kube-proxy sync) now (the simulation starts with the LB in sync). */
   async pollOnce(): Promise<void> {
     const now = performance.now();
-    if (this.options.mode === 'cluster') await Promise.all(this.pods().map((pod) => this.checkPod(pod, now)));
-    else for (const node of this.nodes()) this.checkNode(node, now);
+    const { model } = this.options;
+    switch (model.mode) {
+      case 'cluster':
+        await Promise.all(this.pods().map((pod) => this.checkPod(pod, now)));
+        return;
+      case 'local':
+        for (const node of this.nodes()) this.checkNode(node, now);
+        return;
+      case 'kube-proxy':
+        this.sync();
+        return;
+      case 'l4':
+      case 'l7':
+        await Promise.all(this.pods().map((pod) => this.healthCheck(pod, model.health)));
+        return;
+    }
   }
 
   /** A new connection to `listener` of a pod the LB picks; rejects as a client would see it fail. */
   dial(listener: string): Promise<Connection> {
     const pod = this.pick();
     if (pod === undefined) return Promise.reject(new Error('no target: the load balancer has no healthy backend'));
-    const port = pod.portOf(listener);
-    if (port === undefined) return Promise.reject(new Error(`connection refused: ${pod.name} has exited`));
-    return new Promise((resolve, reject) => {
-      const socket = net.connect({ host: '127.0.0.1', port }, () => {
-        socket.off('error', reject);
-        resolve({ socket, pod });
-      });
-      socket.once('error', reject);
-    });
+    return dialPod(pod, listener);
   }
 
-  /** The pod a new connection goes to, per the mode; undefined when the LB has no target at all. */
+  /** The pod a new connection (or an L7 request) goes to, per the model; undefined when the LB has no target at all. */
   pick(): FleetPod | undefined {
-    if (this.options.mode === 'cluster') return this.choose(this.pods().filter((pod) => this.inRotation(pod.name)));
-    const node = this.choose(this.nodes().filter((name) => this.inRotation(`node/${name}`)));
-    return node === undefined ? undefined : this.kubeProxyLocalPick(node);
+    const pod = this.choosePod();
+    if (pod !== undefined) {
+      pod.lastSentAt = performance.now();
+      if (pod.deletedAt !== undefined) pod.sentAfterDeletion.push(pod.lastSentAt);
+    }
+    return pod;
+  }
+
+  /** Whether the LB still sends `pod` new connections (for the L7 pool: are its idle connections still in use). */
+  inRotation(pod: FleetPod): boolean {
+    if (this.options.model.mode === 'kube-proxy') return this.synced.some((endpoint) => endpoint.pod === pod && endpoint.ready);
+    return this.targetInRotation(pod.name);
+  }
+
+  /** performance.now() from which `pod` gets no new connection, once known. */
+  outOfRotationAt(pod: FleetPod): number | undefined {
+    return this.targets.get(pod.name)?.outAt;
+  }
+
+  private choosePod(): FleetPod | undefined {
+    switch (this.options.model.mode) {
+      case 'cluster':
+      case 'l4':
+      case 'l7':
+        return this.choose(this.pods().filter((pod) => this.targetInRotation(pod.name)));
+      case 'kube-proxy':
+        return this.kubeProxyPick();
+      case 'local': {
+        const node = this.choose(this.nodes().filter((name) => this.targetInRotation(`node/${name}`)));
+        return node === undefined ? undefined : this.kubeProxyLocalPick(node);
+      }
+    }
   }
 
   private async pollLoop(deadline: number): Promise<void> {
     while (!this.stopping.signal.aborted && performance.now() < deadline) {
-      await pause(this.options.scale.real(this.options.pollIntervalMs), this.stopping.signal);
-      if (!this.stopping.signal.aborted) await this.pollOnce();
+      await pause(this.options.scale.real(periodMs(this.options.model)), this.stopping.signal);
+      if (this.stopping.signal.aborted) break;
+      const { model } = this.options;
+      // A cloud LB checks each target on its own schedule: a slow answer of one never delays the others'.
+      if (model.mode === 'l4' || model.mode === 'l7') this.checkEach(model.health);
+      else await this.pollOnce();
     }
   }
 
-  /** A target takes new connections once registered, until the lag after its failure was seen has passed. */
-  private inRotation(key: string): boolean {
+  private readonly checking = new Set<string>();
+  private readonly checks = new Set<Promise<void>>();
+
+  /** One check of every target whose last check has been answered. */
+  private checkEach(policy: HealthCheckPolicy): void {
+    for (const pod of this.pods()) {
+      if (this.checking.has(pod.name)) continue;
+      this.checking.add(pod.name);
+      const check = this.healthCheck(pod, policy).finally(() => {
+        this.checking.delete(pod.name);
+        this.checks.delete(check);
+      });
+      this.checks.add(check);
+    }
+  }
+
+  /** A target takes new connections once registered, until it is out. */
+  private targetInRotation(key: string): boolean {
     const target = this.targets.get(key);
     if (target === undefined || !target.registered) return false;
-    if (target.failureSeenAt === undefined) return true;
-    return performance.now() < target.failureSeenAt + this.options.scale.real(this.options.deregistrationLagMs);
+    return target.outAt === undefined || performance.now() < target.outAt;
+  }
+
+  private lagRealMs(): number {
+    const { model } = this.options;
+    return 'deregistrationLagMs' in model ? this.options.scale.real(model.deregistrationLagMs) : 0;
   }
 
   /** 'cluster': registered when in endpoints and /ready answers 200; failing from the first poll that sees either change. */
   private async checkPod(pod: FleetPod, now: number): Promise<void> {
     const target = this.targetOf(pod.name);
-    if (target.failureSeenAt !== undefined) return;
+    if (target.outAt !== undefined) return;
     const inEndpoints = pod.ready && !pod.terminating;
     const healthy = inEndpoints && (await envoyReady(pod));
     if (healthy) target.registered = true;
-    else if (target.registered) target.failureSeenAt = now;
+    else if (target.registered) target.outAt = now + this.lagRealMs();
+  }
+
+  /**
+   * 'l4', 'l7': one health check of a target. A new pod is registered once it is in the Service's endpoints
+   * (the cloud controller registers endpoints: AWS LB controller, GKE NEGs) and passes a check. A registered
+   * one goes out of rotation `propagationMs` after its `unhealthyThreshold`-th failed check in a row, and comes
+   * back at its next passing check (a pod being deleted never passes again: Envoy answers 503, then nothing).
+   */
+  private async healthCheck(pod: FleetPod, policy: HealthCheckPolicy): Promise<void> {
+    if (pod.gone && !this.targets.has(pod.name)) return;
+    const target = this.targetOf(pod.name);
+    if (!target.registered) {
+      if (pod.ready && !pod.terminating && (await passesHealthCheck(pod, this.checkTimeoutMs()))) target.registered = true;
+      return;
+    }
+    if (await passesHealthCheck(pod, this.checkTimeoutMs())) {
+      target.failures = 0;
+      target.outAt = undefined;
+      return;
+    }
+    target.failures += 1;
+    if (target.failures === policy.unhealthyThreshold) target.outAt = performance.now() + this.options.scale.real(policy.propagationMs);
   }
 
   /** 'local': a node is healthy while one of its pods is ready; it fails once none of its pods runs. */
@@ -130,10 +283,41 @@ export class LoadBalancer {
     const pods = this.pods().filter((pod) => pod.spec.node === node);
     if (pods.some((pod) => pod.ready && !pod.terminating)) {
       target.registered = true;
-      target.failureSeenAt = undefined;
-    } else if (target.registered && target.failureSeenAt === undefined && !pods.some((pod) => pod.envoyRunning)) {
-      target.failureSeenAt = now;
+      target.outAt = undefined;
+    } else if (target.registered && target.outAt === undefined && !pods.some((pod) => pod.envoyRunning)) {
+      target.outAt = now + this.lagRealMs();
     }
+  }
+
+  /**
+   * 'kube-proxy': one sync, the EndpointSlices as the endpoint controller publishes them: every pod that has
+   * become Ready once and whose object still exists (a deleted pod stays, terminating, until its containers
+   * have stopped), with ready = serving && !terminating.
+   */
+  private sync(): void {
+    this.synced = this.endpoints();
+  }
+
+  /**
+   * A cloud LB's check timeout: 5 s (GKE's and AWS's defaults) in the fleet's time, but at least 1 s of real
+   * time, so that the event loop's delay (the whole fleet shares one thread) never fails a check of a live
+   * Envoy. An unanswered check failed.
+   */
+  private checkTimeoutMs(): number {
+    return Math.max(1_000, this.options.scale.real(5_000));
+  }
+
+  private endpoints(): SyncedEndpoint[] {
+    return this.pods()
+      .filter((pod) => pod.ready && !pod.gone)
+      .map((pod) => ({ pod, serving: pod.serving, terminating: pod.terminating, ready: pod.serving && !pod.terminating }));
+  }
+
+  /** kube-proxy's pick from its last sync: ready endpoints, else serving terminating ones (KEP-1669), else none. */
+  private kubeProxyPick(): FleetPod | undefined {
+    const ready = this.synced.filter((endpoint) => endpoint.ready);
+    const usable = ready.length > 0 ? ready : this.synced.filter((endpoint) => endpoint.serving && endpoint.terminating);
+    return this.choose(usable)?.pod;
   }
 
   /** kube-proxy on the node, Local policy: ready local endpoints, else terminating ones still serving, else none. */
@@ -152,7 +336,7 @@ export class LoadBalancer {
   private targetOf(key: string): Target {
     let target = this.targets.get(key);
     if (target === undefined) {
-      target = { registered: false, failureSeenAt: undefined };
+      target = { registered: false, outAt: undefined, failures: 0 };
       this.targets.set(key, target);
     }
     return target;
@@ -163,8 +347,34 @@ export class LoadBalancer {
   }
 }
 
-async function envoyReady(pod: FleetPod): Promise<boolean> {
+/** A TCP connection to one of `pod`'s listeners; refused once its Envoy has exited. */
+export function dialPod(pod: FleetPod, listener: string): Promise<Connection> {
+  const port = pod.portOf(listener);
+  if (port === undefined) return Promise.reject(new Error(`connection refused: ${pod.name} has exited`));
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port }, () => {
+      socket.off('error', reject);
+      resolve({ socket, pod });
+    });
+    socket.once('error', reject);
+  });
+}
+
+async function envoyReady(pod: FleetPod, timeoutMs = 1_000): Promise<boolean> {
   const port = pod.envoy?.ports.admin;
   if (port === undefined || !pod.envoyRunning) return false;
-  return (await getStatus(port, '/ready', 1_000)) === 200;
+  return (await getStatus(port, '/ready', timeoutMs)) === 200;
+}
+
+/**
+ * A cloud LB's HTTP health check of a pod: GET the health-check path on Envoy's traffic listener, answered by
+ * its health-check filter (200 while live, 503 once /healthcheck/fail was taken), on a new connection each
+ * time; without that filter in the emulator, Envoy's /ready (the same state, on the admin port).
+ */
+async function passesHealthCheck(pod: FleetPod, timeoutMs: number): Promise<boolean> {
+  const path = pod.spec.healthCheckPath;
+  if (path === undefined) return envoyReady(pod, timeoutMs);
+  const port = pod.portOf('http');
+  if (port === undefined) return false;
+  return (await getStatus(port, path, timeoutMs)) === 200;
 }

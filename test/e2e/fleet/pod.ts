@@ -25,6 +25,11 @@ export interface PodSpec {
   /** The readiness probes' periodSeconds, cluster time. */
   readonly probePeriodMs: number;
   readonly scale: TimeScale;
+  /**
+   * The path Envoy's HTTP health-check filter answers on the traffic listener (a load balancer's HTTP health
+   * check: 200, then 503 once /healthcheck/fail was taken), when the emulator has that filter; undefined: none.
+   */
+  readonly healthCheckPath?: string;
 }
 
 export interface TerminationRecord {
@@ -36,17 +41,26 @@ export interface TerminationRecord {
   readonly hookStatus: number | 'none' | 'failed';
   /** Whether SIGKILL came (the grace period ran out first). */
   readonly killed: boolean;
+  /** The sidecar's GET /drain (JSON) once the hook returned: what the drain saw; undefined without a sidecar or an answer. */
+  readonly drain: unknown;
 }
 
 /** Nothing from 20 sidecars on the console: the report says what happened. */
 const quietLog: SidecarLog = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
 /** A short GET on loopback; the status, or undefined if it failed or took longer than `timeoutMs`. */
-export function getStatus(port: number, path: string, timeoutMs: number): Promise<number | undefined> {
+export async function getStatus(port: number, path: string, timeoutMs: number): Promise<number | undefined> {
+  return (await getText(port, path, timeoutMs))?.status;
+}
+
+/** A short GET on loopback; status and body, or undefined if it failed or took longer than `timeoutMs`. */
+export function getText(port: number, path: string, timeoutMs: number): Promise<{ status: number; body: string } | undefined> {
   return new Promise((resolve) => {
     const req = http.get({ host: '127.0.0.1', port, path, agent: false, timeout: timeoutMs }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode));
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk.length + body.length > 1_000_000 ? '' : chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
       res.on('error', () => resolve(undefined));
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));
@@ -64,6 +78,9 @@ function sidecarConfig(drain: PodDrainValues, adminPort: number, scale: TimeScal
     'drain-timeout': scale.real(drain['drain-timeout']),
     'long-lived-grace': drain['long-lived-grace'] === null ? null : scale.real(drain['long-lived-grace']),
   };
+  // The observed rule's quiet period (a duration, 0 = off), where the sidecar has it: scaled like the others.
+  const withQuiet = scaled as PodDrainValues & { 'quiet-period'?: number };
+  if (typeof withQuiet['quiet-period'] === 'number') withQuiet['quiet-period'] = scale.real(withQuiet['quiet-period']);
   // Without 'mode=sidecar' (a positional the flag parser refuses); later flags win: loopback, free port, no journal.
   const args = [...sidecarArgs(scaled).slice(1), '--serve-address=127.0.0.1', '--serve-port=0', `--admin-port=${adminPort}`, '--state-dir=', '--admin-timeout=1s'];
   return parseSidecarConfig(args, {});
@@ -74,10 +91,25 @@ export class FleetPod {
   sidecar: RunningSidecar | undefined;
   /** The kubelet's readiness: Envoy's /ready and the sidecar's /ready both answered 200 (kept until deletion). */
   ready = false;
+  /**
+   * The pod's Ready condition as the kubelet keeps probing it, during termination too (only liveness and
+   * startup probes stop then): an EndpointSlice endpoint's `serving`. False once `failureThreshold` (3, the
+   * kubelet's default) probes in a row failed, true again at one success.
+   */
+  serving = false;
   terminating = false;
   gone = false;
+  /** performance.now() of the deletion (undefined while the pod is not being deleted). */
+  deletedAt: number | undefined;
+  /** performance.now() of the last new connection (or, through an L7 LB, request) a load balancer sent this pod. */
+  lastSentAt: number | undefined;
+  /** performance.now() of every new connection (or L7 request) a load balancer sent this pod after its deletion. */
+  readonly sentAfterDeletion: number[] = [];
   private readonly stopping = new AbortController();
+  /** Ends the readiness probes (the pod is gone). */
+  private readonly unprobed = new AbortController();
   private booting: Promise<void> = Promise.resolve();
+  private probing: Promise<void> = Promise.resolve();
 
   constructor(readonly spec: PodSpec) {}
 
@@ -107,7 +139,9 @@ export class FleetPod {
     await pause(scale.real(this.spec.startupMs), this.stopping.signal);
     if (this.stopping.signal.aborted) return;
     // The injector gives Envoy --drain-strategy immediate and a drain time within the grace period.
+    const healthCheck = this.spec.healthCheckPath === undefined ? {} : { healthCheckPath: this.spec.healthCheckPath };
     this.envoy = await EnvoyEmulator.start({
+      ...healthCheck,
       drainStrategy: 'immediate',
       drainTimeMs: scale.real(this.spec.gracePeriodMs),
       // The HTTP connection manager's drain_timeout (5 s by default), in the fleet's time too.
@@ -119,10 +153,28 @@ export class FleetPod {
       await pause(scale.real(this.spec.probePeriodMs), this.stopping.signal);
       this.ready = await this.probeReady();
     }
+    this.serving = this.ready;
+    if (this.ready) this.probing = this.keepProbing(deadline);
+  }
+
+  /** The kubelet's readiness probes after the pod became ready, until it is gone: they go on while it terminates. */
+  private async keepProbing(deadline: number): Promise<void> {
+    const failureThreshold = 3;
+    let failures = 0;
+    while (!this.unprobed.signal.aborted && performance.now() < deadline) {
+      await pause(this.spec.scale.real(this.spec.probePeriodMs), this.unprobed.signal);
+      if (this.unprobed.signal.aborted) return;
+      if (await this.probeReady()) {
+        failures = 0;
+        this.serving = true;
+      } else if (++failures >= failureThreshold) {
+        this.serving = false;
+      }
+    }
   }
 
   private async probeReady(): Promise<boolean> {
-    if (this.envoy === undefined) return false;
+    if (this.envoy === undefined || !this.envoyRunning) return false;
     const timeoutMs = 1_000;
     const envoyReady = (await getStatus(this.envoy.ports.admin, '/ready', timeoutMs)) === 200;
     if (this.sidecar === undefined) return envoyReady;
@@ -136,6 +188,7 @@ export class FleetPod {
    */
   async terminate(): Promise<TerminationRecord> {
     this.terminating = true;
+    this.deletedAt = performance.now();
     this.stopping.abort();
     // A pod deleted while starting: its containers finish starting (bounded), then stop as any others.
     await this.booting;
@@ -148,11 +201,16 @@ export class FleetPod {
     }, graceRealMs);
     const hookStatus = await this.runPreStop(graceRealMs);
     const releasedAt = performance.now();
+    // What the drain saw (its load-balancer lag among it), read once the hook returned; Envoy still runs.
+    const drainAnswer = this.sidecar === undefined ? undefined : await getText(this.sidecar.port, SIDECAR_PATHS.drain, 1_000);
     await this.envoy?.close();
     clearTimeout(sigkill);
     await this.sidecar?.stop();
     this.gone = true;
-    return { pod: this.name, shutdownAt, releasedAt, hookStatus, killed };
+    this.unprobed.abort();
+    this.serving = false;
+    await this.probing;
+    return { pod: this.name, shutdownAt, releasedAt, hookStatus, killed, drain: parseJson(drainAnswer?.body) };
   }
 
   private async runPreStop(timeoutMs: number): Promise<TerminationRecord['hookStatus']> {
@@ -163,9 +221,20 @@ export class FleetPod {
   /** Stops everything at once (end of the simulation, or a failure). */
   async kill(): Promise<void> {
     this.stopping.abort();
+    this.unprobed.abort();
     await this.booting;
+    await this.probing;
     await this.envoy?.close();
     await this.sidecar?.stop();
     this.gone = true;
+  }
+}
+
+function parseJson(text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }

@@ -37,10 +37,16 @@ async function openH2(context: ClientContext): Promise<H2Session | undefined> {
   return state;
 }
 
-/** One GET on `session`: the status, or the error that ended it. */
-function get(state: H2Session, path: string): Promise<{ status: number; body: string }> {
+/** What a request sends besides its path: GET by default; a gRPC call is a POST with a framed message. */
+interface H2Request {
+  readonly headers?: http2.OutgoingHttpHeaders;
+  readonly body?: Buffer;
+}
+
+/** One request (a GET unless said otherwise) on `session`: the status, or the error that ended it. */
+function get(state: H2Session, path: string, request: H2Request = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const stream = state.session.request({ ':path': path, ':method': 'GET' });
+    const stream = state.session.request({ ':path': path, ':method': 'GET', ...request.headers });
     let status = 0;
     let body = '';
     const timer = setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), REQUEST_TIMEOUT_MS);
@@ -59,7 +65,7 @@ function get(state: H2Session, path: string): Promise<{ status: number; body: st
       clearTimeout(timer);
       if (status === 0) reject(new Error(`stream closed (code ${stream.rstCode ?? 'none'}) before a response`));
     });
-    stream.end();
+    stream.end(request.body);
   });
 }
 
@@ -109,6 +115,33 @@ export function http2RequestResponse(): ClientKind {
           else context.tally.fail(`HTTP ${status}`);
         } catch (error) {
           context.tally.fail(`request: ${error instanceof Error ? error.message : String(error)}`);
+        }
+      }),
+  };
+}
+
+/**
+ * gRPC unary calls over one HTTP/2 connection (a gRPC channel): a POST with gRPC's headers and one
+ * length-prefixed message, answered by Envoy's route (the emulator's fixed answer; a 200 is success); on
+ * GOAWAY the channel's next call goes on a new connection through the LB, as gRPC's transport does. A call
+ * that fails is a failure (a gRPC client sees UNAVAILABLE); a connection that ends without a GOAWAY is a cut.
+ * As request/response, it differs from HTTP/2 GETs only on the wire: both get Envoy's GOAWAY drain.
+ */
+export function grpcUnary(): ClientKind {
+  // A protobuf message of 5 bytes behind gRPC's 5-byte prefix (not compressed, length 5).
+  const message = Buffer.from([0, 0, 0, 0, 5, 0x0a, 0x03, 0x66, 0x6c, 0x74]);
+  const headers = { ':method': 'POST', 'content-type': 'application/grpc', te: 'trailers' };
+  return {
+    name: 'gRPC unary (HTTP/2)',
+    failureUnit: 'calls',
+    run: (context) =>
+      onHttp2Sessions(context, true, async (state) => {
+        try {
+          const { status } = await get(state, '/fleet.Echo/Unary', { headers, body: message });
+          if (status === 200) context.tally.ok += 1;
+          else context.tally.fail(`HTTP ${status}`);
+        } catch (error) {
+          context.tally.fail(`call: ${error instanceof Error ? error.message : String(error)}`);
         }
       }),
   };

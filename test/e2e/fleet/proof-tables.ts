@@ -1,0 +1,409 @@
+/**
+ * The proof's tables (`npm run proof`, docs/proof.md): which rows each table has, how a row is run, how it is
+ * written, and how a written table is read back, so that a test can compare what the committed docs say with
+ * what the current code gives (test/e2e/proof-tables.test.ts). Every duration is cluster time.
+ */
+import { http1KeepAlive, l7Client, rawTcp, type ClientKind } from './clients.js';
+import type { LoadBalancerModel } from './load-balancer.js';
+import { runFleet, type ClientGroup, type DrainSetting, type FleetReport } from './simulation.js';
+import { grpcServerStream, grpcUnary, http2RequestResponse, webSocket } from './streaming-clients.js';
+
+export type TableName = 'lb-models' | 'mixed' | 'long-lived';
+export const TABLE_NAMES: readonly TableName[] = ['lb-models', 'mixed', 'long-lived'];
+
+/** A load-balancer model as the tables name it, with its parameters and its sources. */
+export interface ModelSpec {
+  /** Short name in the table's first column. */
+  readonly label: string;
+  /** The nominal lag, as written in the table. */
+  readonly lag: string;
+  readonly model: LoadBalancerModel;
+  /** terminationGracePeriodSeconds for this model's rows (raised above the lag where it is long). */
+  readonly gracePeriodS: number;
+  /** The fixed rule's check-delays: one below the model's lag, one above it. */
+  readonly below: number;
+  readonly above: number;
+}
+
+/**
+ * The sidecar's poll (check-interval) in every row: 2 s, below every LB period but kube-proxy's 1 s sync (that
+ * lag is below one poll anyway), so that the sidecar sees arrivals at least as finely as the LB acts. At the
+ * proof's scale of 20 it is 100 ms of real time, well above the event loop's jitter on 2 busy cores.
+ */
+export const CHECK_INTERVAL_MS = 2_000;
+/** The observed rule's settings: a small check-delay, and the quiet period (the sidecar's default, 10 s). */
+export const OBSERVED_CHECK_DELAY_MS = 5_000;
+export const QUIET_PERIOD_MS = 10_000;
+
+export const MODELS = {
+  /** kube-proxy at its default min-sync-period (1 s): in-cluster clients of a Service. */
+  kubeProxy: { label: 'kube-proxy (Service)', lag: '0-1 s', model: { mode: 'kube-proxy', syncPeriodMs: 1_000 }, gracePeriodS: 90, below: 0, above: 5_000 },
+  /** kube-proxy on a loaded node or behind a slow control plane: 10 s between endpoint change and rules. */
+  kubeProxySlow: { label: 'kube-proxy, slow sync', lag: '0-10 s', model: { mode: 'kube-proxy', syncPeriodMs: 10_000 }, gracePeriodS: 90, below: 2_000, above: 15_000 },
+  /** GKE's L4 LB: HTTP checks every 3 s, 2 failures (envoyproxy/gateway#9210). */
+  gke: {
+    label: 'L4, GKE-like (3 s x 2)',
+    lag: '3-6 s',
+    model: { mode: 'l4', health: { intervalMs: 3_000, unhealthyThreshold: 2, propagationMs: 0 } },
+    gracePeriodS: 90,
+    below: 0,
+    above: 10_000,
+  },
+  /** An L4 LB with AWS's target-group defaults as the AWS LB controller sets them: 10 s x 3. */
+  l4Mid: {
+    label: 'L4, 10 s x 3',
+    lag: '20-30 s',
+    model: { mode: 'l4', health: { intervalMs: 10_000, unhealthyThreshold: 3, propagationMs: 0 } },
+    gracePeriodS: 90,
+    below: 10_000,
+    above: 35_000,
+  },
+  /** AWS NLB with IP targets: new connections for about 2 minutes (aws-load-balancer-controller#3270). */
+  nlb: {
+    label: 'L4, NLB-like IP targets (10 s x 3 + 90 s)',
+    lag: '110-120 s',
+    model: { mode: 'l4', health: { intervalMs: 10_000, unhealthyThreshold: 3, propagationMs: 90_000 } },
+    gracePeriodS: 180,
+    below: 60_000,
+    above: 130_000,
+  },
+  /** ALB as the AWS LB controller configures it (checks every 15 s, 2 failures), pooling keep-alive connections. */
+  alb: {
+    label: 'L7 pooling, ALB-like (15 s x 2)',
+    lag: '15-30 s',
+    model: { mode: 'l7', health: { intervalMs: 15_000, unhealthyThreshold: 2, propagationMs: 0 }, pool: { idleTimeoutMs: 60_000, deregistrationDelayMs: 300_000 } },
+    gracePeriodS: 90,
+    below: 10_000,
+    above: 35_000,
+  },
+} as const satisfies Record<string, ModelSpec>;
+
+/** The drain of a row: the fixed rule below or above the lag, the observed rule, or no sidecar. */
+export type DrainKind = 'fixed-below' | 'fixed-above' | 'observed' | 'no-sidecar';
+export const DRAIN_KINDS: readonly DrainKind[] = ['fixed-below', 'fixed-above', 'observed', 'no-sidecar'];
+
+export function drainOf(kind: DrainKind, spec: ModelSpec): DrainSetting {
+  switch (kind) {
+    case 'fixed-below':
+      return { checkDelayMs: spec.below, checkIntervalMs: CHECK_INTERVAL_MS, quietPeriodMs: 0 };
+    case 'fixed-above':
+      return { checkDelayMs: spec.above, checkIntervalMs: CHECK_INTERVAL_MS, quietPeriodMs: 0 };
+    case 'observed':
+      return { checkDelayMs: OBSERVED_CHECK_DELAY_MS, checkIntervalMs: CHECK_INTERVAL_MS, quietPeriodMs: QUIET_PERIOD_MS };
+    case 'no-sidecar':
+      return 'no-sidecar';
+  }
+}
+
+const seconds = (ms: number): string => `${Math.round(ms / 100) / 10}`;
+
+export function drainLabel(kind: DrainKind, spec: ModelSpec): string {
+  switch (kind) {
+    case 'fixed-below':
+      return `fixed: check-delay ${seconds(spec.below)} s (below the lag)`;
+    case 'fixed-above':
+      return `fixed: check-delay ${seconds(spec.above)} s (above the lag)`;
+    case 'observed':
+      return `observed: check-delay ${seconds(OBSERVED_CHECK_DELAY_MS)} s, quiet-period ${seconds(QUIET_PERIOD_MS)} s`;
+    case 'no-sidecar':
+      return 'no sidecar (control)';
+  }
+}
+
+// --- client populations ------------------------------------------------------------------------------------
+
+/** Idle keep-alive clients: a request every 30-60 s of cluster time, on one connection kept open. */
+const IDLE_THINK_MS: readonly [number, number] = [30_000, 60_000];
+
+export const KINDS = {
+  http1: http1KeepAlive(),
+  http1Idle: http1KeepAlive({ name: 'HTTP/1.1 idle keep-alive', requestsPerConnection: Infinity }),
+  http2: http2RequestResponse(),
+  grpcUnary: grpcUnary(),
+  grpcStream: grpcServerStream(),
+  webSocket: webSocket(),
+  tcp: rawTcp(),
+  l7Busy: l7Client({ name: 'via L7 LB, busy' }),
+  l7Idle: l7Client({ name: 'via L7 LB, idle' }),
+} as const;
+
+/** Request/response clients only: every connection can be drained, so a loss cannot hide behind a deadline. */
+export function requestResponseClients(model: LoadBalancerModel): readonly ClientGroup[] {
+  if (model.mode === 'l7') {
+    return [
+      { kind: KINDS.l7Busy, count: 24 },
+      { kind: KINDS.l7Idle, count: 8, thinkClusterMs: IDLE_THINK_MS },
+    ];
+  }
+  return [
+    { kind: KINDS.http1, count: 24 },
+    { kind: KINDS.http1Idle, count: 8, thinkClusterMs: IDLE_THINK_MS },
+    { kind: KINDS.http2, count: 16 },
+    { kind: KINDS.grpcUnary, count: 8 },
+  ];
+}
+
+/** Every kind at once: WebSockets, TCP and long streams hold each pod to its deadline. */
+export const MIXED: readonly ClientGroup[] = [
+  { kind: KINDS.http1, count: 24 },
+  { kind: KINDS.http2, count: 16 },
+  { kind: KINDS.grpcStream, count: 8 },
+  { kind: KINDS.webSocket, count: 8 },
+  { kind: KINDS.tcp, count: 8 },
+];
+
+/** The long-lived grace's table: mostly WebSockets, with some HTTP/1.1 to see that nothing else is lost. */
+export const WEBSOCKET_HEAVY: readonly ClientGroup[] = [
+  { kind: KINDS.webSocket, count: 40 },
+  { kind: KINDS.http1, count: 16 },
+];
+export const LONG_LIVED_GRACE_MS = 15_000;
+
+// --- rows ----------------------------------------------------------------------------------------------------
+
+export interface Row {
+  readonly table: TableName;
+  /** The cells that name the row (the first columns), as written. */
+  readonly key: readonly string[];
+  readonly spec: ModelSpec;
+  readonly drain: DrainSetting;
+  readonly clients: readonly ClientGroup[];
+}
+
+export function rowsOf(table: TableName): Row[] {
+  switch (table) {
+    case 'lb-models':
+      return [MODELS.kubeProxy, MODELS.kubeProxySlow, MODELS.gke, MODELS.l4Mid, MODELS.nlb, MODELS.alb].flatMap((spec) =>
+        DRAIN_KINDS.map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: requestResponseClients(spec.model) })),
+      );
+    case 'mixed':
+      return [MODELS.kubeProxy, MODELS.gke, MODELS.l4Mid].flatMap((spec) =>
+        DRAIN_KINDS.map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: MIXED })),
+      );
+    case 'long-lived':
+      return [null, LONG_LIVED_GRACE_MS].map((longLivedGraceMs) => ({
+        table,
+        key: [MODELS.gke.label, longLivedGraceMs === null ? 'off (default)' : `${seconds(longLivedGraceMs)} s`],
+        spec: MODELS.gke,
+        drain: { checkDelayMs: MODELS.gke.above, checkIntervalMs: CHECK_INTERVAL_MS, quietPeriodMs: 0, longLivedGraceMs },
+        clients: WEBSOCKET_HEAVY,
+      }));
+  }
+}
+
+export interface RunSettings {
+  readonly replicas: number;
+  readonly scale: number;
+  /** Real ms between two requests of a busy client. */
+  readonly thinkMs: number;
+  /** Envoy's health-check filter path for the L4 and L7 models' checks (default HEALTH_CHECK_PATH). */
+  readonly healthCheckPath?: string;
+}
+
+/**
+ * Every pod's Envoy has an HTTP health-check filter (non pass-through) on its traffic listener at this path, which
+ * the L4 and L7 models check: as a cloud LB checks Envoy, and as the sidecar's observed rule expects (its answers
+ * are no client arrivals).
+ */
+export const HEALTH_CHECK_PATH = '/healthz';
+
+/** The rows' client counts are for 20 pods: other fleet sizes get as many clients per pod (at least one of each kind). */
+export const CLIENTS_FOR_REPLICAS = 20;
+
+export function clientsFor(clients: readonly ClientGroup[], replicas: number): ClientGroup[] {
+  return clients.map((group) => ({ ...group, count: Math.max(1, Math.round((group.count * replicas) / CLIENTS_FOR_REPLICAS)) }));
+}
+
+export function runRow(row: Row, settings: RunSettings): Promise<FleetReport> {
+  return runFleet({
+    replicas: settings.replicas,
+    scale: settings.scale,
+    loadBalancer: row.spec.model,
+    drain: row.drain,
+    gracePeriodS: row.spec.gracePeriodS,
+    // Arrivals per pod decide what a quiet period sees: keep them when the fleet is smaller.
+    clients: clientsFor(row.clients, settings.replicas),
+    thinkMs: settings.thinkMs,
+    // Envoy's readiness probe every 5 s (the kubelet's default is 10 s; Contour's Envoy 3-4 s): each probe
+    // is two GETs per pod in the one thread the whole fleet shares.
+    probePeriodMs: 5_000,
+    maxRealMs: 240_000,
+    healthCheckPath: settings.healthCheckPath ?? HEALTH_CHECK_PATH,
+  });
+}
+
+// --- writing and reading tables ----------------------------------------------------------------------------
+
+export interface Column {
+  readonly title: string;
+  readonly cell: (report: FleetReport) => string;
+  /** A loss column: its first number (failed, or cut) must keep its zero/non-zero pattern. */
+  readonly loss?: boolean;
+}
+
+function kind(report: FleetReport, name: string): FleetReport['kinds'][number] | undefined {
+  return report.kinds.find((candidate) => candidate.name === name);
+}
+
+const failedServed = (name: string) => (report: FleetReport): string => {
+  const found = kind(report, name);
+  return found === undefined ? 'n/a' : `${found.failed} / ${found.ok}`;
+};
+
+const cutOf = (name: string) => (report: FleetReport): string => String(kind(report, name)?.cut ?? 'n/a');
+
+/** Either of two kinds (direct clients, or the same clients through the L7 LB), whichever the row has. */
+const eitherKind = (direct: string, viaL7: string) => (report: FleetReport): string =>
+  kind(report, direct) !== undefined ? failedServed(direct)(report) : failedServed(viaL7)(report);
+
+function median(values: readonly number[]): number | undefined {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? undefined : sorted[Math.floor(sorted.length / 2)];
+}
+
+function releaseTimes(report: FleetReport): string {
+  const times = report.releases.map((release) => release.shutdownToReleaseMs);
+  if (times.length === 0) return '-';
+  return `${seconds(median(times) ?? 0)} / ${seconds(Math.max(...times))}`;
+}
+
+/** The lag the sidecar reported (its /drain `loadBalancer.lagMs`), max over pods; '-' without one. */
+function sidecarLag(report: FleetReport): string {
+  const lags = report.releases.map((release) => release.sidecarLagMs).filter((lag): lag is number => lag !== undefined);
+  return lags.length === 0 ? '-' : seconds(Math.max(...lags));
+}
+
+/** The lag the LB had: from the deletion to the last new connection (or request) it sent the pod, max over pods. */
+function lbLag(report: FleetReport): string {
+  const lags = report.releases.map((release) => release.lbLagMs).filter((lag): lag is number => lag !== undefined);
+  return lags.length === 0 ? '-' : seconds(Math.max(0, ...lags));
+}
+
+/** The longest quiet between two new arrivals the LB sent a pod after its deletion, max over pods. */
+function longestGap(report: FleetReport): string {
+  const gaps = report.releases.map((release) => release.longestGapMs).filter((gap): gap is number => gap !== undefined);
+  return gaps.length === 0 ? '-' : seconds(Math.max(...gaps));
+}
+
+const killed = (report: FleetReport): string => String(report.releases.filter((release) => release.killed).length);
+const rollout = (report: FleetReport): string => `${seconds(report.rolloutMs)}${report.complete ? '' : ' (incomplete)'}`;
+
+export const COLUMNS: Readonly<Record<TableName, { readonly keyTitles: readonly string[]; readonly columns: readonly Column[] }>> = {
+  'lb-models': {
+    keyTitles: ['load balancer', 'lag', 'drain'],
+    columns: [
+      { title: 'grace, s', cell: () => '' },
+      { title: 'HTTP/1.1 busy: requests failed / served', cell: eitherKind(KINDS.http1.name, KINDS.l7Busy.name), loss: true },
+      { title: 'HTTP/1.1 idle (30-60 s): failed / served', cell: eitherKind(KINDS.http1Idle.name, KINDS.l7Idle.name), loss: true },
+      { title: 'HTTP/2: failed / served', cell: failedServed(KINDS.http2.name), loss: true },
+      { title: 'gRPC unary: failed / served', cell: failedServed(KINDS.grpcUnary.name), loss: true },
+      { title: 'lag, s: LB had / sidecar saw (max)', cell: (report) => `${lbLag(report)} / ${sidecarLag(report)}` },
+      { title: 'longest gap between arrivals after deletion, s', cell: longestGap },
+      { title: '/shutdown to release, s (median / max)', cell: releaseTimes },
+      { title: 'killed', cell: killed, loss: true },
+      { title: 'rollout, s', cell: rollout },
+    ],
+  },
+  mixed: {
+    keyTitles: ['load balancer', 'lag', 'drain'],
+    columns: [
+      { title: 'grace, s', cell: () => '' },
+      { title: 'HTTP/1.1: failed / served', cell: failedServed(KINDS.http1.name), loss: true },
+      { title: 'HTTP/2: failed / served', cell: failedServed(KINDS.http2.name), loss: true },
+      { title: 'gRPC streams: failed / cut', cell: (report) => `${kind(report, KINDS.grpcStream.name)?.failed ?? 'n/a'} / ${cutOf(KINDS.grpcStream.name)(report)}`, loss: true },
+      { title: 'WebSocket cut', cell: cutOf(KINDS.webSocket.name) },
+      { title: 'TCP cut', cell: cutOf(KINDS.tcp.name) },
+      { title: 'lag, s: LB had / sidecar saw (max)', cell: (report) => `${lbLag(report)} / ${sidecarLag(report)}` },
+      { title: '/shutdown to release, s (median / max)', cell: releaseTimes },
+      { title: 'killed', cell: killed, loss: true },
+      { title: 'rollout, s', cell: rollout },
+    ],
+  },
+  'long-lived': {
+    keyTitles: ['load balancer', 'long-lived-grace'],
+    columns: [
+      { title: 'WebSocket cut', cell: cutOf(KINDS.webSocket.name) },
+      { title: 'HTTP/1.1: failed / served', cell: failedServed(KINDS.http1.name), loss: true },
+      { title: '/shutdown to release, s (median / max)', cell: releaseTimes },
+      { title: 'killed', cell: killed, loss: true },
+      { title: 'rollout, s', cell: rollout },
+    ],
+  },
+};
+
+export function tableHeader(table: TableName): string[] {
+  const { keyTitles, columns } = COLUMNS[table];
+  const titles = [...keyTitles, ...columns.map((column) => column.title)];
+  return [`| ${titles.join(' | ')} |`, `|${titles.map(() => '---').join('|')}|`];
+}
+
+export function tableRow(row: Row, report: FleetReport): string {
+  const cells = COLUMNS[row.table].columns.map((column) => (column.title === 'grace, s' ? String(row.spec.gracePeriodS) : column.cell(report)));
+  return `| ${[...row.key, ...cells].join(' | ')} |`;
+}
+
+/** A row of a written table, as the pattern test compares it: its key, and for each loss column whether its first number is 0. */
+export interface RowPattern {
+  readonly key: string;
+  readonly losses: Readonly<Record<string, 'zero' | 'non-zero' | 'n/a'>>;
+}
+
+function cellPattern(cell: string): 'zero' | 'non-zero' | 'n/a' {
+  const first = /^\s*(\d+)/.exec(cell)?.[1];
+  if (first === undefined) return 'n/a';
+  return Number(first) === 0 ? 'zero' : 'non-zero';
+}
+
+/** The loss pattern of each row of `table` in `markdown` (the lines between its markers). */
+export function readPatterns(table: TableName, markdown: string): RowPattern[] {
+  const { keyTitles, columns } = COLUMNS[table];
+  const section = between(markdown, table);
+  const lines = section.split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('|---'));
+  const [head, ...body] = lines;
+  if (head === undefined) return [];
+  const titles = splitRow(head);
+  return body.map((line) => {
+    const cells = splitRow(line);
+    const losses: Record<string, 'zero' | 'non-zero' | 'n/a'> = {};
+    for (const column of columns.filter((candidate) => candidate.loss === true)) {
+      const index = titles.indexOf(column.title);
+      losses[column.title] = cellPattern(index < 0 ? '' : (cells[index] ?? ''));
+    }
+    return { key: cells.slice(0, keyTitles.length).join(' | '), losses };
+  });
+}
+
+/** The loss pattern of a row just run. */
+export function patternOf(row: Row, report: FleetReport): RowPattern {
+  const losses: Record<string, 'zero' | 'non-zero' | 'n/a'> = {};
+  for (const column of COLUMNS[row.table].columns.filter((candidate) => candidate.loss === true)) losses[column.title] = cellPattern(column.cell(report));
+  return { key: row.key.join(' | '), losses };
+}
+
+function splitRow(line: string): string[] {
+  return line
+    .replace(/^\|\s*/, '')
+    .replace(/\s*\|\s*$/, '')
+    .split(/\s*\|\s*/);
+}
+
+export const beginMarker = (name: string): string => `<!-- proof:${name}:begin -->`;
+export const endMarker = (name: string): string => `<!-- proof:${name}:end -->`;
+
+/** The text between a name's markers (without them); throws when they are missing. */
+export function between(markdown: string, name: string): string {
+  const begin = markdown.indexOf(beginMarker(name));
+  const end = markdown.indexOf(endMarker(name));
+  if (begin < 0 || end < begin) throw new Error(`docs/proof.md has no ${beginMarker(name)} ... ${endMarker(name)} section`);
+  return markdown.slice(begin + beginMarker(name).length, end);
+}
+
+/** `markdown` with the text between a name's markers replaced by `content`. */
+export function replaceBetween(markdown: string, name: string, content: string): string {
+  between(markdown, name);
+  const begin = markdown.indexOf(beginMarker(name)) + beginMarker(name).length;
+  const end = markdown.indexOf(endMarker(name));
+  return `${markdown.slice(0, begin)}\n${content.trimEnd()}\n${markdown.slice(end)}`;
+}
+
+export type { ClientKind };
