@@ -142,6 +142,8 @@ export function drainFindings(input: DrainsInput): { findings: Finding[]; report
   const lagReport: DrainsReport['lag'] = lag.status === 'unknown' ? { status: 'unknown' } : { status: lag.status, source: lag.source, window: lag.window, query: lag.query };
   if (lag.status !== 'read') {
     const workloads = [...rows.values()].map(({ row }) => ({ ...row, loadBalancerLagSeconds: null }));
+    // Nothing injected and nothing asked: nothing to say about drains.
+    if (lag.status === 'unknown' && workloads.length === 0) return { findings: [], report: { lag: lagReport, workloads } };
     return { findings: [sourceFinding(lag, workloads.length)], report: { lag: lagReport, workloads } };
   }
   const { lags, unattributed } = attribute(lag.samples, input.replicaSetOwners, rows);

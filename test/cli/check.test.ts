@@ -245,6 +245,7 @@ describe('check on the Envoy pods', () => {
     const bare = await cluster(async ({ fake }) => installWebhook(fake));
     const { run, report } = await checkJson(bare);
     assert.equal(run.code, 0);
+    assert.deepEqual(report.findings.filter((finding) => finding.section === 'drains'), [], 'no workload, no Prometheus flag: nothing about drains');
     assert.equal(statusOf(report, 'pods.namespaces'), 'warning');
     assert.match(only(report, 'pods.namespaces')[0]?.fix ?? '', /kubectl label namespace .* shutdown-manager\.io\/inject=enabled/);
   });
@@ -535,10 +536,10 @@ describe("check and the load balancer's lag (Prometheus)", () => {
   test('Prometheus unreachable, an error answer, an answer that is not JSON, a stall: a finding naming it, one line on stderr, exit 2 (1 when a check failed too)', async () => {
     const target = await healthy();
     const server = await prometheus();
-    const closed = await FakePrometheus.start();
-    await closed.close();
+    // Port 1: nothing listens there (as the unreachable API server above).
+    const closed = { url: 'http://127.0.0.1:1' };
     const cases: { readonly name: string; readonly fault?: PrometheusFault; readonly url?: string; readonly args?: string[]; readonly message: RegExp }[] = [
-      { name: 'unreachable', url: closed.url, message: /^cannot reach Prometheus at http:\/\/127\.0\.0\.1:\d+: connect ECONNREFUSED/ },
+      { name: 'unreachable', url: closed.url, message: /^cannot reach Prometheus at http:\/\/127\.0\.0\.1:1: connect ECONNREFUSED 127\.0\.0\.1:1$/ },
       {
         name: 'error answer',
         fault: { status: 422, contentType: 'application/json', body: JSON.stringify({ status: 'error', errorType: 'execution', error: 'query processing would load too many samples into memory' }) },
