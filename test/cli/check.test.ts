@@ -498,6 +498,12 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     const [unattributed] = only(report, 'drains.unattributed-lag');
     assert.equal(unattributed?.status, 'info');
     assert.match(unattributed?.message ?? '', /1 series of shutdown_manager_load_balancer_lag_seconds \(namespace edge\) carry no controller_kind and controller_name labels/);
+    assert.equal(server.queries[0]?.authorization, undefined);
+    // Credentials in the URL: sent as Basic authentication, never shown.
+    const withUser = await checkJson(target, '--prometheus-url', server.url.replace('http://', 'http://reader:xy%3Azzy@'), '--lag-window', '2d');
+    assert.equal(server.queries[1]?.authorization, `Basic ${Buffer.from('reader:xy:zzy').toString('base64')}`);
+    assert.equal(withUser.report.drains.lag.source, server.url);
+    assert.doesNotMatch(JSON.stringify(withUser.report), /xy:?zzy|reader/);
     server.samples = [];
     const empty = await checkJson(target, '--prometheus-url', server.url, '--lag-window', '2d');
     assert.equal(empty.run.code, 0);
