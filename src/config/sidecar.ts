@@ -32,6 +32,11 @@ export const SIDECAR_SETTINGS = {
     default: 3,
     help: "After this many consecutive refused connections Envoy is taken as exited and the drain as done, once Envoy's admin API has answered at least once.",
   } satisfies Setting<number>,
+  'probe-ports': {
+    kind: kinds.portList,
+    default: [] as readonly number[],
+    help: "The ports the kubelet probes Envoy on (the injector reads them from Envoy's probes): listeners whose stat names end in one of them (0.0.0.0_8002) are counted but not watched for new client traffic, since the kubelet's probes are not clients.",
+  } satisfies Setting<readonly number[]>,
   'drain-inbound-only': {
     kind: kinds.boolean,
     default: false,

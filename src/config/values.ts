@@ -235,6 +235,18 @@ export const nameList: ValueKind<readonly string[]> = {
   format: (names) => names.join(','),
 };
 
+/** A comma-separated list of port numbers (1-65535), each once; empty means "none". */
+export const portList: ValueKind<readonly number[]> = {
+  form: 'a comma-separated list of port numbers from 1 to 65535',
+  parse: (raw) => {
+    const items = raw.split(',').map((item) => item.trim()).filter((item) => item !== '');
+    const ports = items.map((item) => port.parse(item));
+    if (ports.some((value) => value === undefined)) return undefined;
+    return [...new Set(ports as number[])].sort((a, b) => a - b);
+  },
+  format: (ports) => ports.join(','),
+};
+
 export function oneOf<T extends string>(...choices: T[]): ValueKind<T> {
   return {
     form: `one of ${choices.join(', ')}`,

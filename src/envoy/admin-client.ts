@@ -33,6 +33,8 @@ export interface EnvoyAdminOptions {
   readonly timeoutMs: number;
   /** Count only these listeners; empty counts every listener but admin and internal ones. */
   readonly listeners?: readonly string[];
+  /** The kubelet's probe ports: their listeners are not watched for client arrivals (see ConnectionCountOptions). */
+  readonly probePorts?: readonly number[];
   /**
    * Add `inboundonly` to `drain_listeners`. Since Envoy 1.34 that drains only listeners configured with
    * `traffic_direction: INBOUND` (before, it only limited which listeners are stopped at the end of the
@@ -337,7 +339,7 @@ export class EnvoyAdminClient {
     const body = await this.call('GET', path, signal, ADMIN_BODY_LIMITS.stats);
     let count: ConnectionCount;
     try {
-      count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [] });
+      count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [], probePorts: this.options.probePorts ?? [] });
     } catch (error) {
       throw new AdminResponseError(`GET ${path}`, (error as Error).message, { cause: error });
     }

@@ -16,6 +16,7 @@
  * error, never "0 connections".
  */
 import { isJsonObject } from '../json.js';
+import { portOfListener, type ArrivalTally } from './arrivals.js';
 
 /** One counter or gauge. Histograms and text readouts carry no connection count and are dropped. */
 export interface StatSample {
@@ -75,12 +76,14 @@ function connectionCountOf(stat: string, value: number): number {
 /**
  * The regex sent as `/stats?filter=`: keeps the answer small. Envoy evaluates it with RE2, partial match. It
  * takes every listener's `downstream_cx_active` gauge, the admin listener's `downstream_cx_total` counter,
- * which tells one Envoy process from the next (see ConnectionCount.adminConnectionsTotal), and the HTTP
- * connection managers' gauges that tell drainable connections from long-lived ones (see splitLongLived):
+ * which tells one Envoy process from the next (see ConnectionCount.adminConnectionsTotal), the HTTP
+ * connection managers' gauges that tell drainable connections from long-lived ones (see splitLongLived), and
+ * the counters new client traffic is told from (every listener's `downstream_cx_total`, the per-listener
+ * `http.<prefix>.downstream_rq_completed`, the health-check filter's `request_total`: see arrivals.ts):
  * one request, so that all of them describe the same moment.
  */
 export const CONNECTION_STATS_FILTER =
-  '^(listener\\.(.*\\.downstream_cx_active|admin\\.downstream_cx_total)|http\\..*\\.downstream_cx_(active|upgrades_active|http2_active|http3_active))$';
+  '^(listener\\.(.*\\.downstream_cx_(active|total)|.*\\.http\\..*\\.downstream_rq_completed)|http\\..*\\.(downstream_cx_(active|upgrades_active|http2_active|http3_active)|health_check\\.request_total))$';
 
 /** The admin listener's connection counter: every admin call opens a connection, so it grows with each of ours. */
 export const ADMIN_CONNECTIONS_TOTAL = 'listener.admin.downstream_cx_total';
@@ -165,6 +168,11 @@ export function parseJsonStats(body: string): StatSample[] {
 export interface ConnectionCountOptions {
   /** Count only these listener names (e.g. "0.0.0.0_8080"); empty means every listener but admin and internal. */
   readonly listeners?: readonly string[];
+  /**
+   * The ports the kubelet probes Envoy on: listeners bound to them are counted but not watched for arrivals
+   * (the kubelet's probes are not clients). A listener is matched by the port its stat name ends with.
+   */
+  readonly probePorts?: readonly number[];
 }
 
 export interface ConnectionCount {
@@ -193,11 +201,91 @@ export interface ConnectionCount {
    * TCP-proxy ones), which close only when their client or Envoy's exit closes them. A lower bound.
    */
   readonly longLived: number;
+  /** The counters new client traffic is told from (see arrivals.ts), of the counted listeners not serving probes. */
+  readonly arrivals: ArrivalTally;
 }
 
 const LISTENER_ACTIVE = /^listener\.(.+)\.downstream_cx_active$/;
 /** `listener.<name>.worker_3` and the admin listener's `listener.admin.main_thread`: per-thread copies. */
 const PER_THREAD_SUFFIX = /\.(?:worker_\d+|main_thread)$/;
+
+const LISTENER_TOTAL = /^listener\.(.+)\.downstream_cx_total$/;
+/** Non-greedy: a listener's stat name is its address (`0.0.0.0_8080`), a prefix may be anything. */
+const LISTENER_RESPONSES = /^listener\.(.+?)\.http\.(.+)\.downstream_rq_completed$/;
+const HEALTH_CHECK_REQUESTS = /^http\.(.+)\.health_check\.request_total$/;
+
+/** The counters arrivals are computed from, as read, before the watched listeners are known. */
+interface ArrivalCounters {
+  readonly connections: Map<string, number>;
+  /** Per listener (any, watched or not), its HTTP connection managers' responses, by prefix. */
+  readonly responses: Map<string, Map<string, number>>;
+  readonly healthChecks: Map<string, number>;
+}
+
+/** A counter's value, or undefined when it is no counter value (a text, a negative): then it is left out. */
+function counterValue(value: number): number | undefined {
+  return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+/** Notes `name` if it is one of the arrival counters; whether it was. */
+function noteArrivalCounter(counters: ArrivalCounters, name: string, value: number): boolean {
+  const responses = LISTENER_RESPONSES.exec(name);
+  if (responses !== null) {
+    const [, listener = '', prefix = ''] = responses;
+    const count = counterValue(value);
+    if (count !== undefined && !PER_THREAD_SUFFIX.test(listener)) {
+      const byPrefix = counters.responses.get(listener) ?? new Map<string, number>();
+      byPrefix.set(prefix, count);
+      counters.responses.set(listener, byPrefix);
+    }
+    return true;
+  }
+  const total = LISTENER_TOTAL.exec(name);
+  if (total !== null) {
+    const [, listener = ''] = total;
+    const count = counterValue(value);
+    if (count !== undefined && !PER_THREAD_SUFFIX.test(listener)) counters.connections.set(listener, count);
+    return true;
+  }
+  const checks = HEALTH_CHECK_REQUESTS.exec(name);
+  if (checks !== null) {
+    const count = counterValue(value);
+    if (count !== undefined) counters.healthChecks.set(checks[1] ?? '', count);
+    return true;
+  }
+  return false;
+}
+
+/** The arrival tally of the counted listeners that serve no probe (see arrivals.ts). */
+function arrivalTally(counters: ArrivalCounters, counted: readonly string[], probePorts: readonly number[]): ArrivalTally {
+  const probes = new Set(probePorts);
+  const watched = counted.filter((listener) => {
+    const port = portOfListener(listener);
+    return port === undefined || !probes.has(port);
+  });
+  const watchedSet = new Set(watched);
+  const connections: Record<string, number> = {};
+  const responses: Record<string, number> = {};
+  const connectionListeners: string[] = [];
+  for (const listener of watched) {
+    const total = counters.connections.get(listener);
+    if (total !== undefined) connections[listener] = total;
+    const byPrefix = counters.responses.get(listener);
+    if (byPrefix === undefined || byPrefix.size === 0) connectionListeners.push(listener);
+    else for (const [prefix, count] of byPrefix) responses[`${listener} ${prefix}`] = count;
+  }
+  // A prefix is checked apart only when every listener it serves is watched: else its checks may be the kubelet's.
+  const prefixesElsewhere = new Set<string>();
+  for (const [listener, byPrefix] of counters.responses) {
+    if (!watchedSet.has(listener)) for (const prefix of byPrefix.keys()) prefixesElsewhere.add(prefix);
+  }
+  const healthChecks: Record<string, number> = {};
+  for (const [prefix, count] of counters.healthChecks) {
+    const served = watched.some((listener) => counters.responses.get(listener)?.has(prefix) === true);
+    if (served && !prefixesElsewhere.has(prefix)) healthChecks[prefix] = count;
+  }
+  return { connections, responses, healthChecks, connectionListeners: connectionListeners.sort(), watched: [...watched].sort() };
+}
 
 /** The listener a stat belongs to, when it is a whole-listener `downstream_cx_active` gauge; undefined otherwise. */
 export function listenerOfActiveConnections(statName: string): string | undefined {
@@ -306,11 +394,13 @@ export function countDownstreamConnections(
   let adminConnectionsTotal: number | null = null;
   let total = 0;
   const managers: ManagerReadings = { byPrefix: new Map(), adminSeen: false, trusted: true };
+  const arrivals: ArrivalCounters = { connections: new Map(), responses: new Map(), healthChecks: new Map() };
   for (const { name, value } of samples) {
     if (name === ADMIN_CONNECTIONS_TOTAL) {
       adminConnectionsTotal = Number.isSafeInteger(value) && value >= 0 ? value : null;
       continue;
     }
+    if (noteArrivalCounter(arrivals, name, value)) continue;
     const managerGauge = connectionManagerGauge(name);
     if (managerGauge !== undefined) {
       noteManagerGauge(managers, managerGauge, value);
@@ -325,5 +415,13 @@ export function countDownstreamConnections(
     total += open;
   }
   const missingListeners = wanted === undefined ? [] : [...wanted].filter((listener) => !(listener in byListener));
-  return { total, byListener, missingListeners, availableListeners: [...available].sort(), adminConnectionsTotal, ...splitLongLived(total, managers) };
+  return {
+    total,
+    byListener,
+    missingListeners,
+    availableListeners: [...available].sort(),
+    adminConnectionsTotal,
+    ...splitLongLived(total, managers),
+    arrivals: arrivalTally(arrivals, Object.keys(byListener), options.probePorts ?? []),
+  };
 }

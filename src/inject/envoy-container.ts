@@ -46,3 +46,19 @@ export function findEnvoyContainer(
 function listNames(containers: readonly V1Container[]): string {
   return containers.map((container) => JSON.stringify(container.name)).join(', ') || '(none)';
 }
+
+/**
+ * The ports the kubelet probes Envoy on (liveness, readiness, startup: httpGet, tcpSocket or grpc), named ports
+ * resolved through the container's ports, sorted: the sidecar does not take their listeners' traffic for clients
+ * (--probe-ports). A name the container does not declare probes nothing the kubelet can reach, and is left out.
+ */
+export function envoyProbePorts(envoy: V1Container): number[] {
+  const ports = new Set<number>();
+  for (const probe of [envoy.livenessProbe, envoy.readinessProbe, envoy.startupProbe]) {
+    for (const port of [probe?.httpGet?.port, probe?.tcpSocket?.port, probe?.grpc?.port]) {
+      const number = typeof port === 'number' ? port : envoy.ports?.find((declared) => declared.name === port)?.containerPort;
+      if (number !== undefined && Number.isInteger(number) && number >= 1 && number <= 65535) ports.add(number);
+    }
+  }
+  return [...ports].sort((a, b) => a - b);
+}

@@ -24,7 +24,7 @@ import {
   type AdminEndpoint,
   type RunAs,
 } from './admin-endpoint.js';
-import { findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
+import { envoyProbePorts, findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
 import { decideEnvoyDrainFlags, type EnvoyDrainFlagsDecision } from './envoy-drain-flags.js';
 import { buildSidecarContainer, shutdownHook, SIDECAR_USER_ID, STATE_VOLUME_NAME, stateVolume, waitHook } from './sidecar.js';
 import { recordedHandler, type InjectionStatus, type ReplacedFields } from './status.js';
@@ -175,6 +175,8 @@ function injectFresh(pod: V1Pod, config: InjectionConfig, token: string): Inject
     token: config.protectShutdown ? token : undefined,
     adminMount: admin.mount,
     runAs: admin.runAs,
+    // The admin listener is never counted: a probe of Envoy's admin port needs no saying.
+    probePorts: envoyProbePorts(envoyContainer).filter((port) => adminSocketPath(plan['admin-address']) !== undefined || port !== plan['admin-port']),
   };
   return { action: 'inject', pod: mutate(pod, changes), plan, warnings };
 }
@@ -459,10 +461,12 @@ interface PodChanges {
   readonly token: string | undefined;
   readonly adminMount: V1VolumeMount | undefined;
   readonly runAs: RunAs | undefined;
+  /** The ports the kubelet probes Envoy on: the sidecar does not watch their listeners for client traffic. */
+  readonly probePorts: readonly number[];
 }
 
 function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
-  const { envoyIndex, envoyArgs, waitContainers, plan, config, resources, status, token, adminMount, runAs } = changes;
+  const { envoyIndex, envoyArgs, waitContainers, plan, config, resources, status, token, adminMount, runAs, probePorts } = changes;
   const spec = pod.spec as V1PodSpec;
   const containers = spec.containers.map((container, index) => {
     if (index === envoyIndex) {
@@ -475,7 +479,7 @@ function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
     if (waitContainers.has(container.name)) return { ...container, lifecycle: { ...container.lifecycle, preStop: waitHook(plan, token) } };
     return container;
   });
-  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token, resources, adminMount, runAs });
+  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token, resources, adminMount, runAs, probePorts });
   // A native sidecar goes last among the init containers: bootstrap init containers (Contour's) run first.
   const placement = status.native
     ? { containers, initContainers: [...(spec.initContainers ?? []), sidecar] }

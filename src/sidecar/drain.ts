@@ -14,6 +14,9 @@
  *   check-delay after Envoy took /healthcheck/fail, ends it (`endOfDrainBy`); with long-lived-grace, the
  *   connections Envoy cannot drain (upgraded, TCP proxy: src/envoy/stats.ts) stop counting once the grace is
  *   over, and the outcome says how many were left to be cut (`long-lived-left`).
+ * - **It lets go only once the load balancer has**: with a quiet period, no count ends it before no new client
+ *   traffic has reached the drained listeners for that long (src/sidecar/load-balancer.ts): the observed rule
+ *   only ever adds to check-delay's (`countMayEndFromMs`), and the lag it saw is in every outcome.
  * - **It reports what happened**: refused, timed out and answered-but-not-as-Envoy are told apart, and
  *   listeners named but not found are named, with the ones Envoy has.
  *
@@ -23,6 +26,7 @@
 import { failureKindOf, noFailures, type AdminFailureKind } from '../envoy/admin-client.js';
 import { compareProcess, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
+import { LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
 import { formatDuration } from '../config/duration.js';
@@ -50,7 +54,9 @@ export type DrainLoopSettings = Pick<
   'drain-delay' | 'check-delay' | 'check-interval' | 'min-open-connections' | 'drain-timeout' | 'admin-refusals'
 > &
   /** Absent or null: off, the flag's default (callers that predate it need not name it). */
-  Partial<Pick<SidecarConfig, 'long-lived-grace'>>;
+  Partial<Pick<SidecarConfig, 'long-lived-grace'>> &
+  /** Absent or 0: off, check-delay alone lets the count end the drain. */
+  Partial<Pick<SidecarConfig, 'quiet-period'>>;
 
 export type DrainState = 'idle' | 'draining' | 'drained' | 'timed-out' | 'interrupted';
 
@@ -115,6 +121,8 @@ export interface DrainOutcome {
   readonly availableListeners: readonly string[];
   /** Initiation calls that timed out: Envoy may have taken them without saying so. */
   readonly unconfirmedSteps: readonly string[];
+  /** The load balancer's lag as seen in Envoy's stats, and whether it had let go (see load-balancer.ts). */
+  readonly loadBalancer: LoadBalancerReport;
 }
 
 /** What /drain shows: enough to understand a pod stuck in Terminating. */
@@ -151,6 +159,8 @@ export interface DrainSnapshot {
   readonly envoyAdminEverReachable: boolean;
   /** The mark of the Envoy process this drain is pinned to (see src/envoy/identity.ts); null before the first read. */
   readonly pinnedProcess: ProcessMark;
+  /** The load balancer's lag so far, and whether it has let go (see load-balancer.ts). */
+  readonly loadBalancer: LoadBalancerReport;
 }
 
 export type DrainStepName = 'fail health checks' | 'drain listeners';
@@ -167,6 +177,8 @@ export interface PreviousDrain {
   readonly read: MarkedRead;
   /** Monotonic; undefined if that drain's POST /healthcheck/fail was never taken. */
   readonly healthChecksFailedAtMs: number | undefined;
+  /** What that drain saw of the load balancer: a drain of the same process goes on from it. */
+  readonly loadBalancer?: LoadBalancerWatch;
 }
 
 export interface DrainOptions {
@@ -220,12 +232,15 @@ export class Drain {
   private readonly failureLoggedAt = new Map<string, number>();
   private loggedMissing = '';
   private warnedUnmarked = false;
+  private warnedBlind = false;
   /** The admin call in flight, if any: named when the deadline cuts it. */
   private pendingCall: string | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
   private healthChecksFailedAtMs: number | undefined;
   private readonly steps: InitiationStep[];
   private readonly onStep: StepHook;
+  /** New client traffic on the drained listeners, read by read (replaced by the previous drain's for the same process). */
+  private loadBalancerWatch: LoadBalancerWatch;
 
   constructor(
     private readonly envoy: EnvoyDrainTarget,
@@ -236,6 +251,7 @@ export class Drain {
   ) {
     this.onStep = options.onStep ?? (async () => undefined);
     this.pinned = new ProcessTrail(envoy, options.trust ?? new MarkTrust());
+    this.loadBalancerWatch = new LoadBalancerWatch(quietPeriodOf(settings));
     this.steps = [
       { name: 'fail health checks', call: (signal) => envoy.failHealthChecks(signal), done: false },
       { name: 'drain listeners', call: (signal) => envoy.drainListeners(signal), done: false },
@@ -286,6 +302,11 @@ export class Drain {
     return this.finishedAtMs;
   }
 
+  /** What this drain saw of the load balancer: for a drain that may find the same process again. */
+  get loadBalancer(): LoadBalancerWatch {
+    return this.loadBalancerWatch;
+  }
+
   /** Reads taken so far (for counters that must keep counting across drains). */
   get pollCount(): number {
     return this.polls;
@@ -323,6 +344,7 @@ export class Drain {
       envoyAdmin: this.envoy.address,
       envoyAdminEverReachable: this.envoy.hasAnswered,
       pinnedProcess: this.pinned.latest?.mark ?? null,
+      loadBalancer: this.loadBalancerReport(),
     };
   }
 
@@ -366,6 +388,7 @@ export class Drain {
         long_lived_connections: outcome.longLivedConnections,
         min_connections: this.settings['min-open-connections'],
         duration_ms: outcome.durationMs,
+        ...loadBalancerFields(outcome.loadBalancer),
         ...(outcome.adminFailure === null ? {} : { admin_failure: outcome.adminFailure.kind }),
         ...(outcome.missingListeners.length > 0 ? { missing_listeners: outcome.missingListeners } : {}),
       },
@@ -462,7 +485,13 @@ export class Drain {
    */
   private countMayEndFromMs(): number | undefined {
     const failedAt = this.healthChecksFailedAtMs;
-    return failedAt === undefined ? undefined : failedAt + this.settings['check-delay'];
+    if (failedAt === undefined) return undefined;
+    const quietFrom = this.loadBalancerWatch.quietFromMs();
+    return Math.max(failedAt + this.settings['check-delay'], quietFrom ?? -Infinity);
+  }
+
+  private loadBalancerReport(): LoadBalancerReport {
+    return this.loadBalancerWatch.report(this.healthChecksFailedAtMs, this.lastCount?.arrivals.watched ?? []);
   }
 
   private get longLivedGraceMs(): number | null {
@@ -501,6 +530,9 @@ export class Drain {
       this.settle('envoy-replaced');
       return 'answered';
     }
+    // Only reads of the pinned process are compared: a doubtful one waits for the next read to settle it.
+    if (process !== 'doubtful') this.loadBalancerWatch.observe(count.arrivals, sentAtMs, this.clock.now(), this.healthChecksFailedAtMs);
+    this.warnIfBlind(count);
     this.recordCount(count, sentAtMs, process);
     // A count of a process that may not be the pinned one never ends the drain.
     const ending = process === 'doubtful' ? undefined : this.endOfDrainBy(count, sentAtMs);
@@ -563,6 +595,7 @@ export class Drain {
   }
 
   private inheritFrom(previous: PreviousDrain): void {
+    if (previous.loadBalancer !== undefined) this.loadBalancerWatch = previous.loadBalancer;
     const failedAt = previous.healthChecksFailedAtMs;
     if (failedAt !== undefined && (this.healthChecksFailedAtMs === undefined || failedAt < this.healthChecksFailedAtMs)) {
       this.healthChecksFailedAtMs = failedAt;
@@ -621,6 +654,18 @@ export class Drain {
       { event: 'listeners_missing', missing_listeners: count.missingListeners, available_listeners: count.availableListeners },
       `--listeners names ${count.missingListeners.join(', ')}, which Envoy does not have (it has: ${count.availableListeners.join(', ') || 'none'}): ` +
         'their connections cannot be counted, so only the deadline or Envoy exiting ends this drain; fix the shutdown-manager.io/listeners annotation',
+    );
+  }
+
+  /** Once per drain: a quiet period that cannot observe anything must say so, at the first read. */
+  private warnIfBlind(count: ConnectionCount): void {
+    if (this.warnedBlind || quietPeriodOf(this.settings) === null || count.arrivals.watched.length === 0) return;
+    if (this.loadBalancerWatch.report(undefined, count.arrivals.watched).observable) return;
+    this.warnedBlind = true;
+    this.log.warn(
+      { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched },
+      "Envoy's stats report no downstream_cx_total nor per-listener downstream_rq_completed for the drained listeners (a stats_matcher?): " +
+        'the load balancer letting go cannot be observed, so the quiet period holds nothing and check-delay alone protects this drain',
     );
   }
 
@@ -752,6 +797,7 @@ export class Drain {
       missingListeners: this.lastCount?.missingListeners ?? [],
       availableListeners: this.lastCount?.availableListeners ?? [],
       unconfirmedSteps: [...this.stepsTimedOut].filter((name) => !this.steps.some((step) => step.name === name && step.done)),
+      loadBalancer: this.loadBalancerReport(),
     };
   }
 
@@ -767,6 +813,7 @@ export class Drain {
         check_interval_ms: checkIntervalMs,
         min_connections: this.settings['min-open-connections'],
         long_lived_grace_ms: this.longLivedGraceMs,
+        quiet_period_ms: quietPeriodOf(this.settings),
       },
       drainDelayMs > 0
         ? `drain started: Envoy keeps serving for the drain delay of ${drainDelayMs} ms, then its health checks fail and its listeners drain`
@@ -775,8 +822,48 @@ export class Drain {
   }
 }
 
-/** One sentence for logs and for the /shutdown answer. */
+/** The drain's quiet period, null when off. */
+function quietPeriodOf(settings: DrainLoopSettings): number | null {
+  const quiet = settings['quiet-period'] ?? 0;
+  return quiet > 0 ? quiet : null;
+}
+
+/** The load balancer's part of the drain_finished line: the lag operators learn their load balancer's from. */
+function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown> {
+  return {
+    load_balancer_lag_ms: report.lagMs,
+    load_balancer_lag_at_least_ms: report.lagAtLeastMs,
+    last_request_ms: report.lastRequestMs,
+    last_connection_ms: report.lastConnectionMs,
+    load_balancer_quiet: report.quiet,
+    quiet_period_ms: report.quietPeriodMs,
+    arrivals_since_health_checks_failed: report.sinceHealthChecksFailed,
+  };
+}
+
+/** One sentence for logs and for the /shutdown answer, with what was seen of the load balancer. */
 export function describeOutcome(outcome: DrainOutcome): string {
+  const clause = loadBalancerClause(outcome.loadBalancer);
+  const sentence = describeEnd(outcome);
+  return clause === '' ? sentence : `${sentence}; ${clause}`;
+}
+
+/** What the drain saw of the load balancer letting go; empty before the health checks failed. */
+export function loadBalancerClause(report: LoadBalancerReport): string {
+  if (report.lagMs === null || !report.observable) return '';
+  const lag =
+    report.lagMs === 0
+      ? 'no new client traffic reached Envoy after its health checks failed'
+      : `the load balancer's last new client traffic reached Envoy ${seconds(report.lagAtLeastMs ?? 0)}-${seconds(report.lagMs)}s after its health checks failed`;
+  if (report.quietPeriodMs === null) return lag;
+  return report.quiet ? `${lag} (then quiet for ${formatDuration(report.quietPeriodMs)})` : `${lag}, and it had not been quiet for ${formatDuration(report.quietPeriodMs)} yet`;
+}
+
+function seconds(ms: number): string {
+  return (ms / 1000).toFixed(1);
+}
+
+function describeEnd(outcome: DrainOutcome): string {
   const { minOpenConnections } = outcome;
   const seconds = (outcome.durationMs / 1000).toFixed(1);
   const open = outcome.openConnections === null ? 'an unknown number of' : String(outcome.openConnections);

@@ -79,6 +79,7 @@ export async function startSidecar(
     port: config['admin-port'],
     timeoutMs: config['admin-timeout'],
     listeners: config.listeners,
+    probePorts: config['probe-ports'],
     inboundOnly: config['drain-inbound-only'],
     clock,
   });
@@ -130,6 +131,8 @@ export async function startSidecar(
       min_connections: config['min-open-connections'],
       drain_timeout_ms: config['drain-timeout'],
       listeners: config.listeners,
+      probe_ports: config['probe-ports'],
+      quiet_period_ms: config['quiet-period'],
       drain_inbound_only: config['drain-inbound-only'],
       drain_delay_ms: config['drain-delay'],
       wait_window_ms: config['wait-window'],

@@ -22,7 +22,11 @@ import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
 import Registry from 'prom-client/lib/registry.js';
 import Gauge from 'prom-client/lib/gauge.js';
 import Counter from 'prom-client/lib/counter.js';
+import Histogram from 'prom-client/lib/histogram.js';
 type Registry = PromClient.Registry;
+
+/** From a kube-proxy sync to an IP-target cloud load balancer's minutes (see docs on the load balancer's lag). */
+const LAG_BUCKETS_SECONDS = [0, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600];
 
 const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out', 'interrupted'];
 
@@ -83,6 +87,27 @@ export function sidecarMetrics(
     collect() {
       const { remainingMs } = drain.snapshot();
       this.set(remainingMs === null ? Infinity : remainingMs / 1000);
+    },
+  });
+  // The load balancer's deregistration time, measured by every drain: the number check-delay used to guess.
+  new Gauge({
+    name: 'shutdown_manager_load_balancer_lag_seconds',
+    help: "During a drain, seconds from Envoy's health-check failure to the last new client request or connection seen on the drained listeners so far (an upper bound, to the read that saw it); absent before the health checks failed.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      const { lagMs } = drain.snapshot().loadBalancer;
+      if (lagMs !== null) this.set(lagMs / 1000);
+    },
+  });
+  new Histogram({
+    name: 'shutdown_manager_drain_load_balancer_lag_seconds',
+    help: "One observation per drain, once its lag is settled (the drain ended, or no client traffic for the quiet period): seconds from Envoy's health-check failure to the last new client traffic on the drained listeners.",
+    buckets: LAG_BUCKETS_SECONDS,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const lagMs of drain.snapshot().settledLoadBalancerLagsMs) this.observe(lagMs / 1000);
     },
   });
   new Counter({

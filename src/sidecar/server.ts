@@ -344,7 +344,8 @@ function router(options: DrainServerOptions, reply: Reply, refusals: RefusalLog)
           });
           return;
         }
-        answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(waitWindowMs), reply, log, waitWindowMs);
+        const asJson = (request.headers.accept ?? '').includes('application/json');
+        answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(waitWindowMs), reply, log, { waitWindowMs, asJson });
         return;
     }
     reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
@@ -816,7 +817,7 @@ function answerWhenDrained(
   outcome: Promise<DrainOutcome | undefined>,
   reply: Reply,
   log: SidecarLog,
-  waitWindowMs: number,
+  { waitWindowMs, asJson }: { readonly waitWindowMs: number; readonly asJson: boolean },
 ): void {
   outcome.then(
     (result) => {
@@ -826,7 +827,9 @@ function answerWhenDrained(
         return;
       }
       const status = result.state === 'drained' ? 200 : 503;
-      reply(response, status, 'text/plain', `${describeOutcome(result)}\n`);
+      // The kubelet reads only the status; a program that asks for JSON gets the whole outcome (the lag above all).
+      if (asJson) reply(response, status, 'application/json', `${JSON.stringify({ ...result, description: describeOutcome(result) })}\n`);
+      else reply(response, status, 'text/plain', `${describeOutcome(result)}\n`);
     },
     (error: unknown) => {
       log.error({ event: 'drain_failed', error: String(error) }, 'the drain failed unexpectedly');

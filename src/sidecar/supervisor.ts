@@ -71,6 +71,11 @@ export interface SupervisorSnapshot extends DrainSnapshot {
   readonly rearms: number;
   /** Reads of Envoy by every drain of this process (a counter: never goes down when a drain is re-armed). */
   readonly pollsTotal: number;
+  /**
+   * The load-balancer lag (ms) of each drain of this process whose lag is settled: it ended after Envoy's health
+   * checks failed, or the load balancer has been quiet for the quiet period. Oldest first; the last few only.
+   */
+  readonly settledLoadBalancerLagsMs: readonly number[];
   /** The Envoy process last seen through /server_info. */
   readonly envoyProcess: {
     readonly state: string;
@@ -81,6 +86,16 @@ export interface SupervisorSnapshot extends DrainSnapshot {
   } | null;
   readonly recovery: RecoveryReport | null;
   readonly watch: AdminWatch;
+}
+
+/** Lags of ended drains kept for /metrics: a sidecar re-armed by a crash-looping Envoy must not grow without bound. */
+const SETTLED_LAGS_KEPT = 16;
+
+/** A drain's load-balancer lag once it can no longer grow: the drain ended, or the balancer has been quiet long enough. */
+function settledLag(drain: DrainSnapshot): number | undefined {
+  const { lagMs, quiet } = drain.loadBalancer;
+  if (lagMs === null || !drain.loadBalancer.observable) return undefined;
+  return quiet || (drain.state !== 'idle' && drain.state !== 'draining') ? lagMs : undefined;
 }
 
 /** An identity read for the journal must not hold back the health-check failure for long: the drain matters more. */
@@ -98,6 +113,8 @@ export class DrainSupervisor {
   private rearmCount = 0;
   /** Reads by drains that were replaced by a re-arm. */
   private pollsOfEndedDrains = 0;
+  /** Settled load-balancer lags of the drains before this one (see SupervisorSnapshot). */
+  private lagsOfEndedDrains: readonly number[] = [];
   /** The Envoy process last read, followed read after read (see the header). */
   private trail: ProcessTrail;
   private envoyProcess: EnvoyProcessInfo | undefined;
@@ -247,9 +264,12 @@ export class DrainSupervisor {
 
   snapshot(): SupervisorSnapshot {
     const process = this.envoyProcess;
+    const drain = this.drain.snapshot();
+    const current = settledLag(drain);
     return {
-      ...this.drain.snapshot(),
+      ...drain,
       rearms: this.rearmCount,
+      settledLoadBalancerLagsMs: current === undefined ? [...this.lagsOfEndedDrains] : [...this.lagsOfEndedDrains, current],
       pollsTotal: this.pollsOfEndedDrains + this.drain.pollCount,
       envoyProcess:
         process === undefined
@@ -275,7 +295,7 @@ export class DrainSupervisor {
   private newDrain(previous?: Drain): Drain {
     const read = this.trail.latest;
     return new Drain(this.envoy, this.options.drain, this.log, this.clock, {
-      ...(previous === undefined || read === undefined ? {} : { previous: { read, healthChecksFailedAtMs: previous.healthChecksFailedAt } }),
+      ...(previous === undefined || read === undefined ? {} : { previous: { read, healthChecksFailedAtMs: previous.healthChecksFailedAt, loadBalancer: previous.loadBalancer } }),
       onStep: (step, progress) => this.onStep(step, progress),
       trust: this.trust,
     });
@@ -331,6 +351,8 @@ export class DrainSupervisor {
     const before = previous.snapshot();
     this.rearmCount += 1;
     this.pollsOfEndedDrains += previous.pollCount;
+    const lag = settledLag(before);
+    if (lag !== undefined) this.lagsOfEndedDrains = [...this.lagsOfEndedDrains, lag].slice(-SETTLED_LAGS_KEPT);
     this.drain = this.newDrain(mayBeSameProcess ? previous : undefined);
     this.log.info(
       { event: 'drain_rearmed', previous_state: before.state, previous_reason: before.reason, rearms: this.rearmCount },

@@ -35,6 +35,7 @@ describe('webhook settings', () => {
       'recover-envoy': true,
       'min-open-connections': 0,
       'long-lived-grace': null,
+      'quiet-period': 10_000,
       'serve-port': 8090,
       'admin-address': '127.0.0.1',
       'admin-port': 9001,

@@ -102,7 +102,7 @@ describe('the runtime payload (what the image ships), every mode from it', () =>
     t.after(() => envoy.close());
     const sidecar = await started(
       t,
-      ['mode=sidecar', '--serve-address=127.0.0.1', '--serve-port=0', `--admin-port=${envoy.ports.admin}`, '--check-delay=0', '--check-interval=50ms', '--drain-timeout=10s'],
+      ['mode=sidecar', '--serve-address=127.0.0.1', '--serve-port=0', `--admin-port=${envoy.ports.admin}`, '--check-delay=0', '--quiet-period=0s', '--check-interval=50ms', '--drain-timeout=10s'],
       (line) => line['event'] === 'listening',
       // The container's env as injected, over the image's: the sidecar's NODE_OPTIONS replaces the webhook's.
       { env: Object.fromEntries(SIDECAR_ENV.map(({ name, value }) => [name, value])) },

@@ -114,6 +114,7 @@ describe('counting open downstream connections', () => {
       adminConnectionsTotal: null,
       drainable: 0,
       longLived: 0,
+      arrivals: { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [] },
     });
   });
 
@@ -164,10 +165,20 @@ describe('counting open downstream connections', () => {
     const selected = parseJsonStats(fixture('stats.json')).filter((sample) => filter.test(sample.name));
     // stats-filtered.json is Envoy's answer to the listener part of the filter alone (see its README).
     const listenerPart = parseJsonStats(fixture('stats-filtered.json'));
+    const isGaugeOrMark = (name: string): boolean => name.endsWith('.downstream_cx_active') || name === 'listener.admin.downstream_cx_total';
     assert.deepEqual(
-      selected.filter((sample) => sample.name.startsWith('listener.')),
+      selected.filter((sample) => sample.name.startsWith('listener.') && isGaugeOrMark(sample.name)),
       listenerPart,
     );
+    // The arrival counters (src/envoy/arrivals.ts): every listener's connections, and its HCMs' responses.
+    assert.deepEqual(
+      selected.filter((sample) => sample.name.startsWith('listener.') && !isGaugeOrMark(sample.name)).every((sample) => /\.downstream_(cx_total|rq_completed)$/.test(sample.name)),
+      true,
+    );
+    for (const name of ['listener.0.0.0.0_80.downstream_cx_total', 'listener.0.0.0.0_80.http.ingress_http.downstream_rq_completed', 'http.ingress_http.health_check.request_total']) {
+      assert.ok(filter.test(name), name);
+    }
+    for (const name of ['listener.0.0.0.0_80.http.ingress_http.downstream_rq_2xx', 'http.ingress_http.health_check.ok', 'http.ingress_http.downstream_rq_total']) assert.equal(filter.test(name), false, name);
     assert.deepEqual(
       selected.filter((sample) => sample.name.startsWith('http.')).map((sample) => sample.name),
       ['http.admin.downstream_cx_active', 'http.ingress_http.downstream_cx_active', 'http.ingress_https.downstream_cx_active'],

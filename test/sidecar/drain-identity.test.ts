@@ -9,6 +9,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
 import { AdminTimeoutError, EnvoyAdminClient, type EnvoyProcessInfo } from '../../src/envoy/admin-client.js';
+import { EMPTY_TALLY } from '../../src/envoy/arrivals.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { Drain, type DrainLoopSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { openJournal } from '../../src/sidecar/journal.js';
@@ -121,7 +122,7 @@ class OneEnvoy implements SupervisedEnvoy {
   async countOpenConnections(): Promise<ConnectionCount> {
     this.accept();
     await new Promise((resolve) => setTimeout(resolve, 15));
-    return { total: 0, byListener: { ingress: 0 }, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: this.total, drainable: 0, longLived: 0 };
+    return { total: 0, byListener: { ingress: 0 }, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: this.total, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
   }
   private accept(): void {
     this.total += 1;
@@ -182,7 +183,7 @@ describe('the drain counts only the process whose health checks it failed', () =
         total += 1;
         reads += 1;
         if (reads === 1) throw new AdminTimeoutError('GET /stats', 'no complete answer within 300 ms');
-        return { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: total, drainable: 0, longLived: 0 };
+        return { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: total, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
       },
     };
     const log = new MemoryLog();

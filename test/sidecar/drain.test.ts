@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
+import { EMPTY_TALLY, type ArrivalTally } from '../../src/envoy/arrivals.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { describeOutcome, Drain, type DrainLoopSettings, type DrainOptions, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { MemoryLog } from '../support/memory-log.js';
@@ -31,6 +32,8 @@ class FakeEnvoy implements EnvoyDrainTarget {
   /** listener.admin.downstream_cx_total of the process answering now: +1 per call, 0 for a new process. */
   private adminConnections = 100;
   missingListeners: string[] = [];
+  /** The arrival counters Envoy reports at a (virtual) instant: none by default. */
+  tallyAt: (nowMs: number) => ArrivalTally = () => EMPTY_TALLY;
 
   constructor(
     private readonly countAnswers: Answer[],
@@ -72,6 +75,7 @@ class FakeEnvoy implements EnvoyDrainTarget {
       adminConnectionsTotal: this.adminConnections,
       drainable: total - longLived,
       longLived,
+      arrivals: this.tallyAt(this.clock.now()),
     };
   }
 
@@ -417,5 +421,105 @@ describe('Drain: it reports what happened', () => {
     assert.equal(typeof snapshot.pinnedProcess, 'number');
     assert.equal(Date.parse(String(snapshot.deadline)) - Date.parse(String(snapshot.startedAt)), 60_000);
     drain.interrupt();
+  });
+});
+
+/** Arrival counters as Envoy reports them on one HTTP listener `ingress` (prefix ingress_http) and one TCP proxy `tcp`. */
+function tally(counts: { responses?: number; healthChecks?: number; connections?: number; proxied?: number }): ArrivalTally {
+  return {
+    connections: { ingress: counts.connections ?? 0, tcp: counts.proxied ?? 0 },
+    responses: { 'ingress ingress_http': counts.responses ?? 0 },
+    healthChecks: counts.healthChecks === undefined ? {} : { ingress_http: counts.healthChecks },
+    connectionListeners: ['tcp'],
+    watched: ['ingress', 'tcp'],
+  };
+}
+
+/** A load balancer that sends `perSecond` of something until `untilMs` after the drain started, then nothing. */
+function sendsUntil(startedAt: number, untilMs: number, make: (sent: number) => ArrivalTally): (nowMs: number) => ArrivalTally {
+  return (nowMs) => make(Math.floor(Math.min(nowMs - startedAt, untilMs) / 100));
+}
+
+describe('Drain: the observed rule (quiet-period) lets go only once the load balancer has', () => {
+  const LB = { 'check-delay': 5_000, 'quiet-period': 10_000, 'check-interval': 1_000, 'drain-timeout': 120_000 };
+
+  test('a load balancer that sends for 30 s after the health checks failed holds the drain until 10 s of quiet after it; the lag is reported', async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = sendsUntil(startedAt, 30_000, (sent) => tally({ responses: sent, connections: sent }));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 40_000], 'last arrival seen by the read at 30 s, quiet from then');
+    assert.deepEqual(
+      [outcome.loadBalancer.lagAtLeastMs, outcome.loadBalancer.lagMs, outcome.loadBalancer.lastRequestMs, outcome.loadBalancer.quiet],
+      [29_000, 30_000, 30_000, true],
+    );
+    assert.match(describeOutcome(outcome), /last new client traffic reached Envoy 29\.0-30\.0s after its health checks failed \(then quiet for 10s\)/);
+  });
+
+  test('negative control: with the fixed rule alone (quiet-period 0s) the same drain ends at check-delay, while the load balancer still sends', async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], { ...LB, 'quiet-period': 0 });
+    envoy.tallyAt = sendsUntil(startedAt, 30_000, (sent) => tally({ responses: sent }));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 5_000]);
+    assert.deepEqual([outcome.loadBalancer.lagMs, outcome.loadBalancer.quietPeriodMs, outcome.loadBalancer.quiet], [5_000, null, false], 'arrivals were still coming when it ended');
+  });
+
+  test("a load balancer's HTTP health checks (answered by Envoy's health-check filter) do not hold the drain", async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = sendsUntil(startedAt, 120_000, (sent) => tally({ responses: sent, healthChecks: sent, connections: sent }));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 10_000], 'quiet from the first read at 0 s');
+    assert.equal(outcome.loadBalancer.lagMs, 0);
+    assert.ok(outcome.loadBalancer.sinceHealthChecksFailed.healthChecks > 0);
+  });
+
+  test("a load balancer's TCP health checks (connections with no request) on an HTTP listener do not hold the drain", async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = sendsUntil(startedAt, 120_000, (sent) => tally({ connections: sent }));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 10_000]);
+    assert.deepEqual([outcome.loadBalancer.lagMs, outcome.loadBalancer.lastConnectionMs], [0, 10_000], 'the connections are reported, not waited for');
+  });
+
+  test('new connections on a listener without an HTTP connection manager (TCP proxy) are clients: they hold the drain', async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = sendsUntil(startedAt, 20_000, (sent) => tally({ proxied: sent }));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.loadBalancer.lagMs], ['connections-closed', 30_000, 20_000]);
+  });
+
+  test('a load balancer that never stops holds the drain to its deadline, which still ends it', async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], { ...LB, 'drain-timeout': 60_000 });
+    envoy.tallyAt = sendsUntil(startedAt, Infinity, (sent) => tally({ responses: sent }));
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.loadBalancer.quiet], ['deadline', 60_000, false]);
+  });
+
+  test('counters that went down (POST /reset_counters) count as an arrival: one more quiet period, never an early end', async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = (nowMs) => tally({ responses: nowMs - startedAt < 8_000 ? 500 : 0 });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.reason, outcome.durationMs, outcome.loadBalancer.lagMs], ['connections-closed', 18_000, 8_000]);
+  });
+
+  test('the observed rule only ever extends the fixed one: over random arrival timelines, never an earlier end', async () => {
+    let seed = 7;
+    const random = (): number => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    for (let run = 0; run < 40; run += 1) {
+      const arrivalsAt = Array.from({ length: Math.floor(random() * 8) }, () => Math.floor(random() * 50_000)).sort((a, b) => a - b);
+      const settings = { 'check-delay': Math.floor(random() * 20) * 1_000, 'quiet-period': Math.floor(random() * 15) * 1_000, 'check-interval': 1_000, 'drain-timeout': 90_000 };
+      const ends: number[] = [];
+      for (const quiet of [0, settings['quiet-period']]) {
+        const { drain, envoy, startedAt } = makeDrain([0], { ...settings, 'quiet-period': quiet });
+        envoy.tallyAt = (nowMs) => tally({ responses: arrivalsAt.filter((at) => at <= nowMs - startedAt).length });
+        ends.push((await drain.start()).durationMs);
+      }
+      const [fixed = 0, observed = 0] = ends;
+      assert.ok(observed >= fixed, `run ${run}: observed ${observed} < fixed ${fixed} (${JSON.stringify({ settings, arrivalsAt })})`);
+      // Every arrival before the end was followed by a whole quiet period (an arrival after it is the rule's limit).
+      const lastBefore = arrivalsAt.filter((at) => at <= observed).at(-1);
+      if (settings['quiet-period'] > 0 && lastBefore !== undefined && observed < 90_000) {
+        assert.ok(observed >= lastBefore + settings['quiet-period'], `run ${run}: ended ${observed}, within the quiet period after an arrival at ${lastBefore}`);
+      }
+    }
   });
 });

@@ -45,6 +45,7 @@ async function startSidecar(t: TestContext): Promise<{ emulator: EnvoyEmulator; 
       '--serve-port=0',
       `--admin-port=${emulator.ports.admin}`,
       '--check-delay=0s',
+      '--quiet-period=0s',
       '--check-interval=50ms',
       '--drain-timeout=20s',
       `--shutdown-token=${TOKEN}`,

@@ -39,7 +39,7 @@ const MIN_RATE_SHARE = 0.25;
  * annotations may set): a /shutdown with no Envoy client connected then ends at its first poll, so that its
  * answer time is the server's, not the check delay's (a minute by default).
  */
-const PLAN = { ...parseWebhookConfig([], {}).injection.defaults, 'check-delay': 0, 'check-interval': 100 };
+const PLAN = { ...parseWebhookConfig([], {}).injection.defaults, 'check-delay': 0, 'quiet-period': 0, 'check-interval': 100 };
 
 async function startInjectedSidecar(t: TestContext): Promise<SidecarProcess> {
   const emulator = await EnvoyEmulator.start();

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, type EnvoyProcessInfo, type EnvoyServerState } from '../../src/envoy/admin-client.js';
+import { EMPTY_TALLY } from '../../src/envoy/arrivals.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { systemClock } from '../../src/clock.js';
 import type { DrainLoopSettings } from '../../src/sidecar/drain.js';
@@ -97,7 +98,7 @@ class ModelEnvoy implements SupervisedEnvoy {
     this.answer('stats');
     const mark = this.adminConnections;
     if (this.slowStatsMs > 0) await new Promise((resolve) => setTimeout(resolve, this.slowStatsMs));
-    return { total: this.open, byListener: { '0.0.0.0_8080': this.open }, missingListeners: [], availableListeners: ['0.0.0.0_8080'], adminConnectionsTotal: mark, drainable: this.open, longLived: 0 };
+    return { total: this.open, byListener: { '0.0.0.0_8080': this.open }, missingListeners: [], availableListeners: ['0.0.0.0_8080'], adminConnectionsTotal: mark, drainable: this.open, longLived: 0, arrivals: EMPTY_TALLY };
   }
 
   mutations(): string[] {

@@ -29,7 +29,9 @@ export interface SpawnOptions {
 export async function spawnSidecar(flags: readonly string[], options: SpawnOptions = {}): Promise<SidecarProcess> {
   const { serveAddress = '127.0.0.1', ...start } = options;
   const addressFlag = serveAddress === null ? [] : [`--serve-address=${serveAddress}`];
-  return spawnSidecarWith(['mode=sidecar', ...addressFlag, '--serve-port=0', ...flags], {}, start);
+  // The observed rule (quiet-period, on by default) makes every drain last its quiet period: the tests of other
+  // promises run with it off, and those of the rule (load-balancer-process.test.ts) turn it on; a flag given wins.
+  return spawnSidecarWith(['mode=sidecar', ...addressFlag, '--serve-port=0', '--quiet-period=0s', ...flags], {}, start);
 }
 
 /**

@@ -100,6 +100,7 @@ describe('an Envoy pod created by a Deployment', () => {
       '--check-delay=1m',
       '--drain-delay=0s',
       '--min-open-connections=0',
+      '--quiet-period=10s',
       '--serve-port=8090',
       '--admin-address=127.0.0.1',
       '--admin-port=9001',

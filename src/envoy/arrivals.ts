@@ -1,0 +1,129 @@
+/**
+ * New client traffic, as Envoy's counters show it: what the drain watches to learn when the load balancer has
+ * stopped sending to this pod. Pure functions only: stats.ts gathers the counters, the drain compares two reads.
+ *
+ * What is a client arrival, per watched listener (every counted listener but those serving the kubelet's probes):
+ *
+ * - **On a listener with an HTTP connection manager, a request that is not a health check.** Envoy counts every
+ *   response per listener and connection manager in `listener.<L>.http.<prefix>.downstream_rq_completed`
+ *   (docs/root/configuration/http/http_conn_man/stats.rst, "Per listener statistics"). Its HTTP health-check
+ *   filter counts the requests it answered itself in `http.<prefix>.health_check.request_total`
+ *   (docs/root/configuration/http/http_filters/health_check_filter.rst, "Statistics"); once /healthcheck/fail was
+ *   taken it answers them 503. So client requests = responses - health checks, for a prefix whose listeners are
+ *   all watched (a prefix shared with a probe listener may count the kubelet's checks there: not subtracted, so
+ *   the load balancer's checks then count as clients, which only makes the drain wait longer).
+ *   A new connection alone is no arrival here: a load balancer's TCP health check is a connection that carries
+ *   no request (`listener.<L>.downstream_cx_total` grows, no request counter does). A client's connection carries
+ *   a request, counted when its response completes; until then it is an open connection, which holds the drain.
+ * - **On a listener without one (a TCP proxy), a new connection** (`listener.<L>.downstream_cx_total`,
+ *   docs/root/configuration/listeners/stats.rst): Envoy's tcp_proxy counts per stat prefix, not per listener, and
+ *   nothing tells a load balancer's TCP check from a client that connects. Such checks hold the drain.
+ *
+ * What it cannot see: a load balancer that still routes to the pod but has nothing to send (a quiet client).
+ * Counters that went down (`POST /reset_counters`, a listener replaced) are taken as an arrival: waiting one
+ * more quiet period is the safe mistake.
+ */
+
+/** The counters of one read that arrivals are computed from, by key; see ArrivalKey. */
+export interface ArrivalTally {
+  /** `listener.<L>.downstream_cx_total` of each watched listener. */
+  readonly connections: Readonly<Record<string, number>>;
+  /** `listener.<L>.http.<prefix>.downstream_rq_completed` of each watched listener, keyed `<L> <prefix>`. */
+  readonly responses: Readonly<Record<string, number>>;
+  /**
+   * `http.<prefix>.health_check.request_total`, for the prefixes found only on watched listeners (so that every
+   * check it counts was counted in `responses` too); absent where Envoy does not report it.
+   */
+  readonly healthChecks: Readonly<Record<string, number>>;
+  /** Watched listeners without an HTTP connection manager's per-listener stats: their new connections are clients. */
+  readonly connectionListeners: readonly string[];
+  /** The listeners watched (counted and not serving probes), sorted. */
+  readonly watched: readonly string[];
+}
+
+/**
+ * Whether the tally can show any arrival: Envoy reports a counter for at least one watched listener. A
+ * stats_matcher that trims them, or a stand-in that lacks them, leaves the load balancer unobservable.
+ */
+export function isObservable(tally: ArrivalTally): boolean {
+  return Object.keys(tally.connections).length > 0 || Object.keys(tally.responses).length > 0;
+}
+
+export const EMPTY_TALLY: ArrivalTally = { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [] };
+
+/** What arrived between two reads of one process. */
+export interface Arrivals {
+  /** Client requests (responses on HTTP listeners, health-check filter answers taken out). */
+  readonly requests: number;
+  /** New connections on watched listeners, HTTP or not (health-check connects included: for the report only). */
+  readonly connections: number;
+  /** New connections on listeners without an HTTP connection manager: clients, as far as Envoy's stats tell. */
+  readonly proxiedConnections: number;
+  /** Load-balancer health checks answered by Envoy's health-check filter. */
+  readonly healthChecks: number;
+  /** A counter went down: reset, or a listener replaced. Counted as an arrival. */
+  readonly reset: boolean;
+}
+
+/** Whether `arrivals` holds any client traffic: what restarts the quiet period. */
+export function hasClientTraffic(arrivals: Arrivals): boolean {
+  return arrivals.requests > 0 || arrivals.proxiedConnections > 0 || arrivals.reset;
+}
+
+interface Growth {
+  readonly sum: number;
+  readonly reset: boolean;
+}
+
+/** Growth of every key of `later` over `earlier`; a key new in `later` grew by its whole value. */
+function growthOf(earlier: Readonly<Record<string, number>>, later: Readonly<Record<string, number>>, keys?: readonly string[]): Growth {
+  let sum = 0;
+  let reset = false;
+  for (const key of keys ?? Object.keys(later)) {
+    const now = later[key];
+    if (now === undefined) continue;
+    const before = earlier[key] ?? 0;
+    if (now < before) reset = true;
+    else sum += now - before;
+  }
+  for (const key of Object.keys(earlier)) if (!(key in later) && (keys === undefined || keys.includes(key))) reset = true;
+  return { sum, reset };
+}
+
+/** The prefix of a `responses` key (`<listener> <prefix>`). */
+function prefixOfResponseKey(key: string): string {
+  return key.slice(key.indexOf(' ') + 1);
+}
+
+/**
+ * What arrived between `earlier` and `later`, two reads of the same process. Health checks are taken out of the
+ * responses of their own prefix only, and never below zero: a check can only hide itself.
+ */
+export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally): Arrivals {
+  const connections = growthOf(earlier.connections, later.connections);
+  const proxied = growthOf(earlier.connections, later.connections, later.connectionListeners);
+  const checks = growthOf(earlier.healthChecks, later.healthChecks);
+  const responsesByPrefix = new Map<string, number>();
+  let reset = connections.reset || checks.reset;
+  for (const key of Object.keys(later.responses)) {
+    const growth = growthOf(earlier.responses, later.responses, [key]);
+    reset ||= growth.reset;
+    const prefix = prefixOfResponseKey(key);
+    responsesByPrefix.set(prefix, (responsesByPrefix.get(prefix) ?? 0) + growth.sum);
+  }
+  for (const key of Object.keys(earlier.responses)) if (!(key in later.responses)) reset = true;
+  let requests = 0;
+  for (const [prefix, responses] of responsesByPrefix) {
+    const checked = prefix in later.healthChecks ? growthOf(earlier.healthChecks, later.healthChecks, [prefix]).sum : 0;
+    requests += Math.max(0, responses - checked);
+  }
+  return { requests, connections: connections.sum, proxiedConnections: proxied.sum, healthChecks: checks.sum, reset };
+}
+
+/** The port a listener stat name ends with (`0.0.0.0_8002`, `[__1]_8002`); undefined for a named listener. */
+export function portOfListener(listener: string): number | undefined {
+  const match = /_(\d{1,5})$/.exec(listener);
+  if (match?.[1] === undefined) return undefined;
+  const port = Number(match[1]);
+  return port >= 1 && port <= 65535 ? port : undefined;
+}

@@ -1,0 +1,113 @@
+/**
+ * The load balancer letting go, observed: after Envoy fails its health checks, load balancers keep sending new
+ * connections and requests for a lag nobody configures (health-check interval x unhealthy threshold, plus their
+ * control plane's and kube-proxy's propagation). This watch follows new client traffic on the drained listeners
+ * from one stats read to the next (src/envoy/arrivals.ts says what counts), so that the drain
+ *
+ * - ends by its count only once no client traffic has arrived for the quiet period (`quietFromMs`), and
+ * - reports the lag it saw: from /healthcheck/fail to the last new client arrival (`report`).
+ *
+ * Time is the reads' own: an arrival seen by a read happened after the previous read was sent and before this
+ * one's answer came; "quiet since" is the answer of the last read that saw one, or of the first read (nothing is
+ * known before it). A read of another process, or one whose process is in doubt, is never compared: the drain
+ * ends on such a read or ignores it, and the next read of the pinned process is compared with the last of it.
+ */
+import { arrivalsBetween, hasClientTraffic, isObservable, type ArrivalTally } from '../envoy/arrivals.js';
+
+/** What the drain says of the load balancer: in /shutdown's answer, in /drain, in its log line, as metrics. */
+export interface LoadBalancerReport {
+  /** The quiet period the drain waited for after the last client arrival; null when off (check-delay alone). */
+  readonly quietPeriodMs: number | null;
+  /** The listeners watched: counted, and serving no probe of the kubelet (`--probe-ports`). */
+  readonly watchedListeners: readonly string[];
+  /**
+   * False when Envoy reports none of the counters arrivals are told from for the watched listeners (a
+   * stats_matcher trimmed them): the quiet period then holds nothing, and check-delay alone ends the drain.
+   */
+  readonly observable: boolean;
+  /**
+   * The lag: ms from Envoy's health-check failure to the answer of the read that first showed the last client
+   * arrival (an upper bound; see lastArrivalAfterMs). 0 when none came after the health checks failed; null
+   * before they failed, or before a read after it.
+   */
+  readonly lagMs: number | null;
+  /** The lower bound of the lag: the last arrival came after this (the previous read was sent then); null as lagMs. */
+  readonly lagAtLeastMs: number | null;
+  /** The same, for client requests alone and for new connections alone (load balancers' TCP checks included). */
+  readonly lastRequestMs: number | null;
+  readonly lastConnectionMs: number | null;
+  /** Counted from the first read after the health checks failed (it may hold some that arrived just before). */
+  readonly sinceHealthChecksFailed: { readonly requests: number; readonly connections: number; readonly healthChecks: number };
+  /** Whether no client traffic arrived for the quiet period, up to the last read: the load balancer let go, as far as Envoy's stats tell. */
+  readonly quiet: boolean;
+}
+
+export class LoadBalancerWatch {
+  private last: ArrivalTally | undefined;
+  private lastSentAtMs: number | undefined;
+  /** Answer of the read that last saw client traffic, or of the first read. */
+  private quietSinceMs: number | undefined;
+  private lastArrival: { readonly atMs: number; readonly afterMs: number } | undefined;
+  private lastRequestAtMs: number | undefined;
+  private lastConnectionAtMs: number | undefined;
+  private lastReadSentAtMs: number | undefined;
+  private readonly since = { requests: 0, connections: 0, healthChecks: 0 };
+
+  constructor(private readonly quietPeriodMs: number | null) {}
+
+  /**
+   * One read of the pinned process: sent at `sentAtMs`, answered at `answeredAtMs`. `failedAtMs`: when Envoy took
+   * /healthcheck/fail, if it has.
+   */
+  observe(tally: ArrivalTally, sentAtMs: number, answeredAtMs: number, failedAtMs: number | undefined): void {
+    const previous = this.last;
+    const previousSentAtMs = this.lastSentAtMs ?? sentAtMs;
+    this.last = tally;
+    this.lastSentAtMs = sentAtMs;
+    this.lastReadSentAtMs = sentAtMs;
+    if (previous === undefined) {
+      this.quietSinceMs = answeredAtMs;
+      return;
+    }
+    const arrivals = arrivalsBetween(previous, tally);
+    const afterFailure = failedAtMs !== undefined && answeredAtMs > failedAtMs;
+    if (afterFailure) {
+      this.since.requests += arrivals.requests + arrivals.proxiedConnections;
+      this.since.connections += arrivals.connections;
+      this.since.healthChecks += arrivals.healthChecks;
+      if (arrivals.requests > 0) this.lastRequestAtMs = answeredAtMs;
+      if (arrivals.connections > 0) this.lastConnectionAtMs = answeredAtMs;
+    }
+    if (!hasClientTraffic(arrivals)) return;
+    this.quietSinceMs = answeredAtMs;
+    if (afterFailure) this.lastArrival = { atMs: answeredAtMs, afterMs: previousSentAtMs };
+  }
+
+  /**
+   * From when a read may end the drain as far as the load balancer goes: the quiet period after the last client
+   * arrival seen (or after the first read). Undefined when the watch is off; Infinity before any read.
+   */
+  quietFromMs(): number | undefined {
+    if (this.quietPeriodMs === null) return undefined;
+    // Blind: waiting would learn nothing (see LoadBalancerReport.observable).
+    if (this.last !== undefined && !isObservable(this.last)) return undefined;
+    return this.quietSinceMs === undefined ? Infinity : this.quietSinceMs + this.quietPeriodMs;
+  }
+
+  report(failedAtMs: number | undefined, watched: readonly string[]): LoadBalancerReport {
+    const known = failedAtMs !== undefined && this.lastReadSentAtMs !== undefined && this.lastReadSentAtMs >= failedAtMs;
+    const since = (atMs: number | undefined): number | null => (!known ? null : atMs === undefined ? 0 : Math.max(0, atMs - failedAtMs));
+    const quietFrom = this.quietFromMs();
+    return {
+      quietPeriodMs: this.quietPeriodMs,
+      watchedListeners: watched,
+      observable: this.last !== undefined && isObservable(this.last),
+      lagMs: since(this.lastArrival?.atMs),
+      lagAtLeastMs: since(this.lastArrival?.afterMs),
+      lastRequestMs: since(this.lastRequestAtMs),
+      lastConnectionMs: since(this.lastConnectionAtMs),
+      sinceHealthChecksFailed: { ...this.since },
+      quiet: quietFrom !== undefined && this.lastReadSentAtMs !== undefined && this.lastReadSentAtMs >= quietFrom,
+    };
+  }
+}
