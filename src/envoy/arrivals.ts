@@ -6,12 +6,14 @@
  *
  * - **On a listener with an HTTP connection manager, a request that is not a health check.** Envoy counts every
  *   response per listener and connection manager in `listener.<L>.http.<prefix>.downstream_rq_completed`
- *   (docs/root/configuration/http/http_conn_man/stats.rst, "Per listener statistics"). Its HTTP health-check
- *   filter counts the requests it answered itself in `http.<prefix>.health_check.request_total`
- *   (docs/root/configuration/http/http_filters/health_check_filter.rst, "Statistics"); once /healthcheck/fail was
- *   taken it answers them 503. So client requests = responses - health checks, for a prefix whose listeners are
- *   all watched (a prefix shared with a probe listener may count the kubelet's checks there: not subtracted, so
- *   the load balancer's checks then count as clients, which only makes the drain wait longer).
+ *   (docs/root/configuration/http/http_conn_man/stats.rst, "Per listener statistics"), and a request its HTTP
+ *   health-check filter marked as a health check never reaches that counter: ActiveStream::chargeStats
+ *   (source/common/http/conn_manager_impl.cc) returns before charging `downstream_rq_completed` and its
+ *   `_<N>xx` classes when `streamInfo().healthCheck()` is set, in every release that has the per-listener stats.
+ *   So a load balancer's HTTP checks answered by the filter (503 once /healthcheck/fail was taken) are not in
+ *   the count at all. The filter's own `http.<prefix>.health_check.request_total`
+ *   (docs/root/configuration/http/http_filters/health_check_filter.rst, recent releases) is read for the report
+ *   only. A check that the filter does not answer (routed to an upstream) is a request like any: it counts.
  *   A new connection alone is no arrival here: a load balancer's TCP health check is a connection that carries
  *   no request (`listener.<L>.downstream_cx_total` grows, no request counter does). A client's connection carries
  *   a request, counted when its response completes; until then it is an open connection, which holds the drain.
@@ -30,10 +32,7 @@ export interface ArrivalTally {
   readonly connections: Readonly<Record<string, number>>;
   /** `listener.<L>.http.<prefix>.downstream_rq_completed` of each watched listener, keyed `<L> <prefix>`. */
   readonly responses: Readonly<Record<string, number>>;
-  /**
-   * `http.<prefix>.health_check.request_total`, for the prefixes found only on watched listeners (so that every
-   * check it counts was counted in `responses` too); absent where Envoy does not report it.
-   */
+  /** `http.<prefix>.health_check.request_total` of the prefixes on watched listeners, for the report; absent where not reported. */
   readonly healthChecks: Readonly<Record<string, number>>;
   /** Watched listeners without an HTTP connection manager's per-listener stats: their new connections are clients. */
   readonly connectionListeners: readonly string[];
@@ -53,7 +52,7 @@ export const EMPTY_TALLY: ArrivalTally = { connections: {}, responses: {}, healt
 
 /** What arrived between two reads of one process. */
 export interface Arrivals {
-  /** Client requests (responses on HTTP listeners, health-check filter answers taken out). */
+  /** Client requests (responses on HTTP listeners, which never include the health-check filter's answers). */
   readonly requests: number;
   /** New connections on watched listeners, HTTP or not (health-check connects included: for the report only). */
   readonly connections: number;
@@ -90,34 +89,20 @@ function growthOf(earlier: Readonly<Record<string, number>>, later: Readonly<Rec
   return { sum, reset };
 }
 
-/** The prefix of a `responses` key (`<listener> <prefix>`). */
-function prefixOfResponseKey(key: string): string {
-  return key.slice(key.indexOf(' ') + 1);
-}
-
-/**
- * What arrived between `earlier` and `later`, two reads of the same process. Health checks are taken out of the
- * responses of their own prefix only, and never below zero: a check can only hide itself.
- */
+/** What arrived between `earlier` and `later`, two reads of the same process. */
 export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally): Arrivals {
   const connections = growthOf(earlier.connections, later.connections);
   const proxied = growthOf(earlier.connections, later.connections, later.connectionListeners);
   const checks = growthOf(earlier.healthChecks, later.healthChecks);
-  const responsesByPrefix = new Map<string, number>();
-  let reset = connections.reset || checks.reset;
-  for (const key of Object.keys(later.responses)) {
-    const growth = growthOf(earlier.responses, later.responses, [key]);
-    reset ||= growth.reset;
-    const prefix = prefixOfResponseKey(key);
-    responsesByPrefix.set(prefix, (responsesByPrefix.get(prefix) ?? 0) + growth.sum);
-  }
-  for (const key of Object.keys(earlier.responses)) if (!(key in later.responses)) reset = true;
-  let requests = 0;
-  for (const [prefix, responses] of responsesByPrefix) {
-    const checked = prefix in later.healthChecks ? growthOf(earlier.healthChecks, later.healthChecks, [prefix]).sum : 0;
-    requests += Math.max(0, responses - checked);
-  }
-  return { requests, connections: connections.sum, proxiedConnections: proxied.sum, healthChecks: checks.sum, reset };
+  const responses = growthOf(earlier.responses, later.responses);
+  return {
+    requests: responses.sum,
+    connections: connections.sum,
+    proxiedConnections: proxied.sum,
+    healthChecks: checks.sum,
+    // A check counter that went down changes nothing the rule waits for.
+    reset: connections.reset || responses.reset,
+  };
 }
 
 /** The port a listener stat name ends with (`0.0.0.0_8002`, `[__1]_8002`); undefined for a named listener. */

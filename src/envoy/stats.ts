@@ -263,7 +263,6 @@ function arrivalTally(counters: ArrivalCounters, counted: readonly string[], pro
     const port = portOfListener(listener);
     return port === undefined || !probes.has(port);
   });
-  const watchedSet = new Set(watched);
   const connections: Record<string, number> = {};
   const responses: Record<string, number> = {};
   const connectionListeners: string[] = [];
@@ -274,15 +273,10 @@ function arrivalTally(counters: ArrivalCounters, counted: readonly string[], pro
     if (byPrefix === undefined || byPrefix.size === 0) connectionListeners.push(listener);
     else for (const [prefix, count] of byPrefix) responses[`${listener} ${prefix}`] = count;
   }
-  // A prefix is checked apart only when every listener it serves is watched: else its checks may be the kubelet's.
-  const prefixesElsewhere = new Set<string>();
-  for (const [listener, byPrefix] of counters.responses) {
-    if (!watchedSet.has(listener)) for (const prefix of byPrefix.keys()) prefixesElsewhere.add(prefix);
-  }
+  // For the report only: health checks are never in the responses (see arrivals.ts).
   const healthChecks: Record<string, number> = {};
   for (const [prefix, count] of counters.healthChecks) {
-    const served = watched.some((listener) => counters.responses.get(listener)?.has(prefix) === true);
-    if (served && !prefixesElsewhere.has(prefix)) healthChecks[prefix] = count;
+    if (watched.some((listener) => counters.responses.get(listener)?.has(prefix) === true)) healthChecks[prefix] = count;
   }
   return { connections, responses, healthChecks, connectionListeners: connectionListeners.sort(), watched: [...watched].sort() };
 }

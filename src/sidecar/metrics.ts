@@ -92,12 +92,14 @@ export function sidecarMetrics(
   // The load balancer's deregistration time, measured by every drain: the number check-delay used to guess.
   new Gauge({
     name: 'shutdown_manager_load_balancer_lag_seconds',
-    help: "During a drain, seconds from Envoy's health-check failure to the last new client request or connection seen on the drained listeners so far (an upper bound, to the read that saw it); absent before the health checks failed.",
+    help: "During a drain, seconds from Envoy's health-check failure to the last new client request or connection seen on the drained listeners so far (an upper bound, to the read that saw it); absent before the health checks failed. rule: observed (the drain waits for the load balancer to go quiet) or check-delay (--quiet-period=0s: it does not).",
+    // The label also keeps the series absent until there is a lag: a label-less gauge always shows a value.
+    labelNames: ['rule'] as const,
     registers: [registry],
     collect() {
       this.reset();
-      const { lagMs } = drain.snapshot().loadBalancer;
-      if (lagMs !== null) this.set(lagMs / 1000);
+      const { lagMs, quietPeriodMs, observable } = drain.snapshot().loadBalancer;
+      if (lagMs !== null && observable) this.set({ rule: quietPeriodMs === null ? 'check-delay' : 'observed' }, lagMs / 1000);
     },
   });
   new Histogram({
@@ -107,6 +109,8 @@ export function sidecarMetrics(
     registers: [registry],
     collect() {
       this.reset();
+      // Zeros before the first observation: a series that first shows up at 1 is invisible to increase().
+      this.zero({});
       for (const lagMs of drain.snapshot().settledLoadBalancerLagsMs) this.observe(lagMs / 1000);
     },
   });

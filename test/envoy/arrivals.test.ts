@@ -1,0 +1,66 @@
+/** The arrival counters read from Envoy's stats, and what arrived between two reads (src/envoy/arrivals.ts). */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { arrivalsBetween, hasClientTraffic, isObservable, portOfListener } from '../../src/envoy/arrivals.js';
+import { countDownstreamConnections, type StatSample } from '../../src/envoy/stats.js';
+
+/** Contour's Envoy: HTTP on 8080, HTTPS on 8443, its health listener on 8002 (the kubelet's readiness probe), a TCP proxy on 5432. */
+function contour(values: { http: number; https: number; probes: number; tcp: number; checks: number; connects: number }): StatSample[] {
+  return [
+    { name: 'listener.admin.downstream_cx_total', value: 10 },
+    { name: 'listener.admin.http.admin.downstream_rq_completed', value: 9 },
+    { name: 'http.admin.downstream_cx_active', value: 1 },
+    ...(['0.0.0.0_8080', '0.0.0.0_8443', '0.0.0.0_8002', '0.0.0.0_5432'] as const).map((listener) => ({ name: `listener.${listener}.downstream_cx_active`, value: 0 })),
+    { name: 'listener.0.0.0.0_8080.downstream_cx_total', value: values.http + values.connects },
+    { name: 'listener.0.0.0.0_8080.worker_0.downstream_cx_total', value: 999 },
+    { name: 'listener.0.0.0.0_8080.http.ingress_http.downstream_rq_completed', value: values.http },
+    { name: 'http.ingress_http.health_check.request_total', value: values.checks },
+    { name: 'listener.0.0.0.0_8443.downstream_cx_total', value: values.https },
+    { name: 'listener.0.0.0.0_8443.http.ingress_https.downstream_rq_completed', value: values.https },
+    { name: 'listener.0.0.0.0_8002.downstream_cx_total', value: values.probes },
+    { name: 'listener.0.0.0.0_8002.http.stats.downstream_rq_completed', value: values.probes },
+    { name: 'listener.0.0.0.0_5432.downstream_cx_total', value: values.tcp },
+  ];
+}
+
+const ZERO = { http: 0, https: 0, probes: 0, tcp: 0, checks: 0, connects: 0 };
+
+function arrivals(before: typeof ZERO, after: typeof ZERO, probePorts = [8002]) {
+  const read = (values: typeof ZERO) => countDownstreamConnections(contour(values), { probePorts }).arrivals;
+  return arrivalsBetween(read(before), read(after));
+}
+
+describe('arrivals: what counts as new client traffic', () => {
+  test('the tally: watched listeners (the probe listener and admin left out), per-listener responses, TCP-proxy listeners apart, worker copies ignored', () => {
+    const tally = countDownstreamConnections(contour({ ...ZERO, http: 5 }), { probePorts: [8002] }).arrivals;
+    assert.deepEqual(tally.watched, ['0.0.0.0_5432', '0.0.0.0_8080', '0.0.0.0_8443']);
+    assert.deepEqual(tally.connectionListeners, ['0.0.0.0_5432']);
+    assert.deepEqual(tally.responses, { '0.0.0.0_8080 ingress_http': 5, '0.0.0.0_8443 ingress_https': 0 });
+    assert.deepEqual(tally.connections, { '0.0.0.0_8080': 5, '0.0.0.0_8443': 0, '0.0.0.0_5432': 0 });
+    assert.equal(isObservable(tally), true);
+  });
+
+  test('client requests and TCP-proxy connections are traffic; health checks, bare connects and the probe listener are not', () => {
+    assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, http: 3 })), true);
+    assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, tcp: 1 })), true);
+    const noise = arrivals(ZERO, { ...ZERO, checks: 40, connects: 40, probes: 40 });
+    assert.equal(hasClientTraffic(noise), false);
+    assert.deepEqual([noise.healthChecks, noise.connections], [40, 40], 'reported, not waited for');
+    // Control: without --probe-ports, the kubelet's probes on 8002 pass for clients.
+    assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, probes: 40 }, [])), true);
+  });
+
+  test('a counter that went down (POST /reset_counters) is taken as traffic', () => {
+    const reset = arrivals({ ...ZERO, http: 100 }, ZERO);
+    assert.deepEqual([reset.reset, hasClientTraffic(reset)], [true, true]);
+  });
+
+  test('stats without the counters (a stats_matcher trimmed them) leave the load balancer unobservable', () => {
+    const gaugesOnly = contour(ZERO).filter((sample) => sample.name.endsWith('_active'));
+    assert.equal(isObservable(countDownstreamConnections(gaugesOnly).arrivals), false);
+  });
+
+  test('the port of a listener stat name', () => {
+    assert.deepEqual(['0.0.0.0_8002', '[__1]_10000', 'ingress', '0.0.0.0_99999'].map(portOfListener), [8002, 10000, undefined, undefined]);
+  });
+});
