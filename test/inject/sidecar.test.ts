@@ -103,3 +103,35 @@ describe("the sidecar's probes", () => {
     assert.ok(seconds(readinessProbe.periodSeconds, 10) <= 2, 'Ready within about two seconds of Envoy answering');
   });
 });
+
+describe("the kubelet's probes of Envoy are not clients (--probe-ports)", () => {
+  const withProbes = (envoy: Record<string, unknown>): V1Pod => {
+    const pod = structuredClone(review.request.object);
+    const containers = pod.spec?.containers ?? [];
+    const index = containers.findIndex((container) => container.name === 'envoy');
+    containers[index] = { ...containers[index], name: 'envoy', ...envoy };
+    return pod;
+  };
+  const probePortsOf = (pod: V1Pod): string | undefined => {
+    const result = injectPod(pod, config, 'token');
+    assert.equal(result.action, 'inject');
+    const sidecar = (result.action === 'inject' ? result.pod.spec?.containers ?? [] : []).find((container) => container.name === 'shutdown-manager');
+    return sidecar?.args?.find((arg) => arg.startsWith('--probe-ports='));
+  };
+
+  test("Contour's readiness probe on its health listener (8002, by name) and a tcpSocket liveness probe: both ports, sorted, once each", () => {
+    const pod = withProbes({
+      ports: [{ name: 'http', containerPort: 8080 }, { name: 'health', containerPort: 8002 }],
+      readinessProbe: { httpGet: { path: '/ready', port: 'health' } },
+      livenessProbe: { tcpSocket: { port: 8443 } },
+      startupProbe: { httpGet: { path: '/ready', port: 8002 } },
+    });
+    assert.equal(probePortsOf(pod), '--probe-ports=8002,8443');
+  });
+
+  test("none for probes of Envoy's admin port (never counted), for a port name the container does not declare, or without probes", () => {
+    assert.equal(probePortsOf(withProbes({ readinessProbe: { httpGet: { path: '/ready', port: 9001 } } })), undefined);
+    assert.equal(probePortsOf(withProbes({ readinessProbe: { httpGet: { path: '/ready', port: 'missing' } } })), undefined);
+    assert.equal(probePortsOf(withProbes({ readinessProbe: undefined, livenessProbe: undefined })), undefined);
+  });
+});
