@@ -16,6 +16,8 @@ import { parseArgs } from 'node:util';
 import { replaceBetween, rowsOf, runRow, TABLE_NAMES, tableHeader, tableRow, type TableName } from './fleet/proof-tables.js';
 
 const DOC = new URL('../../docs/proof.md', import.meta.url);
+/** Real ms between two requests of a busy client. */
+const THINK_MS = 25;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -41,14 +43,21 @@ async function main(): Promise<void> {
     const rows = rowsOf(table).filter((row) => values.rows === undefined || row.key.join(' ').includes(values.rows));
     const lines = tableHeader(table);
     console.log(`\n${table}\n\n${lines.join('\n')}`);
+    const loadBefore = os.loadavg()[0] ?? 0;
+    let loopP99 = 0;
     for (const row of rows) {
-      const line = tableRow(row, await runRow(row, { replicas, scale, thinkMs: 25 }));
+      const report = await runRow(row, { replicas, scale, thinkMs: THINK_MS });
+      loopP99 = Math.max(loopP99, report.loopDelayMs.p99);
+      const line = tableRow(row, report);
       lines.push(line);
       console.log(line);
     }
     const took = Math.round((performance.now() - tableStarted) / 1000);
     const command = `npm run proof${replicas === 20 && scale === 20 ? '' : ` -- --replicas=${replicas} --scale=${scale}`}`;
-    const produced = `Produced by \`${command}\` (${replicas} pods, scale ${scale}) on ${new Date().toISOString().slice(0, 10)}, ${machine}: ${took} s for this table.`;
+    const load = `load average ${loadBefore.toFixed(1)} at its start, ${(os.loadavg()[0] ?? 0).toFixed(1)} at its end`;
+    const delay = `event-loop delay p99 at most ${Math.round(loopP99)} ms (${((loopP99 * scale) / 1000).toFixed(1)} s of cluster time)`;
+    const produced = `Produced by \`${command}\` (${replicas} pods, scale ${scale}) on ${new Date().toISOString().slice(0, 10)}, ${machine}; ${took} s for this table, ${load}, ${delay}.`;
+    if (loopP99 * scale > 2_000) console.warn(`warning: ${delay}: timers of the model ran late; is the machine busy (${load})?`);
     if (write) {
       doc = replaceBetween(doc, table, `${produced}\n\n${lines.join('\n')}`);
       await writeFile(DOC, doc);

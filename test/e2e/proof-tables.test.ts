@@ -4,20 +4,23 @@
  * the load-balancer table again on a smaller fleet: 4 pods instead of 20, with as many clients per pod
  * (CLIENTS_FOR_REPLICAS), four rows at a time (one model's four drains), time still run 20 times faster. For
  * each row it compares the verdict of the committed table with the run's: whether any request/response was
- * lost (the loss columns summed), and whether any pod was SIGKILLed. Each loss column's own zero/non-zero is
- * not compared: where a row loses, a column with a handful of losses in one run has none in another (see
- * docs/proof.md, "What the test checks"); a row's verdict was the same in every run we made.
+ * lost (the loss columns together), and whether any pod was SIGKILLed. A row that lost in the table gets up to
+ * three runs to lose again (its losses are a few random events on 4 pods); a row that lost nothing must lose
+ * nothing in its one run. Each loss column's own zero/non-zero is not compared: where a row loses, a column with
+ * a handful of losses in one run has none in another (docs/proof.md, "What the test checks").
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { patternOf, readPatterns, rowsOf, runRow, TABLE_NAMES, type RowPattern } from './fleet/proof-tables.js';
+import { patternOf, readPatterns, rowsOf, runRow, TABLE_NAMES, type Row, type RowPattern } from './fleet/proof-tables.js';
 
 const DOC = new URL('../../docs/proof.md', import.meta.url);
 const REPLICAS = 4;
 const SCALE = 20;
 /** Rows run at once: the fleets share the process's one thread, and 4 small fleets load it less than the proof's one of 20. */
 const AT_ONCE = 4;
+/** Runs a row that lost in the committed table gets to lose again. */
+const ATTEMPTS = 3;
 
 /** A row's verdict: any loss among the request columns, and any pod killed. */
 function verdict(pattern: RowPattern): { lost: boolean; killed: boolean } {
@@ -45,20 +48,22 @@ describe('docs/proof.md matches what the proof gives', { timeout: 200_000 }, () 
     const written = new Map(readPatterns('lb-models', doc).map((row) => [row.key, verdict(row)]));
     const rows = rowsOf('lb-models');
     const mismatches: string[] = [];
+    const settings = { replicas: REPLICAS, scale: SCALE, thinkMs: 25 };
+    const check = async (row: Row, attempt: number): Promise<void> => {
+      const report = await runRow(row, settings);
+      const key = row.key.join(' | ');
+      assert.equal(report.complete, true, `${key}: the rollout did not complete`);
+      const got = verdict(patternOf(row, report));
+      const expected = written.get(key);
+      // A losing row's losses are a few random events on 4 pods: it gets up to ATTEMPTS runs to show one.
+      if (expected?.lost === true && !got.lost && got.killed === expected.killed && attempt < ATTEMPTS) return check(row, attempt + 1);
+      if (expected === undefined || got.lost !== expected.lost || got.killed !== expected.killed) {
+        const losses = report.kinds.map((kind) => `${kind.name} ${kind.failed}/${kind.ok}`).join(', ');
+        mismatches.push(`${key}: table says ${JSON.stringify(expected)}, run ${attempt} gave ${JSON.stringify(got)} (${losses})`);
+      }
+    };
     for (let start = 0; start < rows.length; start += AT_ONCE) {
-      const batch = rows.slice(start, start + AT_ONCE);
-      const reports = await Promise.all(batch.map((row) => runRow(row, { replicas: REPLICAS, scale: SCALE, thinkMs: 25 })));
-      batch.forEach((row, index) => {
-        const report = reports[index];
-        assert.ok(report !== undefined);
-        assert.equal(report.complete, true, `${row.key.join(' | ')}: the rollout did not complete`);
-        const got = verdict(patternOf(row, report));
-        const expected = written.get(row.key.join(' | '));
-        if (expected === undefined || got.lost !== expected.lost || got.killed !== expected.killed) {
-          const losses = report.kinds.map((kind) => `${kind.name} ${kind.failed}/${kind.ok}`).join(', ');
-          mismatches.push(`${row.key.join(' | ')}: table says ${JSON.stringify(expected)}, run gave ${JSON.stringify(got)} (${losses})`);
-        }
-      });
+      await Promise.all(rows.slice(start, start + AT_ONCE).map((row) => check(row, 1)));
     }
     assert.deepEqual(mismatches, [], `docs/proof.md no longer matches the code:\n${mismatches.join('\n')}`);
   });

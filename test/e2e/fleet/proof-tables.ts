@@ -20,8 +20,8 @@ export interface ModelSpec {
   readonly model: LoadBalancerModel;
   /** terminationGracePeriodSeconds for this model's rows (raised above the lag where it is long). */
   readonly gracePeriodS: number;
-  /** The fixed rule's check-delays: one below the model's lag, one above it. */
-  readonly below: number;
+  /** The fixed rule's check-delays: one below the model's lag (none when the lag is below one poll), one above it. */
+  readonly below: number | null;
   readonly above: number;
 }
 
@@ -37,9 +37,9 @@ export const QUIET_PERIOD_MS = 10_000;
 
 export const MODELS = {
   /** kube-proxy at its default min-sync-period (1 s): in-cluster clients of a Service. */
-  kubeProxy: { label: 'kube-proxy (Service)', lag: '0-1 s', model: { mode: 'kube-proxy', syncPeriodMs: 1_000 }, gracePeriodS: 90, below: 0, above: 5_000 },
+  kubeProxy: { label: 'kube-proxy (Service)', lag: '0-1 s', model: { mode: 'kube-proxy', syncPeriodMs: 1_000 }, gracePeriodS: 90, below: null, above: 5_000 },
   /** kube-proxy on a loaded node or behind a slow control plane: 10 s between endpoint change and rules. */
-  kubeProxySlow: { label: 'kube-proxy, slow sync', lag: '0-10 s', model: { mode: 'kube-proxy', syncPeriodMs: 10_000 }, gracePeriodS: 90, below: 2_000, above: 15_000 },
+  kubeProxySlow: { label: 'kube-proxy, slow sync', lag: '0-10 s', model: { mode: 'kube-proxy', syncPeriodMs: 10_000 }, gracePeriodS: 90, below: 0, above: 15_000 },
   /** GKE's L4 LB: HTTP checks every 3 s, 2 failures (envoyproxy/gateway#9210). */
   gke: {
     label: 'L4, GKE-like (3 s x 2)',
@@ -55,7 +55,7 @@ export const MODELS = {
     lag: '20-30 s',
     model: { mode: 'l4', health: { intervalMs: 10_000, unhealthyThreshold: 3, propagationMs: 0 } },
     gracePeriodS: 90,
-    below: 10_000,
+    below: 0,
     above: 35_000,
   },
   /** AWS NLB with IP targets: new connections for about 2 minutes (aws-load-balancer-controller#3270). */
@@ -82,10 +82,15 @@ export const MODELS = {
 export type DrainKind = 'fixed-below' | 'fixed-above' | 'observed' | 'no-sidecar';
 export const DRAIN_KINDS: readonly DrainKind[] = ['fixed-below', 'fixed-above', 'observed', 'no-sidecar'];
 
+/** A model's drains: no fixed rule "below" a lag shorter than one of the sidecar's polls. */
+function drainKindsOf(spec: ModelSpec): DrainKind[] {
+  return DRAIN_KINDS.filter((kind) => kind !== 'fixed-below' || spec.below !== null);
+}
+
 export function drainOf(kind: DrainKind, spec: ModelSpec): DrainSetting {
   switch (kind) {
     case 'fixed-below':
-      return { checkDelayMs: spec.below, checkIntervalMs: CHECK_INTERVAL_MS, quietPeriodMs: 0 };
+      return { checkDelayMs: spec.below ?? 0, checkIntervalMs: CHECK_INTERVAL_MS, quietPeriodMs: 0 };
     case 'fixed-above':
       return { checkDelayMs: spec.above, checkIntervalMs: CHECK_INTERVAL_MS, quietPeriodMs: 0 };
     case 'observed':
@@ -100,7 +105,7 @@ const seconds = (ms: number): string => `${Math.round(ms / 100) / 10}`;
 export function drainLabel(kind: DrainKind, spec: ModelSpec): string {
   switch (kind) {
     case 'fixed-below':
-      return `fixed: check-delay ${seconds(spec.below)} s (below the lag)`;
+      return `fixed: check-delay ${seconds(spec.below ?? 0)} s (below the lag)`;
     case 'fixed-above':
       return `fixed: check-delay ${seconds(spec.above)} s (above the lag)`;
     case 'observed':
@@ -116,7 +121,8 @@ export function drainLabel(kind: DrainKind, spec: ModelSpec): string {
 const IDLE_THINK_MS: readonly [number, number] = [30_000, 60_000];
 
 export const KINDS = {
-  http1: http1KeepAlive(),
+  // A new connection every 5 requests: clients come and go, and each new one is an arrival the LB places.
+  http1: http1KeepAlive({ requestsPerConnection: 5 }),
   http1Idle: http1KeepAlive({ name: 'HTTP/1.1 idle keep-alive', requestsPerConnection: Infinity }),
   http2: http2RequestResponse(),
   grpcUnary: grpcUnary(),
@@ -174,11 +180,11 @@ export function rowsOf(table: TableName): Row[] {
   switch (table) {
     case 'lb-models':
       return [MODELS.kubeProxy, MODELS.kubeProxySlow, MODELS.gke, MODELS.l4Mid, MODELS.nlb, MODELS.alb].flatMap((spec) =>
-        DRAIN_KINDS.map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: requestResponseClients(spec.model) })),
+        drainKindsOf(spec).map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: requestResponseClients(spec.model) })),
       );
     case 'mixed':
       return [MODELS.kubeProxy, MODELS.gke, MODELS.l4Mid].flatMap((spec) =>
-        DRAIN_KINDS.map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: MIXED })),
+        drainKindsOf(spec).map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: MIXED })),
       );
     case 'long-lived':
       return [null, LONG_LIVED_GRACE_MS].map((longLivedGraceMs) => ({

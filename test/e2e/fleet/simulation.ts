@@ -91,6 +91,8 @@ export interface PodRelease {
    * deletion, the deletion counting as the first: the quiet a quiet period must outlast not to be fooled.
    */
   readonly longestGapMs: number | undefined;
+  /** New connections (or L7 requests) the LB sent the pod after Envoy's exit: each one failed. */
+  readonly sentAfterExit: number;
 }
 
 export interface FleetReport {
@@ -223,6 +225,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
           drain: record.drain,
           sidecarLagMs: observedLagMs(record.drain, scale),
           longestGapMs: pod?.deletedAt === undefined ? undefined : longestGap(pod.deletedAt, pod.sentAfterDeletion, scale),
+          sentAfterExit: pod?.sentAfterDeletion.filter((at) => at > record.releasedAt).length ?? 0,
         };
       }),
       rolloutMs,
