@@ -116,34 +116,38 @@ function get(url: URL, transport: QueryTransport, timeoutMs: number): Promise<An
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise<Answer>((resolve, reject) => {
     let settled = false;
+    let outgoing: ReturnType<typeof send> | undefined;
     const fail = (message: string): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      outgoing.destroy();
+      outgoing?.destroy();
       reject(new PrometheusError(message));
     };
     const timer = setTimeout(() => fail(`no answer from ${transport.describe} within ${timeoutMs} ms (--request-timeout)`), timeoutMs);
-    const outgoing = send(
-      url,
-      { ...transport.options, method: 'GET', headers: { ...(transport.options?.headers as Record<string, string> | undefined), Accept: 'application/json' } },
-      (response: IncomingMessage) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        response.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > MAX_ANSWER_BYTES) return fail(`${transport.describe} sent an answer larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB: not Prometheus's answer to this query`);
-          chunks.push(chunk);
-        });
-        response.on('error', (error) => fail(`${transport.describe} broke off its answer: ${error.message}`));
-        response.on('end', () => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), contentType: String(response.headers['content-type'] ?? '') });
-        });
-      },
-    );
+    const onAnswer = (response: IncomingMessage): void => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      response.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_ANSWER_BYTES) return fail(`${transport.describe} sent an answer larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB: not Prometheus's answer to this query`);
+        chunks.push(chunk);
+      });
+      response.on('error', (error) => fail(`${transport.describe} broke off its answer: ${error.message}`));
+      response.on('end', () => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), contentType: String(response.headers['content-type'] ?? '') });
+      });
+    };
+    const headers = { ...(transport.options?.headers as Record<string, string> | undefined), Accept: 'application/json' };
+    try {
+      outgoing = send(url, { ...transport.options, method: 'GET', headers }, onAnswer);
+    } catch (error) {
+      // A request Node refuses to send (a header the kubeconfig's credentials make invalid, say).
+      return fail(`cannot send the query to ${transport.describe}: ${causeOf(error)}`);
+    }
     outgoing.on('error', (error) => fail(`cannot reach ${transport.describe}: ${causeOf(error)}`));
     outgoing.end();
   });

@@ -404,11 +404,11 @@ describe("promtool: the load-balancer lag alert, and check's query", { skip: pro
         interval: '1m',
         input_series: [
           // A 300 s deadline: the last client 250 s after the failure (past 240 s), then the pod is gone.
-          { series: `shutdown_manager_load_balancer_lag_seconds{${near}}`, values: '200 250 250 _x20' },
+          { series: `shutdown_manager_load_balancer_lag_seconds{${near},rule="observed"}`, values: '200 250 250 _x20' },
           { series: `shutdown_manager_drain_remaining_seconds{${near}}`, values: '100 40 0 _x20' },
           { series: `shutdown_manager_drain_duration_seconds{${near}}`, values: '200 260 300 _x20' },
           // The same deadline, the last client at 100 s: fine.
-          { series: `shutdown_manager_load_balancer_lag_seconds{${early}}`, values: '100 100 100' },
+          { series: `shutdown_manager_load_balancer_lag_seconds{${early},rule="check-delay"}`, values: '100 100 100' },
           { series: `shutdown_manager_drain_remaining_seconds{${early}}`, values: '200 140 80' },
           { series: `shutdown_manager_drain_duration_seconds{${early}}`, values: '100 160 220' },
         ],
@@ -429,11 +429,12 @@ describe("promtool: the load-balancer lag alert, and check's query", { skip: pro
       {
         interval: '1m',
         input_series: [
-          { series: `${LAG_METRIC}{${target('envoy-7d9f-a', 'ReplicaSet', 'envoy-7d9f')}}`, values: '1 4.5 _x5' },
-          { series: `${LAG_METRIC}{${target('envoy-7d9f-b', 'ReplicaSet', 'envoy-7d9f')}}`, values: '_ _ 2 12 3' },
-          { series: `${LAG_METRIC}{${target('ingress-x1', 'DaemonSet', 'ingress')}}`, values: '95' },
+          // Each with the rule its drain ran (the gauge's own label), which the query takes out.
+          { series: `${LAG_METRIC}{${target('envoy-7d9f-a', 'ReplicaSet', 'envoy-7d9f')},rule="observed"}`, values: '1 4.5 _x5' },
+          { series: `${LAG_METRIC}{${target('envoy-7d9f-b', 'ReplicaSet', 'envoy-7d9f')},rule="check-delay"}`, values: '_ _ 2 12 3' },
+          { series: `${LAG_METRIC}{${target('ingress-x1', 'DaemonSet', 'ingress')},rule="observed"}`, values: '95' },
           // Two hours ago: out of the window.
-          { series: `${LAG_METRIC}{${target('envoy-5c8bd-c', 'ReplicaSet', 'envoy-5c8bd')}}`, values: '300 _x200' },
+          { series: `${LAG_METRIC}{${target('envoy-5c8bd-c', 'ReplicaSet', 'envoy-5c8bd')},rule="observed"}`, values: '300 _x200' },
         ],
         promql_expr_test: [
           {
