@@ -16,7 +16,7 @@ import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, LAG_METRIC } fr
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { sampleOf } from '../support/prometheus.js';
 import { REPO_ROOT, runBuiltEntry, startWebhook, type WebhookProcess } from '../support/process.js';
-import { spawnSidecarWith, type SidecarProcess } from '../support/sidecar-process.js';
+import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 import { FIXTURES, httpsRequest } from '../support/webhook.js';
 import {
   MANIFESTS_DIR,
@@ -326,10 +326,8 @@ async function scrapeSidecars(): Promise<Map<SidecarMoment, string>> {
   const emulator = await EnvoyEmulator.start({});
   const sidecars: SidecarProcess[] = [];
   const start = async (deadline: string): Promise<SidecarProcess> => {
-    // The quiet-period rule off (by environment, which a sidecar without the flag ignores): a drain then ends once
-    // its connection closes, and a one-second deadline is a valid one.
-    const flags = ['mode=sidecar', '--serve-address=127.0.0.1', '--serve-port=0', `--admin-port=${emulator.ports.admin}`, '--check-interval=50ms', '--check-delay=0s', `--drain-timeout=${deadline}`];
-    const sidecar = await spawnSidecarWith(flags, { SHUTDOWN_MANAGER_QUIET_PERIOD: '0s' });
+    // The quiet-period rule off: a drain then ends once its connection closes, and a one-second deadline is a valid one.
+    const sidecar = await spawnSidecar([`--admin-port=${emulator.ports.admin}`, '--check-interval=50ms', '--check-delay=0s', '--quiet-period=0s', `--drain-timeout=${deadline}`]);
     sidecars.push(sidecar);
     return sidecar;
   };
