@@ -94,14 +94,18 @@ export interface CodecHost extends ConnectionManager {
 
 /**
  * One connection of an HTTP connection manager (the HTTP listener's or the `envoy-admin` listener's), as the
- * connection-level drain of Envoy main needs to see it (`drainConnection` in drain-manager.ts).
+ * connection-level drain of Envoy main needs to see it (`pushConnectionDrain`, `drainConnection` in
+ * drain-manager.ts).
  */
 export interface HcmConnection {
   readonly socket: net.Socket;
   readonly manager: ConnectionManager;
   /** What its first bytes chose (`none` before any); `upgraded` once a WebSocket took it over. */
   codec: 'none' | 'http1' | 'http2' | 'upgraded';
-  /** HTTP/1.1 requests whose response has not ended yet. */
+  /**
+   * Its active streams: HTTP/1.1 requests whose response has not ended yet, or open HTTP/2 streams (counted
+   * by the HTTP/2 codec). 0 is idle for main's proactive drain (`pushConnectionDrain` in drain-manager.ts).
+   */
   inFlight: number;
   /** Close it once no request is in flight: its drain timeout has passed (HTTP/1.1 connection-level drain). */
   closeWhenIdle: boolean;

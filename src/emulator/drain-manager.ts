@@ -2,10 +2,24 @@
  * Envoy's drain manager (source/server/drain_manager_impl.cc DrainManagerImpl) as the listeners' connections
  * see it: the per-response drain-close decision (`drainClose`, with the gradual formula in
  * `gradualDrainClose`), drain sequences by direction (`startDrainSequence`, PR #37873 for directions), and,
- * on Envoy main only, the connection-level proactive drain (`scheduleConnectionDrain`, `drainConnection`;
- * runtime guard `envoy.reloadable_features.use_connection_event_drain`, modelled from this project's notes
- * alone, see envoy-emulator.ts). A listener's `drain_type` and `traffic_direction` (listener.proto) decide
- * which decisions reach it.
+ * on Envoy main only, the connection-level proactive drain (`pushConnectionDrain`, `drainConnection`;
+ * runtime guard `envoy.reloadable_features.use_connection_event_drain`). A listener's `drain_type` and
+ * `traffic_direction` (listener.proto) decide which decisions reach it.
+ *
+ * The source for main's proactive drain is Envoy's changelog alone, not its code (drain_manager_impl.cc and
+ * conn_manager_impl.cc on main were not read). changelogs/current.yaml on main, latest wording:
+ *
+ *   "The HTTP connection manager now proactively drains connections with active streams in the last third
+ *   of the listener drain time, rather than only checking the drain state when a response is sent. This
+ *   spreads the closure of upgraded (e.g. WebSocket) and CONNECT streams across the drain window. Idle
+ *   connections begin draining immediately. Proactive draining is skipped when --drain-time-s is too short
+ *   to leave room for the connection manager's drain timeout. The proactive behavior can be temporarily
+ *   reverted by setting the runtime guard envoy.reloadable_features.use_connection_event_drain to false."
+ *
+ * and an earlier entry: the drain event "is pushed to each connection when the drain sequence starts on the
+ * main thread, rather than from polling the listener's DrainDecision on every response", and is "only
+ * delivered to the listeners covered by the drain". See `pushConnectionDrain` for how the emulator reads
+ * them and what it chose where they say nothing.
  */
 import { randomInt } from 'node:crypto';
 import type { EmulatorCore, HcmConnection } from './core.js';
@@ -26,15 +40,14 @@ export function listenerConfig(spec: ListenerSpec | undefined): ListenerConfig {
 /**
  * The first version with the connection-level proactive drain (runtime guard
  * `envoy.reloadable_features.use_connection_event_drain`, taken as on): Envoy main after 1.40. See
- * `scheduleConnectionDrain`.
+ * `pushConnectionDrain`.
  */
 export const CONNECTION_EVENT_DRAIN_SINCE = { major: 1, minor: 41 } as const;
 /**
- * The share of the drain time, at its end, in which that drain reaches the connections ("the last part of
- * the drain time": the emulator's reading, the quarter mirroring DrainManagerImpl's drain-close callbacks,
- * which are spread over the first quarter). Unverified, see the file comment of envoy-emulator.ts.
+ * The share of the drain time, at its end, over which connections with active streams are drained ("in the
+ * last third of the listener drain time", main's changelog).
  */
-const CONNECTION_DRAIN_SHARE = 0.25;
+const ACTIVE_STREAM_DRAIN_SHARE = 1 / 3;
 /**
  * DrainManagerImpl::drainClose for `--drain-strategy gradual` once a drain covers the connection
  * (source/server/drain_manager_impl.cc, deadline-based since Envoy 1.15, PR #11138):
@@ -80,7 +93,7 @@ export class DrainManager {
   /** DrainManagerImpl's drain_deadlines_, kept as start instants (clock ms), per DrainDirection. */
   private readonly starts: { inbound?: number; all?: number } = {};
   private readonly timers = new Set<NodeJS.Timeout>();
-  /** Whether this version drains connections proactively near the end of a drain (see `scheduleConnectionDrain`). */
+  /** Whether this version drains connections proactively (Envoy main; see `pushConnectionDrain`). */
   private readonly connectionEventDrain: boolean;
 
   constructor(private readonly core: EmulatorCore) {
@@ -137,13 +150,13 @@ export class DrainManager {
    * does nothing with `skip_exit`, and a non-graceful drain gives an empty one).
    * Widening an inbound-only drain to all keeps the first one's timer too. Drain-close callbacks are not
    * run: no HTTP connection manager of a release registers any (see envoy-emulator.ts); from
-   * CONNECTION_EVENT_DRAIN_SINCE (Envoy main) the connection-level drain is scheduled instead
-   * (`scheduleConnectionDrain`).
+   * CONNECTION_EVENT_DRAIN_SINCE (Envoy main) the drain event is pushed to the covered connections instead
+   * (`pushConnectionDrain`).
    */
   startDrainSequence(scope: Exclude<DrainScope, 'none'>, onComplete: (() => void) | undefined): void {
     const start = this.core.clock();
     this.starts[scope === 'all' ? 'all' : 'inbound'] = start;
-    if (this.connectionEventDrain) this.scheduleConnectionDrain(scope, start);
+    if (this.connectionEventDrain) this.pushConnectionDrain(scope, start);
     if (onComplete === undefined) return;
     this.startDrainTimer(onComplete, this.core.options.drainTimeMs);
   }
@@ -159,40 +172,66 @@ export class DrainManager {
   }
 
   /**
-   * Envoy main's connection-level proactive drain (runtime guard
-   * `envoy.reloadable_features.use_connection_event_drain`; versions from CONNECTION_EVENT_DRAIN_SINCE). A
-   * drain that starts now reaches every open connection of the HTTP connection managers it governs (the
-   * HTTP listener, the `envoy-admin` listener) in the last CONNECTION_DRAIN_SHARE of the drain time, spread
-   * over it as DrainManagerImpl spreads its drain-close callbacks (the i-th of n at i/n of the window), or
-   * all at the drain's start with `--drain-strategy immediate` (a window of 0, as those callbacks get). The
-   * connections open at the window's start are the ones reached; one accepted later gets only the
-   * per-response decision. See `drainConnection` for what each gets; TCP proxy connections get nothing.
+   * Whether main's proactive drain runs at all: "skipped when --drain-time-s is too short to leave room for
+   * the connection manager's drain timeout". The emulator reads "room" as a drain time longer than the HCM
+   * `drain_timeout` (`httpDrainTimeoutMs`): equal or shorter, no proactive drain (only the per-response one).
    */
-  private scheduleConnectionDrain(scope: Exclude<DrainScope, 'none'>, start: number): void {
-    const immediate = this.core.options.drainStrategy === 'immediate';
-    const windowMs = immediate ? 0 : this.core.options.drainTimeMs * CONNECTION_DRAIN_SHARE;
-    this.startDrainTimer(() => {
-      const governed = (config: ListenerConfig): boolean => (scope === 'all' || config.direction === 'inbound') && this.startFor(config) === start;
-      const reached = [...this.core.hcmConnections.values()].filter((connection) => governed(connection.manager.config));
-      reached.forEach((connection, index) => {
-        const delayMs = (index / reached.length) * windowMs;
-        if (delayMs === 0) drainConnection(this.core, connection);
-        else this.startDrainTimer(() => drainConnection(this.core, connection), delayMs);
-      });
-    }, immediate ? 0 : this.core.options.drainTimeMs - windowMs);
+  get proactiveDrain(): boolean {
+    const { drainTimeMs, httpDrainTimeoutMs } = this.core.options;
+    return this.connectionEventDrain && drainTimeMs > httpDrainTimeoutMs;
+  }
+
+  /**
+   * Envoy main's connection-level proactive drain (runtime guard
+   * `envoy.reloadable_features.use_connection_event_drain`, taken as on; versions from
+   * CONNECTION_EVENT_DRAIN_SINCE), after main's changelog (see the file comment). When a drain sequence
+   * starts, its event goes to each open connection of the HTTP connection managers it covers (the HTTP
+   * listener, the `envoy-admin` listener; not those an earlier drain already covers; an inbound-only drain
+   * reaches only INBOUND listeners). Each then, by its streams at that instant:
+   *
+   * - idle (HTTP/1.1 or HTTP/2 with no request or stream in flight, or nothing received yet): drained now
+   *   ("Idle connections begin draining immediately");
+   * - with active streams (a slow or long HTTP/1.1 response, an HTTP/2 stream, an upgraded WebSocket): drained
+   *   at a point of the last third of the drain time, drawn uniformly with the emulator's random source
+   *   ("proactively drains connections with active streams in the last third ... spreads the closure").
+   *
+   * What each gets is `drainConnection`. None of it when the drain time leaves no room for the HCM
+   * `drain_timeout` (`proactiveDrain`). TCP proxy connections get nothing (no connection manager). The
+   * emulator's choices, where the changelog says nothing: `--drain-strategy` changes none of this (the per-
+   * response decision still says yes at once with `immediate`); a connection accepted after the drain
+   * started gets only the per-response decision; a connection's class is fixed when the event arrives (a
+   * busy one that goes idle waits for its point in the last third, unless a response drains it first); the
+   * per-response decision (`drainClose`) is kept as in the releases ("rather than only checking the drain
+   * state when a response is sent").
+   */
+  private pushConnectionDrain(scope: Exclude<DrainScope, 'none'>, start: number): void {
+    if (!this.proactiveDrain) return;
+    const { drainTimeMs } = this.core.options;
+    const windowMs = drainTimeMs * ACTIVE_STREAM_DRAIN_SHARE;
+    const covered = (config: ListenerConfig): boolean => (scope === 'all' || config.direction === 'inbound') && this.startFor(config) === start;
+    for (const connection of [...this.core.hcmConnections.values()]) {
+      if (!covered(connection.manager.config)) continue;
+      if (connection.codec !== 'upgraded' && connection.inFlight === 0) {
+        drainConnection(this.core, connection);
+        continue;
+      }
+      const delayMs = drainTimeMs - windowMs + windowMs * ((this.core.random() % 1_000_000) / 1_000_000);
+      this.startDrainTimer(() => drainConnection(this.core, connection), delayMs);
+    }
   }
 }
 
 /**
- * One connection reached by the connection-level drain: its drain sequence starts if it has not
- * (ConnectionManagerImpl::startDrainSequence, counted in `downstream_cx_drain_close` once per connection),
- * and then: HTTP/2, the shutdown-notice GOAWAY and the drain timeout as for a per-response drain (so a
- * final GOAWAY and a close once its streams end, an idle one closing at the timeout); HTTP/1.1 with no
- * request in flight (or nothing received yet), closed now; HTTP/1.1 busy, draining: the next response
- * headers it encodes say `Connection: close` (those of the request in flight, unless already sent, as a
- * long stream's are), and after the HCM `drain_timeout` (onDrainTimeout, then checkForDeferredClose) it
- * closes as soon as no request is in flight; upgraded (WebSocket), closed now, no close frame (the socket
- * is closed under the upgraded stream). A connection closed since the window began is skipped.
+ * One connection reached by main's proactive drain (`pushConnectionDrain`): its drain sequence starts if it
+ * has not (ConnectionManagerImpl::startDrainSequence, counted in `downstream_cx_drain_close` once per
+ * connection), and then: HTTP/2, the shutdown-notice GOAWAY and the drain timeout as for a per-response
+ * drain (a final GOAWAY at its end and a close once the streams end; an idle one whose client answers the
+ * notice with its own GOAWAY closes at once, see http2.ts); HTTP/1.1 with no request in flight (or nothing
+ * received yet), closed now; HTTP/1.1 busy, draining: its next response headers say `Connection: close`
+ * (those of the request in flight, unless already sent, as a long stream's are), and after the HCM
+ * `drain_timeout` (onDrainTimeout, then checkForDeferredClose) it closes as soon as no request is in flight;
+ * upgraded (WebSocket), closed now, no close frame (the socket is closed under the upgraded stream). A
+ * connection closed in the meantime is skipped.
  */
 export function drainConnection(core: EmulatorCore, connection: HcmConnection): void {
   if (core.closed || core.hcmConnections.get(connection.socket) !== connection) return;

@@ -25,7 +25,7 @@
  * | `types.ts` | the options and public types |
  * | `core.ts` | shared state: server health-check state, open connections, timers, socket binding |
  * | `versions.ts` | releases: `version`, `1.41.0-dev` for main |
- * | `drain-manager.ts` | DrainManagerImpl: the drain-close decision, drain sequences, main's connection drain |
+ * | `drain-manager.ts` | DrainManagerImpl: the drain-close decision, drain sequences, main's proactive drain |
  * | `stats.ts` | listener and connection manager stats, chargeStats, /stats formats, Prometheus tags |
  * | `http-listener.ts` | the HTTP listener: codec choice, routes, its connection manager's counters |
  * | `http1.ts` | the HTTP/1.1 codec and its response drain (`Connection: close`) |
@@ -85,27 +85,34 @@
  *   (its filter-chain drain decision, PerFilterChainFactoryContextImpl::addOnDrainCloseCb, is an
  *   ENVOY_BUG; the proactive HTTP/2 GOAWAY PR #16201 was closed unmerged; envoyproxy/envoy#42305 "allow
  *   close downstream idle connection while draining" is open). An idle HTTP/1.1 keep-alive connection is
- *   therefore left alone until it sends a request, its idle_timeout (1 h by default) or Envoy's exit. The
- *   connection-level `onDrain` of Envoy main (PR #45254, 2026) is used only by the reverse-tunnel HCM.
- * - Envoy main's connection-level proactive drain, only for `version` CONNECTION_EVENT_DRAIN_SINCE (1.41) and
+ *   therefore left alone until it sends a request, its idle_timeout (1 h by default) or Envoy's exit.
+ * - Envoy main's proactive connection drain, only for `version` CONNECTION_EVENT_DRAIN_SINCE (1.41) and
  *   later, i.e. ENVOY_MAIN_VERSION "1.41.0-dev" (main's VERSION.txt not read: the release after 1.40 with
  *   main's suffix), with the runtime guard `envoy.reloadable_features.use_connection_event_drain` taken as on.
- *   Every drain sequence (`drain_listeners`, graceful or, from 1.40, not) reaches the open connections of
- *   the HTTP connection managers it governs in the last quarter of `--drain-time-s` (at once with
- *   `immediate`), spread as DrainManagerImpl spreads drain-close callbacks: idle HTTP/1.1 connections (and
- *   connections that sent nothing) are closed; a busy HTTP/1.1 one drains (`Connection: close` on its next
- *   response headers, closed once idle after `drain_timeout`); HTTP/2 gets the shutdown-notice GOAWAY and the
- *   drain timeout's final one; upgraded (WebSocket) connections are closed without a close frame; each
- *   counted once in `downstream_cx_drain_close`. TCP proxy connections get nothing (no connection manager;
+ *   Source: Envoy's changelog on main, NOT its code (main's drain_manager_impl.cc and conn_manager_impl.cc
+ *   were not read). changelogs/current.yaml, latest wording: "The HTTP connection manager now proactively
+ *   drains connections with active streams in the last third of the listener drain time, rather than only
+ *   checking the drain state when a response is sent. This spreads the closure of upgraded (e.g. WebSocket)
+ *   and CONNECT streams across the drain window. Idle connections begin draining immediately. Proactive
+ *   draining is skipped when --drain-time-s is too short to leave room for the connection manager's drain
+ *   timeout. The proactive behavior can be temporarily reverted by setting the runtime guard
+ *   envoy.reloadable_features.use_connection_event_drain to false." An earlier entry: the drain event "is
+ *   pushed to each connection when the drain sequence starts on the main thread, rather than from polling
+ *   the listener's DrainDecision on every response", and is "only delivered to the listeners covered by the
+ *   drain". The emulator reads them so: when a drain sequence starts (`drain_listeners`, graceful or, from
+ *   1.40, not), each open connection of the HTTP connection managers it covers (an inbound-only drain: only
+ *   INBOUND listeners) is drained at once if idle (HTTP/1.1 with no request in flight or nothing received:
+ *   closed; HTTP/2 with no stream: the shutdown-notice GOAWAY, then closed at the drain timeout or once the
+ *   client is done), and otherwise at a random point of the last third of `--drain-time-s` (an upgraded
+ *   WebSocket: closed, no close frame; HTTP/2 with streams: GOAWAY, the drain timeout's final GOAWAY, closed
+ *   once its streams end; HTTP/1.1 busy: `Connection: close` on its response if not yet sent, else closed
+ *   once idle after `drain_timeout`); each counted once in `downstream_cx_drain_close`. Nothing proactive
+ *   when the drain time is not longer than the HCM `drain_timeout` (`httpDrainTimeoutMs`, the emulator's
+ *   reading of "too short to leave room"). TCP proxy connections get nothing (no connection manager;
  *   tcp_proxy's own opt-in drain check is not modelled), nor does anything without a drain sequence
- *   (`/healthcheck/fail` alone). See drain-manager.ts. UNVERIFIED: modelled
- *   from this project's notes (../shared/reference/envoy-admin.md: main "drains idle and upgraded
- *   connections proactively in the last part of the drain time", guard use_connection_event_drain) alone;
- *   main's changelogs/current.yaml, source/server/drain_manager_impl.cc and
- *   source/common/http/conn_manager_impl.cc could not be read where this was written, and they may
- *   contradict the note above that PR #45254's onDrain serves only the reverse-tunnel HCM. The quarter, the
- *   spread, the treatment of busy HTTP/1.1 connections and of connections accepted after the window opens
- *   (only the per-response decision) are the emulator's choices.
+ *   (`/healthcheck/fail` alone). The emulator's choices where the wording says nothing: `--drain-strategy`
+ *   does not change the timing; the per-response decision is kept as in the releases; connections accepted
+ *   after the drain starts get only that; the uniform draw in the last third. See drain-manager.ts.
  * - `/quitquitquit` and SIGTERM (source/server/admin/server_cmd_handler.cc handlerQuitQuitQuit,
  *   source/server/server.cc InstanceImpl::shutdown): no drain; the admin answer `OK\n` goes out, the
  *   dispatcher exits and terminate() stops the workers, cutting every connection; the process exits 0.
@@ -151,7 +158,7 @@
  * first read). Node's HTTP/2 session may repeat the final GOAWAY (same last-stream-id) when the connection
  * closes. An HTTP/2 client that has sent GOAWAY and has no stream left is closed by the emulator (Go and gRPC
  * clients close such a connection themselves; Node's waits for the server). `drain_timeout` is modelled for
- * HTTP/2 (and for the connection-level drain of a busy HTTP/1.1 connection on main) only: on HTTP/1.1 the
+ * HTTP/2 (and for main's proactive drain of a busy HTTP/1.1 connection) only: on HTTP/1.1 the
  * `Connection: close` response closes the connection itself.
  *
  * Start it in-process with `EnvoyEmulator.start(options)`, or as a child process with

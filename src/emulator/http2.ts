@@ -7,9 +7,10 @@
  * with last-stream-id 2^31-1 before the response's headers, and arms the HCM `drain_timeout`. At its end, a
  * GOAWAY naming the last stream processed; the connection closes once its streams end. Streams go on
  * throughout; the client's GOAWAY changes nothing (onGoAway is empty). An HTTP/2 connection with no response
- * encoded since the drain began gets nothing until Envoy exits (unless Envoy main's connection-level drain
- * reaches it); neither does one whose only stream is a long one whose headers went out before
- * (envoyproxy/envoy#14350, #42305).
+ * encoded since the drain began gets nothing until Envoy exits; neither does one whose only stream is a long
+ * one whose headers went out before (envoyproxy/envoy#14350, #42305). On Envoy main the proactive drain
+ * reaches both (drain-manager.ts: an idle one at the drain's start, one with streams in its last third); the
+ * codec counts its streams in the connection's `inFlight` for it.
  */
 import http2 from 'node:http2';
 import type net from 'node:net';
@@ -67,8 +68,9 @@ export class Http2Codec {
   private trackSession(session: http2.ServerHttp2Session): void {
     const drain: Http2Drain = { state: 'not-draining', timer: undefined, peerGoaway: false, streams: 0 };
     this.drains.set(session, drain);
-    if (this.opening !== undefined) {
-      this.opening.startHttp2Drain = () => {
+    const connection = this.opening;
+    if (connection !== undefined) {
+      connection.startHttp2Drain = () => {
         if (drain.state === 'not-draining') this.startDrain(session, drain);
       };
     }
@@ -77,8 +79,10 @@ export class Http2Codec {
     session.on('goaway', () => (drain.peerGoaway = true));
     session.on('stream', (stream: http2.ServerHttp2Stream) => {
       drain.streams += 1;
+      if (connection !== undefined) connection.inFlight += 1;
       stream.once('close', () => {
         drain.streams -= 1;
+        if (connection !== undefined) connection.inFlight -= 1;
         if (peerDone(drain)) session.close();
       });
     });

@@ -5,8 +5,8 @@
  * connection never gets a drain signal from a release (envoyproxy/envoy#45250): the 101 is a response like
  * any, so a yes from the drain decision starts the connection's drain sequence and counts
  * `downstream_cx_drain_close`, but encodeHeaders sends no `Connection: close` on an upgrade and the deferred
- * close waits for the upgraded stream; the socket is cut at exit (or, on Envoy main, closed by the
- * connection-level drain, see drain-manager.ts). Counted in `downstream_cx_upgrades_total`/`_active`, and in
+ * close waits for the upgraded stream; the socket is cut at exit (or, on Envoy main, closed by its proactive
+ * drain in the last third of the drain time, see drain-manager.ts). Counted in `downstream_cx_upgrades_total`/`_active`, and in
  * the HTTP/1.1 gauges too (http_conn_man/stats.rst).
  */
 import type http from 'node:http';

@@ -1,8 +1,11 @@
 /**
- * Envoy main's connection-level proactive drain (runtime guard envoy.reloadable_features.use_connection_event_drain,
- * emulated from CONNECTION_EVENT_DRAIN_SINCE, i.e. ENVOY_MAIN_VERSION), each behaviour against its negative
- * control: the same connections on the default release (1.36.2), which nothing reaches before Envoy exits.
- * Drain times are a few hundred ms; every connection, session and emulator is closed by the test that opened it.
+ * Envoy main's proactive connection drain (runtime guard envoy.reloadable_features.use_connection_event_drain,
+ * emulated from CONNECTION_EVENT_DRAIN_SINCE, i.e. ENVOY_MAIN_VERSION, after main's changelog: idle
+ * connections drained when the drain sequence starts, connections with active streams in the last third of
+ * the drain time, nothing when the drain time leaves no room for the HCM drain_timeout), each behaviour
+ * against its negative control: the same connections on the default release (1.36.2), which nothing reaches
+ * before Envoy exits, or on main with a drain time too short. Drain times are a few hundred ms; every
+ * connection, session and emulator is closed by the test that opened it.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -16,8 +19,12 @@ import { ENVOY_MAIN_VERSION, EnvoyEmulator, type EnvoyEmulatorOptions } from '..
 import { httpRequest, openHttpConnection, openTcpConnection, type HeldConnection } from '../support/connections.js';
 import { waitUntil, within } from '../support/wait.js';
 
-const DRAIN_TIME_MS = 400;
+const DRAIN_TIME_MS = 600;
 const HTTP_DRAIN_TIMEOUT_MS = 150;
+/** Where the last third of the drain time starts, after the drain's start. */
+const LAST_THIRD_MS = (DRAIN_TIME_MS * 2) / 3;
+/** Timer slack for a loaded machine, on the late side only (timers never fire early). */
+const LATE_MS = 300;
 const SHUTDOWN_NOTICE_ID = 2 ** 31 - 1;
 const DEFAULT_VERSION = '1.36.2';
 
@@ -81,29 +88,72 @@ async function openClients(t: TestContext, emulator: EnvoyEmulator): Promise<Cli
 }
 
 describe("Envoy emulator: Envoy main's connection-level proactive drain", () => {
-  test(`gradual, ${ENVOY_MAIN_VERSION}: idle HTTP/1.1 and WebSocket closed, HTTP/2 GOAWAY, in the last quarter of the drain time; TCP proxy untouched`, async (t) => {
+  test(`${ENVOY_MAIN_VERSION}: idle HTTP/1.1 and HTTP/2 drained at the drain start, the WebSocket closed only in the last third; TCP proxy untouched`, async (t) => {
     const emulator = await startEmulator(t, { version: ENVOY_MAIN_VERSION, readonlyAdminPort: 0 });
     const clients = await openClients(t, emulator);
+    let wsClosedAt: number | undefined;
+    void clients.wsClosed.then(() => (wsClosedAt = Date.now()));
     const drainStart = Date.now();
     await admin(emulator, '/drain_listeners?graceful&skip_exit');
-    const [h1At, readonlyAt, wsAt, h2At] = await within(
-      Promise.all([settledAt(clients.h1.closed), settledAt(clients.readonly.closed), settledAt(clients.wsClosed), settledAt(clients.h2Closed)]),
+    const [h1At, readonlyAt, h2At] = await within(
+      Promise.all([settledAt(clients.h1.closed), settledAt(clients.readonly.closed), settledAt(clients.h2Closed)]),
       5_000,
-      'the idle HTTP/1.1 connections, the WebSocket and the h2 connection closed',
+      'the idle HTTP/1.1 and h2 connections closed',
     );
-    for (const [what, at] of [['HTTP/1.1', h1At], ['envoy-admin HTTP/1.1', readonlyAt], ['WebSocket', wsAt], ['HTTP/2', h2At]] as const) {
-      assert.ok(at - drainStart >= DRAIN_TIME_MS * 0.75 - 5, `${what} closed ${at - drainStart} ms after the drain start: not before its last quarter`);
+    for (const [what, at] of [['HTTP/1.1', h1At], ['envoy-admin HTTP/1.1', readonlyAt], ['HTTP/2', h2At]] as const) {
+      assert.ok(at - drainStart < LAST_THIRD_MS, `idle ${what} closed ${at - drainStart} ms after the drain start: before the last third`);
     }
-    assert.equal(await clients.wsClosed, 1006, 'no close frame: the socket is closed under the upgraded stream');
+    assert.equal(wsClosedAt, undefined, 'the WebSocket (an active upgraded stream) is still open when the idle ones have closed');
     // Node's client answers the notice with its own GOAWAY and, having no stream, is done: the emulator then
     // closes the connection (see the emulator's file comment), before the drain timeout's final GOAWAY.
     assert.deepEqual(clients.goaways.slice(0, 1), [SHUTDOWN_NOTICE_ID], 'the shutdown notice, as a per-response drain sends it');
+    const wsAt = await within(settledAt(clients.wsClosed), 5_000, 'the WebSocket closed');
+    assert.ok(wsAt - drainStart >= LAST_THIRD_MS - 5, `WebSocket closed ${wsAt - drainStart} ms after the drain start: not before the last third`);
+    assert.ok(wsAt - drainStart <= DRAIN_TIME_MS + LATE_MS, `WebSocket closed ${wsAt - drainStart} ms after the drain start: within the drain time`);
+    assert.equal(await clients.wsClosed, 1006, 'no close frame: the socket is closed under the upgraded stream');
     assert.equal(drainCloses(emulator), 3, 'one drain close each for the HTTP/1.1, WebSocket and HTTP/2 connections');
     assert.equal(drainCloses(emulator, 'envoy-admin'), 1);
     assert.equal(emulator.openConnections.tcp, 1, 'the TCP proxy connection stays: tcp_proxy is no HTTP connection manager');
     assert.equal(emulator.exitedWith, undefined, 'closed before Envoy exits');
     await admin(emulator, '/quitquitquit');
     await within(clients.tcp.closed, 5_000, 'the TCP proxy connection cut at exit');
+  });
+
+  test(`${ENVOY_MAIN_VERSION}: a long HTTP/2 stream gets the GOAWAY only in the last third and ends whole (default release: no GOAWAY)`, async (t) => {
+    const count = 24;
+    const expected = Array.from({ length: count }, (_, index) => `${index + 1}\n`).join('');
+    /** A /stream on h2c started before the drain: its text, the GOAWAYs (ms after the drain start) and the session's close. */
+    const streamThroughDrain = async (emulator: EnvoyEmulator): Promise<{ text: string; goawaysAt: number[]; closed: Promise<void> }> => {
+      const session = http2.connect(`http://127.0.0.1:${emulator.ports.http}`);
+      session.on('error', () => undefined);
+      t.after(() => session.destroy());
+      const goawaysAt: number[] = [];
+      let drainStart = 0;
+      session.on('goaway', () => goawaysAt.push(Date.now() - drainStart));
+      const closed = once(session, 'close').then(() => undefined);
+      const stream = session.request({ ':path': `/stream?interval_ms=50&count=${count}` });
+      stream.setEncoding('utf8');
+      let text = '';
+      stream.on('data', (chunk: string) => (text += chunk));
+      stream.on('error', () => undefined);
+      await within(once(stream, 'response'), 5_000, 'the stream\'s headers');
+      drainStart = Date.now();
+      await admin(emulator, '/drain_listeners?graceful&skip_exit');
+      await within(once(stream, 'end'), 5_000, 'the stream');
+      return { text, goawaysAt, closed };
+    };
+    const main = await startEmulator(t, { version: ENVOY_MAIN_VERSION });
+    const released = await startEmulator(t, {});
+    const [onMain, onReleased] = await Promise.all([streamThroughDrain(main), streamThroughDrain(released)]);
+    assert.equal(onMain.text, expected, 'every chunk: the stream was not cut');
+    assert.equal(onReleased.text, expected);
+    const [noticeAt] = onMain.goawaysAt;
+    assert.ok(noticeAt !== undefined, 'main sent a GOAWAY');
+    assert.ok(noticeAt >= LAST_THIRD_MS - 5 && noticeAt <= DRAIN_TIME_MS + LATE_MS, `the GOAWAY came ${noticeAt} ms after the drain start: in the last third`);
+    await within(onMain.closed, 5_000, 'main closed the connection once its stream ended and the drain timeout passed');
+    assert.equal(drainCloses(main), 1);
+    assert.deepEqual(onReleased.goawaysAt, [], 'the default release sends nothing on a connection whose only stream started before the drain');
+    assert.deepEqual([released.openConnections.http, drainCloses(released)], [1, 0]);
   });
 
   test(`negative control, ${DEFAULT_VERSION}: the same connections stay open past the drain time, until Envoy exits`, async (t) => {
@@ -125,7 +175,27 @@ describe("Envoy emulator: Envoy main's connection-level proactive drain", () => 
     await within(Promise.all([clients.h1.closed, clients.readonly.closed, clients.wsClosed, clients.h2Closed, clients.tcp.closed]), 5_000, 'every connection cut at exit');
   });
 
-  test('immediate: reached at the drain start, long before the drain time ends (negative control: the default release)', async (t) => {
+  for (const drainTimeMs of [HTTP_DRAIN_TIMEOUT_MS, HTTP_DRAIN_TIMEOUT_MS - 50]) {
+    test(`${ENVOY_MAIN_VERSION}, drain time ${drainTimeMs} ms, not longer than the HCM drain_timeout (${HTTP_DRAIN_TIMEOUT_MS} ms): nothing proactive`, async (t) => {
+      const emulator = await startEmulator(t, { version: ENVOY_MAIN_VERSION, readonlyAdminPort: 0, drainTimeMs });
+      const clients = await openClients(t, emulator);
+      let closedEarly = '';
+      void clients.h1.closed.then(() => (closedEarly ||= 'HTTP/1.1'));
+      void clients.readonly.closed.then(() => (closedEarly ||= 'envoy-admin HTTP/1.1'));
+      void clients.wsClosed.then(() => (closedEarly ||= 'WebSocket'));
+      void clients.h2Closed.then(() => (closedEarly ||= 'HTTP/2'));
+      await admin(emulator, '/drain_listeners?graceful&skip_exit');
+      await sleep(drainTimeMs + HTTP_DRAIN_TIMEOUT_MS + 300);
+      assert.equal(closedEarly, '', 'nothing closed before exit');
+      assert.deepEqual(clients.goaways, []);
+      assert.equal(drainCloses(emulator), 0);
+      assert.equal(emulator.openConnections.http, 3);
+      await admin(emulator, '/quitquitquit');
+      await within(Promise.all([clients.h1.closed, clients.readonly.closed, clients.wsClosed, clients.h2Closed, clients.tcp.closed]), 5_000, 'every connection cut at exit');
+    });
+  }
+
+  test('immediate: an idle connection is drained at the drain start, as with gradual (negative control: the default release)', async (t) => {
     const main = await startEmulator(t, { version: ENVOY_MAIN_VERSION, drainStrategy: 'immediate', drainTimeMs: 60_000 });
     const released = await startEmulator(t, { drainStrategy: 'immediate', drainTimeMs: 60_000 });
     const mainIdle = await openHttpConnection(main.ports.http);
