@@ -204,7 +204,9 @@ function attribute(
     const namespace = sample.labels.namespace ?? '';
     const kind = sample.labels[CONTROLLER_KIND_LABEL] ?? '';
     const name = sample.labels[CONTROLLER_NAME_LABEL] ?? '';
-    if (kind === '' || name === '' || namespace === '' || !Number.isFinite(sample.value)) {
+    // Not a lag a drain can measure: nothing to say about it.
+    if (!Number.isFinite(sample.value)) continue;
+    if (kind === '' || name === '' || namespace === '') {
       unattributed.push(sample);
       continue;
     }

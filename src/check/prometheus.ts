@@ -189,7 +189,8 @@ function sampleOf(entry: unknown, index: number, describe: string): VectorSample
   const metric = isObject(sample.metric) ? sample.metric : undefined;
   const pair = sample.value;
   const raw = Array.isArray(pair) && pair.length === 2 ? pair[1] : undefined;
-  const value = typeof raw === 'string' ? Number(raw) : Number.NaN;
+  // Prometheus writes floats as Go does: "4.5", "1e+06", "NaN", "+Inf", "-Inf".
+  const value = typeof raw === 'string' ? (raw === '+Inf' ? Infinity : raw === '-Inf' ? -Infinity : Number(raw)) : Number.NaN;
   if (metric === undefined || Object.values(metric).some((label) => typeof label !== 'string') || typeof raw !== 'string' || (Number.isNaN(value) && raw !== 'NaN')) {
     throw new PrometheusError(`${describe} answered a vector whose sample ${index} is not {"metric": {...}, "value": [<time>, "<number>"]}`);
   }

@@ -140,6 +140,8 @@ describe("Prometheus's answers and addresses", () => {
   test('a vector is read; every other answer is a PrometheusError naming what it was', () => {
     const body = JSON.stringify({ status: 'success', data: { resultType: 'vector', result: [{ metric: { namespace: 'edge' }, value: [1, '4.5'] }] } });
     assert.deepEqual(readAnswer(200, body, 'application/json', transport), [{ labels: { namespace: 'edge' }, value: 4.5 }]);
+    const special = JSON.stringify({ status: 'success', data: { resultType: 'vector', result: ['1e+02', '+Inf', 'NaN'].map((v) => ({ metric: {}, value: [1, v] })) } });
+    assert.deepEqual(readAnswer(200, special, 'application/json', transport).map((sample) => sample.value), [100, Infinity, Number.NaN]);
     const cases: [number, string, RegExp][] = [
       [200, '', /answered 200 with application\/json that is not JSON: an empty answer/],
       [502, '<html>Bad Gateway</html>', /answered 502 with application\/json that is not JSON: "<html>Bad Gateway<\/html>"/],
