@@ -4,6 +4,7 @@ import { ANNOTATION_PREFIX, ANNOTATIONS } from './annotation-names.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import type { Setting } from './settings.js';
 import { adminSocketPath, expectedForm } from './values.js';
+import { formatDuration } from './duration.js';
 
 /**
  * Every per-pod drain setting, by the name of its flag: an annotation with the same suffix overrides it.
@@ -95,7 +96,17 @@ export function resolvePodDrainPlan(
   const adminPortKnown = annotationOf.has('admin-port') || annotationOf.has('admin-address');
   const plan = resolvePodDrain(values, sourceOf, { adminPortKnown });
   const lowered = loweredGracePeriodWarning(annotationOf.get('termination-grace-period'), plan['termination-grace-period'], podGracePeriodSeconds);
-  return { plan, unknownAnnotations, warnings: lowered === undefined ? [] : [lowered] };
+  const warnings = [lowered, quietPeriodWarning(plan)].filter((warning) => warning !== undefined);
+  return { plan, unknownAnnotations, warnings };
+}
+
+/**
+ * A quiet period that reaches the deadline holds every drain to it (it counts from the drain's first read): not an
+ * error, since the deadline still ends the drain, but rarely what the pod's author wants. Under 120 characters.
+ */
+function quietPeriodWarning(plan: PodDrainValues): string | undefined {
+  if (plan['quiet-period'] === 0 || plan['drain-delay'] + plan['quiet-period'] < plan['drain-timeout']) return undefined;
+  return `quiet-period ${formatDuration(plan['quiet-period'])} reaches the drain deadline ${formatDuration(plan['drain-timeout'])}: every drain lasts to it`;
 }
 
 /** The annotation is taken as asked, even below the pod's own grace period: said, since the pod's author may not expect it. */

@@ -38,7 +38,7 @@ export const POD_DRAIN_SETTINGS = {
   'quiet-period': {
     kind: kinds.durationMs,
     default: 10_000,
-    help: "The observed rule: once Envoy's health checks failed, the drain ends by its count only after no new client traffic (requests that are not health checks on HTTP listeners, new connections on others; listeners on the kubelet's probe ports are not watched) has reached Envoy for this long, as well as --check-delay after the failure: so a load balancer that keeps sending past check-delay holds the drain until it stops, and the lag it took is reported. Counted from the drain's first read, so a drain lasts at least this long. 0s: off, check-delay alone.",
+    help: "The observed rule: once Envoy's health checks failed, the drain ends by its count only after no new client traffic (requests that are not health checks on HTTP listeners, new connections on others; listeners on the kubelet's probe ports are not watched) has reached Envoy for this long, as well as --check-delay after the failure: so a load balancer that keeps sending past check-delay holds the drain until it stops, and the lag it took is reported. Counted from the drain's first read, so a drain lasts at least this long (never past its deadline, which still ends it). 0s: off, check-delay alone.",
   } satisfies Setting<number>,
   'serve-port': {
     kind: kinds.port,
@@ -131,8 +131,8 @@ export function resolvePodDrain(
  * port. Shared by the webhook (per pod) and the sidecar (its own flags), each with its own remedy.
  */
 export function drainTimingErrors(
-  values: Pick<PodDrainValues, 'check-delay' | 'drain-delay' | 'quiet-period' | 'drain-timeout' | 'serve-port' | 'admin-port' | 'admin-address'>,
-  sourceOf: (name: 'check-delay' | 'drain-delay' | 'quiet-period' | 'serve-port') => string,
+  values: Pick<PodDrainValues, 'check-delay' | 'drain-delay' | 'drain-timeout' | 'serve-port' | 'admin-port' | 'admin-address'>,
+  sourceOf: (name: 'check-delay' | 'drain-delay' | 'serve-port') => string,
   deadlineRemedy: string,
 ): ConfigError[] {
   const errors: ConfigError[] = [];
@@ -144,11 +144,6 @@ export function drainTimingErrors(
     // The count may end the drain only check-delay after the (delayed) health-check failure: both must fit.
     const expected = `a drain delay that, added to the check delay of ${formatDuration(values['check-delay'])}, stays below the drain deadline of ${deadline}; ${deadlineRemedy}`;
     errors.push(new ConfigError(sourceOf('drain-delay'), formatDuration(values['drain-delay']), expected, 'drain-delay'));
-  }
-  if (values['drain-delay'] + values['quiet-period'] >= values['drain-timeout']) {
-    // The drain lasts at least the quiet period from its first read: one as long as the deadline is no rule.
-    const expected = `a quiet period that, added to the drain delay of ${formatDuration(values['drain-delay'])}, stays below the drain deadline of ${deadline} (0s turns the observed rule off); ${deadlineRemedy}`;
-    errors.push(new ConfigError(sourceOf('quiet-period'), formatDuration(values['quiet-period']), expected, 'quiet-period'));
   }
   if (values['serve-port'] === values['admin-port'] && kinds.adminSocketPath(values['admin-address']) === undefined) {
     const expected = `a port other than Envoy's admin port ${values['admin-port']}`;

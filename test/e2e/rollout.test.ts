@@ -81,6 +81,8 @@ describe('drain parameters set by pod annotations', () => {
         'shutdown-manager.io/check-interval': '150ms',
         'shutdown-manager.io/min-open-connections': '1',
         'shutdown-manager.io/termination-grace-period': '6',
+        // No load balancer: the clients come back to this Envoy, which the observed rule would wait out.
+        'shutdown-manager.io/quiet-period': '0s',
       },
     });
     assert.equal(result.pod.spec?.terminationGracePeriodSeconds, 6);

@@ -111,3 +111,25 @@ describe('annotation termination-grace-period below the pod\'s own grace period'
     assert.equal(response.warnings, undefined);
   });
 });
+
+describe('annotation quiet-period reaching the drain deadline', () => {
+  test('is taken as asked (the deadline still ends every drain), with a warning that every drain lasts to it', async () => {
+    const review = await loadReview('deployment-envoy-pod.json');
+    review.request.object.metadata.annotations = { 'shutdown-manager.io/termination-grace-period': '10', 'shutdown-manager.io/check-delay': '2s' };
+    review.request.object.spec.terminationGracePeriodSeconds = 10;
+    const { response, pod } = await admitReview(webhook, review);
+    assert.equal(response.allowed, true);
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--quiet-period=10s'));
+    assert.deepEqual(response.warnings, ['shutdown-manager: quiet-period 10s reaches the drain deadline 9s: every drain lasts to it']);
+  });
+
+  test('none below it, nor when the rule is off', async () => {
+    for (const quiet of ['5s', '0s']) {
+      const review = await loadReview('deployment-envoy-pod.json');
+      review.request.object.metadata.annotations = { 'shutdown-manager.io/termination-grace-period': '10', 'shutdown-manager.io/check-delay': '2s', 'shutdown-manager.io/quiet-period': quiet };
+      review.request.object.spec.terminationGracePeriodSeconds = 10;
+      const { response } = await admitReview(webhook, review);
+      assert.equal(response.warnings, undefined, quiet);
+    }
+  });
+});
