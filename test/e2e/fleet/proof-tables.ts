@@ -28,7 +28,9 @@ export interface ModelSpec {
 /**
  * The sidecar's poll (check-interval) in every row: 2 s, below every LB period but kube-proxy's 1 s sync (that
  * lag is below one poll anyway), so that the sidecar sees arrivals at least as finely as the LB acts. At the
- * proof's scale of 20 it is 100 ms of real time, well above the event loop's jitter on 2 busy cores.
+ * proof's scale of 20 it is 100 ms of real time, and the LBs' periods 150 ms (GKE-like) and more; the event
+ * loop's p99 delay, which each table's line reports, was 30 to 130 ms on 2 shared cores: every model's timer may
+ * run that late, the LBs' and the sidecar's alike.
  */
 export const CHECK_INTERVAL_MS = 2_000;
 /** The observed rule's settings: a small check-delay, and the quiet period (the sidecar's default, 10 s). */
