@@ -837,6 +837,8 @@ function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown>
     last_connection_ms: report.lastConnectionMs,
     load_balancer_quiet: report.quiet,
     quiet_period_ms: report.quietPeriodMs,
+    needed_quiet_ms: report.neededQuietMs,
+    arrival_rate_per_second: report.arrivalRatePerSecond,
     arrivals_since_health_checks_failed: report.sinceHealthChecksFailed,
   };
 }
@@ -855,8 +857,14 @@ export function loadBalancerClause(report: LoadBalancerReport): string {
     report.lagMs === 0
       ? 'no new client traffic reached Envoy after its health checks failed'
       : `the load balancer's last new client traffic reached Envoy ${seconds(report.lagAtLeastMs ?? 0)}-${seconds(report.lagMs)}s after its health checks failed`;
-  if (report.quietPeriodMs === null) return lag;
-  return report.quiet ? `${lag} (then quiet for ${formatDuration(report.quietPeriodMs)})` : `${lag}, and it had not been quiet for ${formatDuration(report.quietPeriodMs)} yet`;
+  if (report.quietPeriodMs === null || report.neededQuietMs === null) return lag;
+  const needed = formatDuration(report.neededQuietMs);
+  // Lengthened: say why, so that a long drain behind a slow balancer with few clients explains itself.
+  const why =
+    report.neededQuietMs > report.quietPeriodMs && report.arrivalRatePerSecond !== null
+      ? `: at the ${report.arrivalRatePerSecond.toFixed(2)} new clients a second seen after the failure, a shorter silence could be chance`
+      : '';
+  return report.quiet ? `${lag} (then quiet for ${needed}${why})` : `${lag}, and it had not been quiet for ${needed} yet${why}`;
 }
 
 function seconds(ms: number): string {

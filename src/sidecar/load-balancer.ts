@@ -7,6 +7,16 @@
  * - ends by its count only once no client traffic has arrived for the quiet period (`quietFromMs`), and
  * - reports the lag it saw: from /healthcheck/fail to the last new client arrival (`report`).
  *
+ * The quiet period scales with the evidence (`neededQuietMs`). A silence means the load balancer let go only if it
+ * is long against the pod's own arrivals while the balancer was still sending: a pod that got a new client every
+ * 3 s after its health checks failed can go 10 s without one while still in rotation (docs/proof.md found such gaps
+ * of 20-34 s behind an NLB-like balancer, and lost the requests that came after them). So once client traffic
+ * arrived after the failure, the silence waited for is at least the one that, at the rate seen since the failure
+ * (arrivals / time from the failure to the last of them, taken as a Poisson process), would happen by chance once
+ * in SILENCE_ODDS: ln(SILENCE_ODDS) / rate. A busy pod (kube-proxy, a fast balancer) is left at --quiet-period; a
+ * pod with few clients behind a slow balancer waits for a silence long enough to mean something; a pod that got
+ * nothing after the failure is not held (the quiet client, the rule's stated limit).
+ *
  * Time is the reads' own: an arrival seen by a read happened after the previous read was sent and before this
  * one's answer came; "quiet since" is the answer of the last read that saw one, or of the first read (nothing is
  * known before it). A read of another process, or one whose process is in doubt, is never compared: the drain
@@ -14,10 +24,20 @@
  */
 import { arrivalsBetween, hasClientTraffic, isObservable, type ArrivalTally } from '../envoy/arrivals.js';
 
+/** A silence waited for happens by chance, to a balancer still sending at the rate seen, once in this many drains. */
+export const SILENCE_ODDS = 1_000;
+
 /** What the drain says of the load balancer: in /shutdown's answer, in /drain, in its log line, as metrics. */
 export interface LoadBalancerReport {
   /** The quiet period the drain waited for after the last client arrival; null when off (check-delay alone). */
   readonly quietPeriodMs: number | null;
+  /**
+   * The silence needed now: the quiet period, or longer at the rate of client arrivals seen since the health checks
+   * failed (see the header); null when off.
+   */
+  readonly neededQuietMs: number | null;
+  /** Client arrivals a second, from the health-check failure to the last of them; null before two reads after it. */
+  readonly arrivalRatePerSecond: number | null;
   /** The listeners watched: counted, and serving no probe of the kubelet (`--probe-ports`). */
   readonly watchedListeners: readonly string[];
   /**
@@ -52,8 +72,18 @@ export class LoadBalancerWatch {
   private lastConnectionAtMs: number | undefined;
   private lastReadSentAtMs: number | undefined;
   private readonly since = { requests: 0, connections: 0, healthChecks: 0 };
+  /** Client arrivals (requests, proxied connections) seen by reads answered after the failure. */
+  private clientArrivalsSinceFailure = 0;
+  private failedAtMs: number | undefined;
 
-  constructor(private readonly quietPeriodMs: number | null) {}
+  /**
+   * `silenceOdds`: see SILENCE_ODDS; null keeps the silence at the quiet period whatever the arrivals (what the
+   * rule was before it scaled, kept for the tests' negative control).
+   */
+  constructor(
+    private readonly quietPeriodMs: number | null,
+    private readonly silenceOdds: number | null = SILENCE_ODDS,
+  ) {}
 
   /**
    * One read of the pinned process: sent at `sentAtMs`, answered at `answeredAtMs`. `failedAtMs`: when Envoy took
@@ -71,7 +101,10 @@ export class LoadBalancerWatch {
     }
     const arrivals = arrivalsBetween(previous, tally);
     const afterFailure = failedAtMs !== undefined && answeredAtMs > failedAtMs;
+    this.failedAtMs = failedAtMs;
     if (afterFailure) {
+      // A reset restarts the silence but is no client: it does not raise the rate.
+      this.clientArrivalsSinceFailure += arrivals.requests + arrivals.proxiedConnections;
       this.since.requests += arrivals.requests + arrivals.proxiedConnections;
       this.since.connections += arrivals.connections;
       this.since.healthChecks += arrivals.healthChecks;
@@ -88,10 +121,30 @@ export class LoadBalancerWatch {
    * arrival seen (or after the first read). Undefined when the watch is off; Infinity before any read.
    */
   quietFromMs(): number | undefined {
-    if (this.quietPeriodMs === null) return undefined;
+    const needed = this.neededQuietMs();
+    if (needed === null) return undefined;
     // Blind: waiting would learn nothing (see LoadBalancerReport.observable).
     if (this.last !== undefined && !isObservable(this.last)) return undefined;
-    return this.quietSinceMs === undefined ? Infinity : this.quietSinceMs + this.quietPeriodMs;
+    return this.quietSinceMs === undefined ? Infinity : this.quietSinceMs + needed;
+  }
+
+  /** The silence that means the balancer let go (see the header); null when the rule is off. */
+  neededQuietMs(): number | null {
+    if (this.quietPeriodMs === null) return null;
+    const rate = this.arrivalRatePerSecond();
+    if (rate === null || rate === 0 || this.silenceOdds === null) return this.quietPeriodMs;
+    return Math.max(this.quietPeriodMs, Math.ceil((Math.log(this.silenceOdds) / rate) * 1000));
+  }
+
+  /**
+   * Client arrivals a second while the balancer was surely still sending: from the failure to the read that saw the
+   * last of them, at least that read's interval (a burst within one read is no rate of its own).
+   */
+  private arrivalRatePerSecond(): number | null {
+    const last = this.lastArrival;
+    if (last === undefined || this.failedAtMs === undefined) return null;
+    const spanMs = Math.max(last.atMs - this.failedAtMs, last.atMs - last.afterMs, 1);
+    return this.clientArrivalsSinceFailure / (spanMs / 1000);
   }
 
   report(failedAtMs: number | undefined, watched: readonly string[]): LoadBalancerReport {
@@ -100,6 +153,8 @@ export class LoadBalancerWatch {
     const quietFrom = this.quietFromMs();
     return {
       quietPeriodMs: this.quietPeriodMs,
+      neededQuietMs: this.neededQuietMs(),
+      arrivalRatePerSecond: this.arrivalRatePerSecond(),
       watchedListeners: watched,
       observable: this.last !== undefined && isObservable(this.last),
       lagMs: since(this.lastArrival?.atMs),

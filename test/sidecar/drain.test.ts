@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
 import { EMPTY_TALLY, type ArrivalTally } from '../../src/envoy/arrivals.js';
+import { LoadBalancerWatch, SILENCE_ODDS } from '../../src/sidecar/load-balancer.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { describeOutcome, Drain, type DrainLoopSettings, type DrainOptions, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { MemoryLog } from '../support/memory-log.js';
@@ -522,5 +523,52 @@ describe('Drain: the observed rule (quiet-period) lets go only once the load bal
         assert.ok(observed >= lastBefore + settings['quiet-period'], `run ${run}: ended ${observed}, within the quiet period after an arrival at ${lastBefore}`);
       }
     }
+  });
+});
+
+describe('Drain: the silence waited for scales with the arrivals seen after the failure', () => {
+  const LB = { 'check-delay': 5_000, 'quiet-period': 10_000, 'check-interval': 1_000, 'drain-timeout': 300_000 };
+
+  /** A new client every `everyMs` until `untilMs` after the start. */
+  const sparse = (startedAt: number, everyMs: number, untilMs: number) => (nowMs: number) =>
+    tally({ responses: Math.floor(Math.min(nowMs - startedAt, untilMs) / everyMs) });
+
+  test('one new client every 4 s until 40 s: a 10 s silence could be chance (1 in 12), so the drain waits ln(1000) / 0.25 a second = 28 s after the last', async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = sparse(startedAt, 4_000, 40_000);
+    const outcome = await drain.start();
+    const { neededQuietMs, arrivalRatePerSecond, lagMs } = outcome.loadBalancer;
+    assert.equal(lagMs, 40_000);
+    assert.ok(arrivalRatePerSecond !== null && Math.abs(arrivalRatePerSecond - 0.25) < 0.01, String(arrivalRatePerSecond));
+    assert.ok(neededQuietMs !== null && neededQuietMs > 27_000 && neededQuietMs < 28_000, String(neededQuietMs));
+    assert.equal(outcome.durationMs, 40_000 + neededQuietMs, 'a read exactly a whole silence after the last arrival');
+    assert.match(describeOutcome(outcome), /at the 0\.25 new clients a second seen after the failure, a shorter silence could be chance/);
+  });
+
+  test('negative control: a silence fixed at the quiet period ends the drain in a 12 s gap the balancer leaves by chance; the scaled one does not', async () => {
+    // Every 4 s, but one 12 s gap (20 -> 32 s), as behind an NLB-like balancer in docs/proof.md.
+    const at = [4, 8, 12, 16, 20, 32, 36, 40].map((seconds) => seconds * 1_000);
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = (nowMs) => tally({ responses: at.filter((t) => t <= nowMs - startedAt).length });
+    const outcome = await drain.start();
+    assert.ok(outcome.durationMs > 40_000, `ended at ${outcome.durationMs} ms, in the gap, before the clients at 32-40 s`);
+    // The control, on the watch itself: the same reads, a second apart, with the silence fixed (odds off).
+    for (const [odds, endsInGap] of [[null, true], [SILENCE_ODDS, false]] as const) {
+      const watch = new LoadBalancerWatch(10_000, odds);
+      let ended: number | undefined;
+      for (let nowMs = 0; nowMs <= 40_000 && ended === undefined; nowMs += 1_000) {
+        watch.observe(tally({ responses: at.filter((t) => t <= nowMs).length }), nowMs, nowMs, 0);
+        if (nowMs >= (watch.quietFromMs() ?? 0)) ended = nowMs;
+      }
+      assert.equal(ended !== undefined && ended < 32_000, endsInGap, `odds ${odds}: ended at ${ended}`);
+    }
+  });
+
+  test('a busy pod behind a fast balancer (hundreds of requests in the first seconds) is left at the quiet period', async () => {
+    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    envoy.tallyAt = sendsUntil(startedAt, 2_000, (sent) => tally({ responses: sent * 10 }));
+    const outcome = await drain.start();
+    assert.equal(outcome.loadBalancer.neededQuietMs, 10_000);
+    assert.equal(outcome.durationMs, 12_000);
   });
 });
