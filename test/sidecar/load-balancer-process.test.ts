@@ -104,14 +104,20 @@ async function deletePod(sidecarProcess: SidecarProcess, emulator: EnvoyEmulator
   return { outcome: JSON.parse(body) as DrainOutcome & { description: string }, tookMs };
 }
 
+/** A pod deleted while a load balancer sends it a request every 50 ms for 2.5 s, whatever the drain does. */
+async function deleteBehindBalancer(t: TestContext, quietPeriod: string) {
+  const emulator = await envoy(t);
+  const process = await sidecar(t, emulator, [`--quiet-period=${quietPeriod}`, '--drain-timeout=15s']);
+  const balancer = every(50, 2_500, () => request(emulator.ports.http, '/'));
+  const { outcome, tookMs } = await deletePod(process, emulator);
+  const { sent, lost } = await balancer.finished();
+  t.diagnostic(`/shutdown after ${tookMs} ms; ${sent} requests sent, ${lost} lost; ${outcome.description}`);
+  return { process, outcome, tookMs, sent, lost };
+}
+
 describe('sidecar process: the observed rule lets go only once the load balancer has', () => {
   test('a load balancer that keeps sending for 2.5 s after the health checks fail: the drain waits for it, nothing is lost, and the lag is reported', async (t) => {
-    const emulator = await envoy(t);
-    const process = await sidecar(t, emulator, ['--quiet-period=1s', '--drain-timeout=15s']);
-    const balancer = every(50, 2_500, () => request(emulator.ports.http, '/'));
-    const { outcome, tookMs } = await deletePod(process, emulator);
-    const { sent, lost } = await balancer.finished();
-    t.diagnostic(`/shutdown after ${tookMs} ms; ${sent} requests sent, ${lost} lost; ${outcome.description}`);
+    const { process, outcome, tookMs, sent, lost } = await deleteBehindBalancer(t, '1s');
     assert.equal(outcome.reason, 'connections-closed');
     assert.equal(lost, 0, 'no request reached an Envoy that had exited');
     assert.ok(tookMs >= 3_000, `ended ${tookMs} ms after /shutdown: before a quiet second after the load balancer stopped`);
@@ -125,12 +131,7 @@ describe('sidecar process: the observed rule lets go only once the load balancer
   });
 
   test('control: with the fixed rule alone (--quiet-period=0s) the drain ends at check-delay, Envoy exits, and the load balancer loses requests', async (t) => {
-    const emulator = await envoy(t);
-    const process = await sidecar(t, emulator, ['--quiet-period=0s', '--drain-timeout=15s']);
-    const balancer = every(50, 2_500, () => request(emulator.ports.http, '/'));
-    const { outcome, tookMs } = await deletePod(process, emulator);
-    const { sent, lost } = await balancer.finished();
-    t.diagnostic(`/shutdown after ${tookMs} ms; ${sent} requests sent, ${lost} lost`);
+    const { outcome, tookMs, lost } = await deleteBehindBalancer(t, '0s');
     assert.equal(outcome.reason, 'connections-closed');
     assert.ok(tookMs < 2_000, `ended ${tookMs} ms after /shutdown`);
     assert.ok(lost > 0, 'requests sent after Envoy exited are lost');
