@@ -62,6 +62,14 @@ export interface Arrivals {
   readonly healthChecks: number;
   /** A counter went down: reset, or a listener replaced. Counted as an arrival. */
   readonly reset: boolean;
+  /**
+   * New connections that carried client requests, as far as counters tell: per HTTP listener the smaller of its new
+   * connections and its requests (a connection without a request is a health check; a request without a new
+   * connection came on one opened before), plus the proxied connections. A load balancer sends new clients as new
+   * connections; a request on an old keep-alive connection (an idle client's next one) was routed before. The
+   * rate of these is what the silence scales with (src/sidecar/load-balancer.ts).
+   */
+  readonly newClients: number;
 }
 
 /** Whether `arrivals` holds any client traffic: what restarts the quiet period. */
@@ -95,8 +103,15 @@ export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally): Arr
   const proxied = growthOf(earlier.connections, later.connections, later.connectionListeners);
   const checks = growthOf(earlier.healthChecks, later.healthChecks);
   const responses = growthOf(earlier.responses, later.responses);
+  let newClients = proxied.sum;
+  for (const listener of later.watched) {
+    if (later.connectionListeners.includes(listener)) continue;
+    const keys = Object.keys(later.responses).filter((key) => key.startsWith(`${listener} `));
+    newClients += Math.min(growthOf(earlier.connections, later.connections, [listener]).sum, growthOf(earlier.responses, later.responses, keys).sum);
+  }
   return {
     requests: responses.sum,
+    newClients,
     connections: connections.sum,
     proxiedConnections: proxied.sum,
     healthChecks: checks.sum,

@@ -12,7 +12,7 @@
  * 3 s after its health checks failed can go 10 s without one while still in rotation (docs/proof.md found such gaps
  * of 20-34 s behind an NLB-like balancer, and lost the requests that came after them). So once client traffic
  * arrived after the failure, the silence waited for is at least the one that, at the rate seen since the failure
- * (arrivals / time from the failure to the last of them, taken as a Poisson process), would happen by chance once
+ * (new clients, Arrivals.newClients, / time from the failure to the last arrival, taken as a Poisson process), would happen by chance once
  * in SILENCE_ODDS: ln(SILENCE_ODDS) / rate. A busy pod (kube-proxy, a fast balancer) is left at --quiet-period; a
  * pod with few clients behind a slow balancer waits for a silence long enough to mean something; a pod that got
  * nothing after the failure is not held (the quiet client, the rule's stated limit).
@@ -72,7 +72,7 @@ export class LoadBalancerWatch {
   private lastConnectionAtMs: number | undefined;
   private lastReadSentAtMs: number | undefined;
   private readonly since = { requests: 0, connections: 0, healthChecks: 0 };
-  /** Client arrivals (requests, proxied connections) seen by reads answered after the failure. */
+  /** New clients (see Arrivals.newClients) seen by reads answered after the failure. */
   private clientArrivalsSinceFailure = 0;
   private failedAtMs: number | undefined;
 
@@ -103,8 +103,9 @@ export class LoadBalancerWatch {
     const afterFailure = failedAtMs !== undefined && answeredAtMs > failedAtMs;
     this.failedAtMs = failedAtMs;
     if (afterFailure) {
-      // A reset restarts the silence but is no client: it does not raise the rate.
-      this.clientArrivalsSinceFailure += arrivals.requests + arrivals.proxiedConnections;
+      // New clients only: an idle client's next request on its old connection was routed before the failure, and a
+      // reset restarts the silence but is no client; neither raises the rate.
+      this.clientArrivalsSinceFailure += arrivals.newClients;
       this.since.requests += arrivals.requests + arrivals.proxiedConnections;
       this.since.connections += arrivals.connections;
       this.since.healthChecks += arrivals.healthChecks;

@@ -529,9 +529,11 @@ describe('Drain: the observed rule (quiet-period) lets go only once the load bal
 describe('Drain: the silence waited for scales with the arrivals seen after the failure', () => {
   const LB = { 'check-delay': 5_000, 'quiet-period': 10_000, 'check-interval': 1_000, 'drain-timeout': 300_000 };
 
-  /** A new client every `everyMs` until `untilMs` after the start. */
-  const sparse = (startedAt: number, everyMs: number, untilMs: number) => (nowMs: number) =>
-    tally({ responses: Math.floor(Math.min(nowMs - startedAt, untilMs) / everyMs) });
+  /** A new client (a new connection carrying a request) every `everyMs` until `untilMs` after the start. */
+  const sparse = (startedAt: number, everyMs: number, untilMs: number) => (nowMs: number) => {
+    const clients = Math.floor(Math.min(nowMs - startedAt, untilMs) / everyMs);
+    return tally({ responses: clients, connections: clients });
+  };
 
   test('one new client every 4 s until 40 s: a 10 s silence could be chance (1 in 12), so the drain waits ln(1000) / 0.25 a second = 28 s after the last', async () => {
     const { drain, envoy, startedAt } = makeDrain([0], LB);
@@ -549,7 +551,11 @@ describe('Drain: the silence waited for scales with the arrivals seen after the 
     // Every 4 s, but one 12 s gap (20 -> 32 s), as behind an NLB-like balancer in docs/proof.md.
     const at = [4, 8, 12, 16, 20, 32, 36, 40].map((seconds) => seconds * 1_000);
     const { drain, envoy, startedAt } = makeDrain([0], LB);
-    envoy.tallyAt = (nowMs) => tally({ responses: at.filter((t) => t <= nowMs - startedAt).length });
+    const clientsAt = (ms: number): ArrivalTally => {
+      const clients = at.filter((t) => t <= ms).length;
+      return tally({ responses: clients, connections: clients });
+    };
+    envoy.tallyAt = (nowMs) => clientsAt(nowMs - startedAt);
     const outcome = await drain.start();
     assert.ok(outcome.durationMs > 40_000, `ended at ${outcome.durationMs} ms, in the gap, before the clients at 32-40 s`);
     // The control, on the watch itself: the same reads, a second apart, with the silence fixed (odds off).
@@ -557,16 +563,25 @@ describe('Drain: the silence waited for scales with the arrivals seen after the 
       const watch = new LoadBalancerWatch(10_000, odds);
       let ended: number | undefined;
       for (let nowMs = 0; nowMs <= 40_000 && ended === undefined; nowMs += 1_000) {
-        watch.observe(tally({ responses: at.filter((t) => t <= nowMs).length }), nowMs, nowMs, 0);
+        watch.observe(clientsAt(nowMs), nowMs, nowMs, 0);
         if (nowMs >= (watch.quietFromMs() ?? 0)) ended = nowMs;
       }
       assert.equal(ended !== undefined && ended < 32_000, endsInGap, `odds ${odds}: ended at ${ended}`);
     }
   });
 
+  test("idle keep-alive clients' next requests on their old connections restart the silence but do not lengthen it: they were routed before the failure", async () => {
+    // Two idle keep-alive connections hold the drain (reads a second apart) until their next requests at 30 and 45 s.
+    const open = [...Array<number>(31).fill(2), ...Array<number>(15).fill(1), 0];
+    const { drain, envoy, startedAt } = makeDrain(open, LB);
+    envoy.tallyAt = (nowMs) => tally({ responses: [30_000, 45_000].filter((t) => t <= nowMs - startedAt).length });
+    const outcome = await drain.start();
+    assert.deepEqual([outcome.loadBalancer.lagMs, outcome.loadBalancer.neededQuietMs, outcome.durationMs], [45_000, 10_000, 55_000]);
+  });
+
   test('a busy pod behind a fast balancer (hundreds of requests in the first seconds) is left at the quiet period', async () => {
     const { drain, envoy, startedAt } = makeDrain([0], LB);
-    envoy.tallyAt = sendsUntil(startedAt, 2_000, (sent) => tally({ responses: sent * 10 }));
+    envoy.tallyAt = sendsUntil(startedAt, 2_000, (sent) => tally({ responses: sent * 10, connections: sent }));
     const outcome = await drain.start();
     assert.equal(outcome.loadBalancer.neededQuietMs, 10_000);
     assert.equal(outcome.durationMs, 12_000);
