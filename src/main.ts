@@ -1,12 +1,11 @@
 #!/usr/bin/env node
 /**
- * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else
- * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector, `uninject -f FILE` its inverse. Each mode is imported lazily so that the sidecar
-    return;
-  }
- * (or `mode=webhook`) runs the admission webhook. `inject -f FILE` is the offline injector; `check` reports whether every Envoy pod is protected. Each mode is imported lazily so that the sidecar
- * never pays for the webhook's dependencies in memory or start-up time (the sidecar's is one bundled file: see
- * src/sidecar/main.ts). Keep this module's own imports to what every mode needs.
+ * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else (or
+ * `mode=webhook`) runs the admission webhook. The commands (COMMANDS below): `inject -f FILE` is the offline
+ * injector, `uninject -f FILE` its inverse, `check` reports whether every Envoy pod is protected. Each mode and
+ * command is imported lazily so that the sidecar never pays for the webhook's dependencies in memory or start-up
+ * time (the sidecar's is one bundled file: see src/sidecar/main.ts). Keep this module's own imports to what every
+ * mode needs.
  */
 import { processIo } from './cli/io.js';
 import { reportFailure, UsageError } from './errors.js';
