@@ -10,12 +10,12 @@
  * The quiet period scales with the evidence (`neededQuietMs`). A silence means the load balancer let go only if it
  * is long against the pod's own arrivals while the balancer was still sending: a pod that got a new client every
  * 3 s after its health checks failed can go 10 s without one while still in rotation (docs/proof.md found such gaps
- * of 20-34 s behind an NLB-like balancer, and lost the requests that came after them). So once client traffic
- * arrived after the failure, the silence waited for is at least the one that, at the rate seen since the failure
- * (new clients, Arrivals.newClients, / time from the failure to the last arrival, taken as a Poisson process), would happen by chance once
- * in SILENCE_ODDS: ln(SILENCE_ODDS) / rate. A busy pod (kube-proxy, a fast balancer) is left at --quiet-period; a
- * pod with few clients behind a slow balancer waits for a silence long enough to mean something; a pod that got
- * nothing after the failure is not held (the quiet client, the rule's stated limit).
+ * of 20-34 s behind an NLB-like balancer, and lost the requests that came after them). So once new clients arrived
+ * after the failure, the silence waited for is at least the one that, at their rate since the failure (new clients,
+ * Arrivals.newClients, over the time from the failure to the last arrival, taken as a Poisson process), would come
+ * by chance once in SILENCE_ODDS: ln(SILENCE_ODDS) / rate. A busy pod (kube-proxy, a fast balancer) is left at
+ * --quiet-period; a pod with few clients behind a slow balancer waits for a silence long enough to mean something;
+ * a pod that got no new client after the failure is not held (the quiet client, the rule's stated limit).
  *
  * Time is the reads' own: an arrival seen by a read happened after the previous read was sent and before this
  * one's answer came; "quiet since" is the answer of the last read that saw one, or of the first read (nothing is
@@ -36,7 +36,7 @@ export interface LoadBalancerReport {
    * failed (see the header); null when off.
    */
   readonly neededQuietMs: number | null;
-  /** Client arrivals a second, from the health-check failure to the last of them; null before two reads after it. */
+  /** New clients a second, from the health-check failure to the last arrival; null before an arrival after it. */
   readonly arrivalRatePerSecond: number | null;
   /** The listeners watched: counted, and serving no probe of the kubelet (`--probe-ports`). */
   readonly watchedListeners: readonly string[];
@@ -47,7 +47,7 @@ export interface LoadBalancerReport {
   readonly observable: boolean;
   /**
    * The lag: ms from Envoy's health-check failure to the answer of the read that first showed the last client
-   * arrival (an upper bound; see lastArrivalAfterMs). 0 when none came after the health checks failed; null
+   * arrival (an upper bound; see lagAtLeastMs). 0 when none came after the health checks failed; null
    * before they failed, or before a read after it.
    */
   readonly lagMs: number | null;
