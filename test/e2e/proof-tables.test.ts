@@ -6,7 +6,8 @@
  * each row it compares the verdict of the committed table with the run's: whether any request/response was
  * lost (the loss columns together), and whether any pod was SIGKILLed. A row that lost in the table gets up to
  * three runs to lose again (its losses are a few random events on 4 pods); a row that lost nothing must lose
- * nothing in its one run. Each loss column's own zero/non-zero is not compared: where a row loses, a column with
+ * nothing in its one run, unless the run's event loop stalled past STALL_MS (a busy machine: a SIGKILL can then
+ * beat the sidecar's deadline), when it runs again, up to three times. Each loss column's own zero/non-zero is not compared: where a row loses, a column with
  * a handful of losses in one run has none in another (docs/proof.md, "What the test checks").
  */
 import assert from 'node:assert/strict';
@@ -19,8 +20,13 @@ const REPLICAS = 4;
 const SCALE = 20;
 /** Rows run at once: the fleets share the process's one thread, and 4 small fleets load it less than the proof's one of 20. */
 const AT_ONCE = 4;
-/** Runs a row that lost in the committed table gets to lose again. */
+/** Runs a row that lost in the committed table gets to lose again (and a row run on a stalled machine, to run again). */
 const ATTEMPTS = 3;
+/**
+ * Real ms of event-loop stall past which a run's verdict is not the code's: half the 450 ms (9 s of cluster time,
+ * at scale 20) between the sidecar's deadline and the kubelet's SIGKILL, which a stall can eat.
+ */
+const STALL_MS = 200;
 
 /** A row's verdict: any loss among the request columns, and any pod killed. */
 function verdict(pattern: RowPattern): { lost: boolean; killed: boolean } {
@@ -62,11 +68,16 @@ describe('docs/proof.md matches what the proof gives', { timeout: 200_000 }, () 
       assert.equal(report.complete, true, `${key}: the rollout did not complete`);
       const got = verdict(patternOf(row, report));
       const expected = written.get(key);
+      const matches = expected !== undefined && got.lost === expected.lost && got.killed === expected.killed;
       // A losing row's losses are a few random events on 4 pods: it gets up to ATTEMPTS runs to show one.
       if (expected?.lost === true && !got.lost && got.killed === expected.killed && attempt < ATTEMPTS) return check(row, attempt + 1);
-      if (expected === undefined || got.lost !== expected.lost || got.killed !== expected.killed) {
+      // A run during which the process's one thread stalled long enough for the kubelet's SIGKILL to beat the
+      // sidecar's deadline (their margin is 450 ms of real time) says something of the machine, not of the code.
+      if (!matches && report.loopDelayMs.max > STALL_MS && attempt < ATTEMPTS) return check(row, attempt + 1);
+      if (!matches) {
         const losses = report.kinds.map((kind) => `${kind.name} ${kind.failed}/${kind.ok}`).join(', ');
-        mismatches.push(`${key}: table says ${JSON.stringify(expected)}, run ${attempt} gave ${JSON.stringify(got)} (${losses})`);
+        const delay = `event-loop delay p99 ${Math.round(report.loopDelayMs.p99)} ms, max ${Math.round(report.loopDelayMs.max)} ms`;
+        mismatches.push(`${key}: table says ${JSON.stringify(expected)}, run ${attempt} gave ${JSON.stringify(got)} (${losses}; ${delay})`);
       }
     };
     for (let start = 0; start < rows.length; start += AT_ONCE) {
