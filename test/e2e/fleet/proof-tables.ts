@@ -301,6 +301,12 @@ function sidecarLag(report: FleetReport): string {
   return lags.length === 0 ? '-' : seconds(Math.max(...lags));
 }
 
+/** The silence the observed rule waited for (the sidecar's `neededQuietMs`), max over pods; '-' when off. */
+function neededQuiet(report: FleetReport): string {
+  const values = report.releases.map((release) => release.sidecarNeededQuietMs).filter((value): value is number => value !== undefined);
+  return values.length === 0 ? '-' : seconds(Math.max(...values));
+}
+
 /** The lag the LB had: from the deletion to the last new connection (or request) it sent the pod, max over pods. */
 function lbLag(report: FleetReport): string {
   const lags = report.releases.map((release) => release.lbLagMs).filter((lag): lag is number => lag !== undefined);
@@ -327,6 +333,7 @@ export const COLUMNS: Readonly<Record<TableName, { readonly keyTitles: readonly 
       { title: 'gRPC unary: failed / served', cell: failedServed(KINDS.grpcUnary.name), loss: true },
       { title: 'lag, s: LB had / sidecar saw (max)', cell: (report) => `${lbLag(report)} / ${sidecarLag(report)}` },
       { title: 'longest gap between arrivals after deletion, s', cell: longestGap },
+      { title: 'silence waited for, s (max)', cell: neededQuiet },
       { title: '/shutdown to release, s (median / max)', cell: releaseTimes },
       { title: 'killed', cell: killed, loss: true },
       { title: 'rollout, s', cell: rollout },

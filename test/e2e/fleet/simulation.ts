@@ -86,6 +86,8 @@ export interface PodRelease {
   readonly drain: unknown;
   /** The lag the sidecar observed (its /drain `loadBalancer.lagMs`), in cluster ms; undefined without one. */
   readonly sidecarLagMs: number | undefined;
+  /** The silence the sidecar's observed rule waited for (its /drain `loadBalancer.neededQuietMs`), cluster ms. */
+  readonly sidecarNeededQuietMs: number | undefined;
   /**
    * The longest time, cluster ms, between two new connections (or L7 requests) the LB sent the pod after its
    * deletion, the deletion counting as the first: the quiet a quiet period must outlast not to be fooled.
@@ -224,6 +226,7 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
           lbLagMs,
           drain: record.drain,
           sidecarLagMs: observedLagMs(record.drain, scale),
+          sidecarNeededQuietMs: loadBalancerField(record.drain, 'neededQuietMs', scale),
           longestGapMs: pod?.deletedAt === undefined ? undefined : longestGap(pod.deletedAt, pod.sentAfterDeletion, scale),
           sentAfterExit: pod?.sentAfterDeletion.filter((at) => at > record.releasedAt).length ?? 0,
         };
@@ -255,11 +258,16 @@ function longestGap(from: number, times: readonly number[], scale: TimeScale): n
 
 /** The sidecar's `loadBalancer.lagMs` from its /drain answer (real ms, as the sidecar ran scaled), in cluster ms. */
 function observedLagMs(drain: unknown, scale: TimeScale): number | undefined {
+  return loadBalancerField(drain, 'lagMs', scale);
+}
+
+/** A duration of the /drain answer's `loadBalancer` object (real ms, as the sidecar ran scaled), in cluster ms. */
+function loadBalancerField(drain: unknown, name: string, scale: TimeScale): number | undefined {
   if (typeof drain !== 'object' || drain === null) return undefined;
   const lb = (drain as { loadBalancer?: unknown }).loadBalancer;
   if (typeof lb !== 'object' || lb === null) return undefined;
-  const lag = (lb as { lagMs?: unknown }).lagMs;
-  return typeof lag === 'number' ? scale.cluster(lag) : undefined;
+  const value = (lb as Record<string, unknown>)[name];
+  return typeof value === 'number' ? scale.cluster(value) : undefined;
 }
 
 /** The L7 pool's policy: the model's, or ALB's defaults (idle timeout 60 s, deregistration delay 300 s). */
