@@ -13,7 +13,6 @@
  * enough calls to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of
  * resident memory. test/sidecar/bundle.test.ts checks what the bundle requires.
  */
-import type { Registry } from 'prom-client';
 import { drainTimingErrors } from '../config/drain.js';
 import { ConfigErrors } from '../config/errors.js';
 import { describeSettings, parseOrShowHelp } from '../config/settings.js';
@@ -26,6 +25,7 @@ import { countedAdmin } from './admin-calls.js';
 import { startAdminProbe } from './admin-probe.js';
 import { systemClock, type Clock } from '../clock.js';
 import { openJournal } from './journal.js';
+import type { SidecarExposition } from './metrics.js';
 import { startDrainServer } from './server.js';
 import { DrainSupervisor } from './supervisor.js';
 
@@ -93,7 +93,7 @@ export async function startSidecar(
   );
   // Most pods are never scraped, and the metrics are all read from the drain's snapshot at scrape time:
   // nothing is lost by loading prom-client (2-3 MiB) when the first scrape comes.
-  let registry: Promise<Registry> | undefined;
+  let registry: Promise<SidecarExposition> | undefined;
   const metrics = async (): Promise<{ contentType: string; body: string }> => {
     registry ??= import('./metrics.js').then(
       ({ sidecarMetrics }) => sidecarMetrics(supervisor, adminCalls, () => server.counters),

@@ -32,11 +32,67 @@ const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out
 
 const RECOVERY_ACTIONS: readonly Exclude<RecoveryAction, 'none'>[] = ['pass-health-checks', 'restart-envoy'];
 
+/**
+ * Series of shutdown_manager_open_connections at most: an Envoy may have thousands of listeners, and each series is
+ * some 70 bytes of every scrape (and a series in Prometheus). Past this many listeners, the listeners with the
+ * most open connections have a series each, and the rest one series summed, listener="other"; /drain names them all.
+ */
+export const MAX_LISTENER_SERIES = 100;
+/** The label of the series that sums the listeners past MAX_LISTENER_SERIES (a listener of that name counts in it too). */
+export const OTHER_LISTENERS = 'other';
+
+type ListenerCounts = Readonly<Record<string, number>>;
+
+/**
+ * The series of shutdown_manager_open_connections for one poll's counts: all of them up to MAX_LISTENER_SERIES
+ * listeners, else the largest (ties by name) and OTHER_LISTENERS, so that their sum is still the total.
+ */
+function listenerSeries(counts: ListenerCounts | null): readonly (readonly [string, number])[] {
+  if (counts === null) return [];
+  const entries = Object.entries(counts);
+  if (entries.length <= MAX_LISTENER_SERIES) return entries;
+  entries.sort(([nameA, a], [nameB, b]) => b - a || (nameA < nameB ? -1 : nameA > nameB ? 1 : 0));
+  const kept = new Map(entries.slice(0, MAX_LISTENER_SERIES));
+  let others = kept.get(OTHER_LISTENERS) ?? 0;
+  for (const [, count] of entries.slice(MAX_LISTENER_SERIES)) others += count;
+  kept.set(OTHER_LISTENERS, others);
+  return [...kept];
+}
+
+/** What /metrics serves (main.ts): Prometheus's text format, as Registry.metrics() writes it. */
+export interface SidecarExposition {
+  readonly contentType: string;
+  metrics(): Promise<string>;
+  /** The metrics' definitions (tools/docs.ts). */
+  getMetricsAsArray(): ReturnType<Registry['getMetricsAsArray']>;
+}
+
+/**
+ * `drain.snapshot()` once per scrape: prom-client calls every collect() in one synchronous pass at the start of
+ * Registry.metrics(), so that the series of one scrape all come from one snapshot (a microtask forgets it).
+ */
+function snapshotPerScrape(drain: Pick<DrainSupervisor, 'snapshot'>): () => ReturnType<DrainSupervisor['snapshot']> {
+  let current: ReturnType<DrainSupervisor['snapshot']> | undefined;
+  return () => {
+    if (current === undefined) {
+      current = drain.snapshot();
+      queueMicrotask(() => (current = undefined));
+    }
+    return current;
+  };
+}
+
+/**
+ * The sidecar's metrics. Every series is read at the scrape, from one snapshot of the drain, except those of
+ * shutdown_manager_open_connections, which change only at a poll: they are rendered once per poll (the drain
+ * makes a new object of counts at each poll and never changes it).
+ */
 export function sidecarMetrics(
-  drain: Pick<DrainSupervisor, 'snapshot' | 'readiness'>,
+  supervisor: Pick<DrainSupervisor, 'snapshot' | 'readiness'>,
   adminCalls: () => AdminCallCounts,
   server: () => DrainServerCounters,
-): Registry {
+): SidecarExposition {
+  const drain = { snapshot: snapshotPerScrape(supervisor), readiness: () => supervisor.readiness() };
   const registry = new Registry();
   new Gauge({
     name: 'shutdown_manager_drain_state',
@@ -48,16 +104,15 @@ export function sidecarMetrics(
       for (const name of STATES) this.set({ state: name }, name === state ? 1 : 0);
     },
   });
+  const openConnections = 'shutdown_manager_open_connections';
   new Gauge({
-    name: 'shutdown_manager_open_connections',
-    help: "Envoy's active downstream connections at the last poll, by listener (absent before the first poll).",
+    name: openConnections,
+    help: `Envoy's active downstream connections at the last poll, by listener (absent before the first poll); past ${MAX_LISTENER_SERIES} listeners, the ${MAX_LISTENER_SERIES} with the most and the rest summed under listener="${OTHER_LISTENERS}".`,
     labelNames: ['listener'] as const,
     registers: [registry],
     collect() {
       this.reset();
-      for (const [listener, count] of Object.entries(drain.snapshot().openConnectionsByListener ?? {})) {
-        this.set({ listener }, count);
-      }
+      for (const [listener, count] of listenerSeries(drain.snapshot().openConnectionsByListener)) this.set({ listener }, count);
     },
   });
   // Separate from open_connections: these are the ones the drain cannot wait out, so an alert on rollouts
@@ -193,5 +248,28 @@ export function sidecarMetrics(
       for (const [reason, count] of Object.entries(server().connectionsClosed)) this.inc({ reason }, count);
     },
   });
-  return registry;
+  let listeners: { readonly counts: ListenerCounts | null; readonly text: Promise<string> } | undefined;
+  const listenersText = (counts: ListenerCounts | null): Promise<string> => {
+    if (listeners?.counts !== counts) {
+      const text = registry.getSingleMetricAsString(openConnections);
+      listeners = { counts, text };
+      text.catch(() => {
+        if (listeners?.text === text) listeners = undefined; // the next scrape renders them again
+      });
+    }
+    return listeners.text;
+  };
+  return {
+    contentType: registry.contentType,
+    // Registry.metrics(), but for the one metric rendered once per poll.
+    async metrics() {
+      // The same snapshot as every collect() that follows: they are all called in this synchronous pass.
+      const counts = drain.snapshot().openConnectionsByListener;
+      const texts = registry
+        .getMetricsAsArray()
+        .map((metric) => (metric.name === openConnections ? listenersText(counts) : registry.getSingleMetricAsString(metric.name)));
+      return `${(await Promise.all(texts)).join('\n\n')}\n`;
+    },
+    getMetricsAsArray: () => registry.getMetricsAsArray(),
+  };
 }

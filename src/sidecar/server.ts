@@ -151,9 +151,11 @@ const RESERVED_DESCRIPTORS = 64;
  */
 const MAX_REQUESTS_IN_FLIGHT = 4;
 /**
- * Our answers are 0.2 to 2 KiB (/drain and /metrics grow by some 100 bytes per Envoy listener): 32 KiB is
- * several whole answers, and 512 connections × (32 KiB + one answer) stays under 20 MiB, which, on a sidecar
- * of 45-55 MiB at rest, keeps every client behaviour within a 96 MiB budget under the pod's 128Mi.
+ * Our answers are 0.2 to 2 KiB, /metrics 6 to 15 KiB (its per-listener series are capped: see metrics.ts): 32 KiB
+ * is several whole answers, and 512 connections × (32 KiB + one answer) stays under 20 MiB, which, on a sidecar
+ * of 45-55 MiB at rest, keeps every client behaviour within a 96 MiB budget under the pod's 128Mi. /drain grows
+ * by some 70 bytes per Envoy listener (200 KB with 3,000), but those bytes are one Buffer per poll, shared by
+ * every connection it is queued on (JsonParts), not a copy per answer.
  */
 const MAX_UNFLUSHED_BYTES = 32 * 1024;
 /** A kubelet or Prometheus takes its answer within milliseconds; 5 s leaves room for a loaded node, as for the request head. */
@@ -203,7 +205,10 @@ export interface DrainServerOptions {
   readonly log: SidecarLog;
   /** When set, /shutdown needs "Authorization: Bearer <token>": nobody else in the cluster may drain Envoy. */
   readonly shutdownToken?: string | undefined;
-  /** Prometheus exposition for /metrics. */
+  /**
+   * Prometheus exposition for /metrics. Called at most once a turn of the event loop, its answer shared by every
+   * /metrics request answered in that turn (see sharedPerTurn).
+   */
   readonly metrics?: () => Promise<{ readonly contentType: string; readonly body: string }>;
   /** Over defaultConnectionLimits(): tests shorten them, or lift one (Infinity) to show what it prevents. */
   readonly connectionLimits?: Partial<ConnectionLimits>;
@@ -219,7 +224,7 @@ export async function startDrainServer(options: DrainServerOptions): Promise<Dra
   const periods = { ...REPORT_PERIODS, ...options.reportPeriods };
   const guard = new ConnectionGuard(limits, log, periods.connectionsClosedMs, options.clock ?? systemClock);
   const refusals = new RefusalLog(log, periods.refusalsMs);
-  const route = router(options, answerer(guard), refusals);
+  const route = router(options, answerer(guard), refusals, (response) => guard.wanted(response));
   const onRequest = (request: IncomingMessage, response: ServerResponse): void => {
     // False for requests parsed after the guard closed their connection (the rest of a pipelined read): nobody to answer.
     if (!guard.requestStarted(request.socket, response)) return;
@@ -300,13 +305,45 @@ function logLimits(log: SidecarLog, limits: ConnectionLimits): void {
   );
 }
 
-/** Writes an answer: status, content type, body, extra headers. */
-type Reply = (response: ServerResponse, status: number, contentType: string, body: string, headers?: Record<string, string>) => void;
+/**
+ * An answer's body: text, bytes, or chunks of both written one after the other. A Buffer is written as it is,
+ * not copied: one rendering of a large part can be queued on many connections for the memory of one.
+ */
+export type Body = string | Buffer | readonly (string | Buffer)[];
 
-/** Every route of the server, answering through `reply`. */
-function router(options: DrainServerOptions, reply: Reply, refusals: RefusalLog): (request: IncomingMessage, response: ServerResponse) => void {
+/** Writes an answer: status, content type, body, extra headers. */
+type Reply = (response: ServerResponse, status: number, contentType: string, body: Body, headers?: Record<string, string>) => void;
+
+/**
+ * Every route of the server, answering through `reply`. /drain and /metrics, whose answers grow with Envoy's
+ * listeners, are rendered once the requests of the read that brought them are parsed, only for a connection
+ * still open and within its bound on unread answers (`wanted`), and at most once a turn of the event loop,
+ * shared by every request answered in it (sharedPerTurn); /drain's parts as large as the listeners are rendered
+ * once per poll (JsonParts). Measured before (issue 28): 100 connections pipelining /metrics without reading,
+ * against an Envoy of 3,000 listeners, had the sidecar render 190 KB (26 ms of CPU) for every request, those of
+ * connections already closed included: /healthz timed out and /shutdown answered seconds after its deadline.
+ */
+function router(
+  options: DrainServerOptions,
+  reply: Reply,
+  refusals: RefusalLog,
+  wanted: (response: ServerResponse) => boolean,
+): (request: IncomingMessage, response: ServerResponse) => void {
   const { drain, log, waitWindowMs } = options;
   const authorized = bearerCheck(options.shutdownToken);
+  const parts = new JsonParts();
+  const drainJson = sharedPerTurn((): Body => [...parts.render(drain.snapshot()), '\n']);
+  const { metrics } = options;
+  const exposition =
+    metrics === undefined
+      ? undefined
+      : sharedPerTurn(() => metrics().then(({ contentType, body }) => ({ contentType, body: Buffer.from(body) })));
+  /** After the read that brought the request is parsed (a microtask): a pipelined flood closed at its fifth request gets nothing rendered. */
+  const whenWanted = (response: ServerResponse, answer: () => void): void => {
+    queueMicrotask(() => {
+      if (wanted(response)) answer();
+    });
+  };
   return (request, response) => {
     const path = (request.url ?? '/').split('?', 1)[0];
     // /shutdown drains Envoy: only the GET the kubelet's hooks send may start that, not a HEAD from a
@@ -326,13 +363,15 @@ function router(options: DrainServerOptions, reply: Reply, refusals: RefusalLog)
         return;
       }
       case SIDECAR_PATHS.drain:
-        reply(response, 200, 'application/json', `${JSON.stringify(drain.snapshot(), null, 2)}\n`);
+        whenWanted(response, () => reply(response, 200, 'application/json', drainJson()));
         return;
       case SIDECAR_PATHS.metrics:
-        if (options.metrics === undefined) break;
-        options.metrics().then(
-          ({ contentType, body }) => reply(response, 200, contentType, body),
-          (error: unknown) => reply(response, 500, 'text/plain', `metrics failed: ${String(error)}\n`),
+        if (exposition === undefined) break;
+        whenWanted(response, () =>
+          exposition().then(
+            ({ contentType, body }) => reply(response, 200, contentType, body),
+            (error: unknown) => reply(response, 500, 'text/plain', `metrics failed: ${String(error)}\n`),
+          ),
         );
         return;
       case SIDECAR_PATHS.shutdown:
@@ -360,12 +399,15 @@ function answerer(guard: ConnectionGuard): Reply {
   return (response, status, contentType, body, headers = {}) => {
     // The caller may have given up (a kubelet hook abandoned at the grace period): nothing to answer.
     if (response.destroyed || response.writableEnded) return;
-    const bodyBytes = Buffer.byteLength(body);
-    const sent = response.req.method === 'HEAD' ? undefined : body;
-    if (!guard.answering(response, ANSWER_HEAD_BYTES + (sent === undefined ? 0 : bodyBytes))) return;
+    const chunks = typeof body === 'string' || Buffer.isBuffer(body) ? [body] : body;
+    let bodyBytes = 0;
+    for (const chunk of chunks) bodyBytes += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+    const head = response.req.method === 'HEAD';
+    if (!guard.answering(response, ANSWER_HEAD_BYTES + (head ? 0 : bodyBytes))) return;
     const type = contentType.includes('charset') ? contentType : `${contentType}; charset=utf-8`;
     response.writeHead(status, { 'content-type': type, 'content-length': String(bodyBytes), 'cache-control': 'no-store', ...headers });
-    response.end(sent);
+    if (!head) for (const chunk of chunks) response.write(chunk);
+    response.end();
   };
 }
 
@@ -447,6 +489,23 @@ class ConnectionGuard {
     state.unflushed.delete(response);
     if (state.inFlight.size > 0) this.track(socket, state);
     else if (!socket.destroyed) this.wait(socket);
+  }
+
+  /**
+   * Before an answer is computed: false when nobody will take it, its connection having closed since the request
+   * was parsed (the client left, or a later request of the same read broke a bound), or when its connection is
+   * closed now, for the reason answering() would close it: what is computed for it would be thrown away.
+   */
+  wanted(response: ServerResponse): boolean {
+    const socket = response.req.socket;
+    if (response.destroyed || socket.destroyed) return false;
+    const state = this.open.get(socket);
+    if (state === undefined) return true;
+    if (unflushedAhead(state, response) > this.limits.maxUnflushedBytes) {
+      this.close(socket, 'slowReader');
+      return false;
+    }
+    return true;
   }
 
   /**
@@ -587,6 +646,122 @@ function unflushedAhead(state: ConnectionState, response: ServerResponse): numbe
     bytes += size;
   }
   return bytes;
+}
+
+/**
+ * `render`'s result, shared by every call in the same turn of the event loop: the requests of one read
+ * (pipelined), and those of the connections read in the same poll of the loop, get one rendering; a request
+ * read in a later turn gets a new one, so that an answer never predates what happened before its request came.
+ */
+export function sharedPerTurn<T>(render: () => T): () => T {
+  let current: { readonly value: T } | undefined;
+  return () => {
+    if (current === undefined) {
+      current = { value: render() };
+      // The check phase that follows this turn's poll: unref'd, it holds no close() and no exit.
+      setImmediate(() => (current = undefined)).unref();
+    }
+    return current.value;
+  };
+}
+
+/** A list with more values than this, none an object (Envoy's listeners by name: thousands in some), is a part rendered once per object. */
+const SHARED_PART_MIN_ENTRIES = 32;
+
+/**
+ * JSON.stringify(value, null, 2), as chunks: a plain object or array of more than SHARED_PART_MIN_ENTRIES values,
+ * none of them an object, is rendered once per object (and depth) and its bytes given to every answer that shows
+ * the same object; the rest, a few dozen fields, is rendered for each. The drain's large parts (open connections by
+ * listener, the listeners available and watched) are made anew at each poll and never changed after (readonly
+ * in DrainSnapshot): each is rendered once per poll, and held only as long as the drain holds its object.
+ * Anything but plain objects and arrays (a Date, a class instance) is left to JSON.stringify, whole.
+ */
+export class JsonParts {
+  private readonly parts = new WeakMap<object, Map<string, Buffer>>();
+
+  render(value: unknown): (string | Buffer)[] {
+    const chunks: (string | Buffer)[] = [];
+    let text = '';
+    const part = (container: object, indent: string): void => {
+      let byIndent = this.parts.get(container);
+      let bytes = byIndent?.get(indent);
+      if (bytes === undefined) {
+        // JSON strings hold no raw line breaks: each one is the start of a line to indent.
+        bytes = Buffer.from(JSON.stringify(container, null, 2).replaceAll('\n', `\n${indent}`));
+        if (byIndent === undefined) this.parts.set(container, (byIndent = new Map()));
+        byIndent.set(indent, bytes);
+      }
+      if (text !== '') chunks.push(text);
+      text = '';
+      chunks.push(bytes);
+    };
+    /** Writes `item` (JSON.stringify's rules for `key`); false when it has no JSON (undefined, a function, a symbol). */
+    const write = (key: string, item: unknown, indent: string): boolean => {
+      const current =
+        typeof item === 'object' && item !== null && typeof (item as { toJSON?: unknown }).toJSON === 'function' ? (item as { toJSON: (key: string) => unknown }).toJSON(key) : item;
+      if (typeof current !== 'object' || current === null || !isPlain(current)) {
+        // JSON.stringify's own rules, toJSON included (called again, with the key '').
+        const json = JSON.stringify(item, null, 2) as string | undefined;
+        if (json === undefined) return false;
+        text += json.replaceAll('\n', `\n${indent}`);
+        return true;
+      }
+      if (this.parts.has(current) || isLargeLeaf(current, SHARED_PART_MIN_ENTRIES)) {
+        part(current, indent);
+        return true;
+      }
+      const inner = `${indent}  `;
+      if (Array.isArray(current)) {
+        if (current.length === 0) {
+          text += '[]';
+          return true;
+        }
+        text += '[';
+        current.forEach((element: unknown, index) => {
+          text += `${index === 0 ? '' : ','}\n${inner}`;
+          if (!write(String(index), element, inner)) text += 'null';
+        });
+        text += `\n${indent}]`;
+        return true;
+      }
+      let written = 0;
+      for (const [name, field] of Object.entries(current)) {
+        const before = text;
+        text += `${written === 0 ? '{' : ','}\n${inner}${JSON.stringify(name)}: `;
+        // Nothing to show (write changes nothing then): the key is taken back.
+        if (write(name, field, inner)) written += 1;
+        else text = before;
+      }
+      text += written === 0 ? '{}' : `\n${indent}}`;
+      return true;
+    };
+    if (!write('', value, '')) return [];
+    if (text !== '') chunks.push(text);
+    return chunks;
+  }
+}
+
+/** A plain object or an array: what JsonParts walks itself. */
+function isPlain(value: object): boolean {
+  if (Array.isArray(value)) return true;
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  return prototype === Object.prototype || prototype === null;
+}
+
+/**
+ * Whether `container` is a list of more than `bound` values, none of them an object (listeners by name, names of
+ * listeners): a snapshot of a few dozen fields, some of them objects, is not (the walk stops at its first object).
+ * Without listing the keys: a part of thousands of listeners is walked this way once, when first seen.
+ */
+function isLargeLeaf(container: object, bound: number): boolean {
+  let count = 0;
+  for (const name in container) {
+    if (!Object.hasOwn(container, name)) continue;
+    const entry = (container as Record<string, unknown>)[name];
+    if (typeof entry === 'object' && entry !== null) return false;
+    count += 1;
+  }
+  return count > bound;
 }
 
 function zeroCounts(): Record<ConnectionCloseReason, number> {

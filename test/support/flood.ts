@@ -14,12 +14,17 @@ import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
 import { residentMemory, timedCall } from './abuse.js';
 import { cleanEnvironment, REPO_ROOT } from './process.js';
 
 export interface FloodSpec {
-  /** `new-connections`: one request per connection, closed once answered; `keep-alive`: `sockets` reused connections. */
-  readonly kind: 'new-connections' | 'keep-alive';
+  /**
+   * `new-connections`: one request per connection, closed once answered; `keep-alive`: `sockets` reused
+   * connections; `unread-pipelines`: new connections, each writing its `pipelined` requests at once and never
+   * reading, dropped by the client `holdMs` after it connected (`perSecond` then counts connections).
+   */
+  readonly kind: 'new-connections' | 'keep-alive' | 'unread-pipelines';
   readonly port: number;
   readonly host?: string;
   /** Requests started per second at most (the ceiling is kept from the start, never caught up in a burst above it). */
@@ -27,7 +32,7 @@ export interface FloodSpec {
   readonly seconds: number;
   /** Request paths, taken in turn. */
   readonly paths: readonly string[];
-  /** new-connections: connections open at once at most. Default 64. */
+  /** new-connections, unread-pipelines: connections open at once at most. Default 64. */
   readonly concurrency?: number;
   /** keep-alive: connections. Default 8. */
   readonly sockets?: number;
@@ -35,11 +40,21 @@ export interface FloodSpec {
   readonly depth?: number;
   /** An answer not complete within this long counts as an error and its connection is dropped. Default 5 s. */
   readonly answerWithinMs?: number;
+  /**
+   * unread-pipelines: the requests each connection writes (the paths in turn), connection after connection taking
+   * these counts in turn: [4, 400] alternates connections within the sidecar's bound of 4 in flight and past it. Default [4].
+   */
+  readonly pipelined?: readonly number[];
+  /** unread-pipelines: how long a connection is held before the client drops it (a reset, its answers unread). Default 1 s. */
+  readonly holdMs?: number;
 }
 
 export interface FloodResult {
   readonly kind: FloodSpec['kind'];
+  /** Requests sent (unread-pipelines: written, never answered as far as the client knows). */
   readonly sent: number;
+  /** unread-pipelines: connections opened. */
+  readonly connections?: number;
   /** Due by the rate but not sent, every connection being busy: the server (or this client) kept up with less. */
   readonly dropped: number;
   readonly answered: number;
@@ -226,7 +241,58 @@ export async function keepAliveFlood(spec: FloodSpec): Promise<FloodResult> {
   return tally.result('keep-alive', startedAt);
 }
 
+/**
+ * Strangers who ask and never read: each connection writes its whole pipeline at once, reads nothing, and is
+ * dropped by the client after holdMs, with at most `concurrency` open at once; `perSecond` connections a second.
+ */
+export async function unreadPipelineFlood(spec: FloodSpec): Promise<FloodResult> {
+  const { port, host = '127.0.0.1', perSecond, seconds, paths, concurrency = 64, pipelined = [4], holdMs = 1_000 } = spec;
+  const payloads = pipelined.map((count) => Buffer.from(Array.from({ length: count }, (_, index) => requestHead(paths[index % paths.length]!, host)).join('')));
+  const tally = new Tally();
+  let open = 0;
+  let connections = 0;
+  const call = (payload: Buffer, requests: number): void => {
+    open += 1;
+    connections += 1;
+    tally.sent += requests;
+    let done = false;
+    const socket = net.connect({ port, host });
+    socket.pause(); // never read: the answers stay in the kernel's buffers, then in the server's
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      open -= 1;
+      socket.destroy();
+    };
+    const timer = setTimeout(finish, holdMs);
+    socket.once('connect', () => socket.write(payload));
+    socket.on('error', () => {
+      tally.errors += 1;
+      finish();
+    });
+    socket.on('close', finish);
+  };
+  const startedAt = performance.now();
+  let next = 0;
+  await paced(
+    seconds,
+    holdMs,
+    (elapsedMs) => {
+      const due = dueBy(perSecond, elapsedMs) - tally.dropped;
+      while (connections < due && open < concurrency) {
+        const turn = next++ % payloads.length;
+        call(payloads[turn]!, pipelined[turn]!);
+      }
+      tally.dropped += due - connections;
+    },
+    () => open === 0,
+  );
+  return { ...tally.result('unread-pipelines', startedAt), connections };
+}
+
 export function flood(spec: FloodSpec): Promise<FloodResult> {
+  if (spec.kind === 'unread-pipelines') return unreadPipelineFlood(spec);
   return spec.kind === 'new-connections' ? newConnectionFlood(spec) : keepAliveFlood(spec);
 }
 
@@ -346,5 +412,124 @@ export async function floodWhileWatching<Midway>(
   } finally {
     clearInterval(sampler);
     child.kill();
+  }
+}
+
+/** A sidecar to watch: its process, where it listens, and its log (for its first poll). */
+export interface DrainTarget {
+  readonly pid: number;
+  readonly port: number;
+  url(path: string): string;
+  waitForLog(predicate: (line: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<unknown>;
+}
+
+export interface DrainFloodOptions {
+  /** The sidecar's --drain-timeout: an Envoy whose connections stay open holds the drain to it. */
+  readonly drainTimeoutMs: number;
+  /** The pod's token, for /shutdown. */
+  readonly token: string;
+  /** How long the sidecar's CPU is read while it drains without the flood, before it starts. */
+  readonly quietMs: number;
+  /** The flood, run from a child process (spawnFlood) from the end of the quiet stretch. */
+  readonly flood: Omit<FloodSpec, 'port'>;
+  /** The kubelet's /healthz, one every this long on a new connection each, from /shutdown to its answer. Default 100 ms. */
+  readonly probeEveryMs?: number;
+  /** A probe not answered within this long counts as this long, and as a failure. Default 5 s. */
+  readonly probeTimeoutMs?: number;
+}
+
+export interface DrainFlood {
+  readonly flood: FloodResult;
+  readonly restMiB: number;
+  /** VmRSS sampled every 20 ms from /shutdown to its answer and the flood's end, or VmHWM if higher. */
+  readonly peakMiB: number;
+  /** The sidecar's CPU a second while it drained without the flood (its polls of Envoy), in ms. */
+  readonly quietCpuMsPerSecond: number;
+  /** Its CPU during the flood beyond that rate, in ms: the flood's cost. */
+  readonly floodCpuMs: number;
+  /** floodCpuMs per connection of the flood. */
+  readonly cpuMsPerConnection: number;
+  /** Each /healthz's milliseconds (a failed or late one as probeTimeoutMs), and how many failed. */
+  readonly healthz: readonly number[];
+  readonly healthzFailures: number;
+  /** /shutdown's answer, or undefined when none came within the drain time and 10 s more. */
+  readonly shutdown: { readonly status: number; readonly body: string } | undefined;
+  /** How long after the drain's deadline (counted from the call) /shutdown was answered; negative when before. */
+  readonly shutdownLateMs: number;
+}
+
+/** CPU time a process has used so far (user + system), in ms; /proc counts it in clock ticks (10 ms). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * The kubelet's preStop hook and liveness probe against a sidecar whose Envoy holds its connections (so that
+ * the drain lasts to its deadline), while strangers flood the serve port: /shutdown, then `quietMs` of the
+ * drain alone (the CPU its polls take), then the flood from a child process. /healthz is called throughout,
+ * and the sidecar's memory sampled, until /shutdown is answered and the flood is over.
+ */
+export async function drainUnderFlood(target: DrainTarget, options: DrainFloodOptions): Promise<DrainFlood> {
+  const { drainTimeoutMs, token, quietMs, probeEveryMs = 100, probeTimeoutMs = 5_000 } = options;
+  const restMiB = residentMemory(target.pid).rssMiB;
+  let sampled = restMiB;
+  const sampler = setInterval(() => (sampled = Math.max(sampled, residentMemory(target.pid).rssMiB)), 20);
+  let child: FloodProcess | undefined;
+  try {
+    const calledAt = performance.now();
+    let answeredAt: number | undefined;
+    const shutdown = timedCall(target.url('/shutdown'), { headers: { authorization: `Bearer ${token}` }, timeoutMs: drainTimeoutMs + 10_000 }).then(
+      (answer) => {
+        answeredAt = performance.now();
+        return answer;
+      },
+      () => undefined,
+    );
+    const healthz: number[] = [];
+    let healthzFailures = 0;
+    let probing = true;
+    const probes = (async () => {
+      while (probing) {
+        const startedAt = performance.now();
+        const answer = await timedCall(target.url('/healthz'), { timeoutMs: probeTimeoutMs }).catch(() => undefined);
+        if (answer?.status === 200) healthz.push(answer.ms);
+        else {
+          healthzFailures += 1;
+          healthz.push(Math.max(probeTimeoutMs, performance.now() - startedAt));
+        }
+        await new Promise((resolve) => setTimeout(resolve, probeEveryMs));
+      }
+    })();
+
+    await target.waitForLog((line) => line['event'] === 'poll', drainTimeoutMs);
+    const quietFrom = cpuMs(target.pid);
+    await new Promise((resolve) => setTimeout(resolve, quietMs));
+    const quietCpuMsPerSecond = ((cpuMs(target.pid) - quietFrom) * 1000) / quietMs;
+
+    child = spawnFlood({ ...options.flood, port: target.port });
+    await child.started;
+    const floodFrom = { cpu: cpuMs(target.pid), at: performance.now() };
+    const flood = await child.result;
+    const floodCpuMs = cpuMs(target.pid) - floodFrom.cpu - (quietCpuMsPerSecond * (performance.now() - floodFrom.at)) / 1000;
+    const answer = await shutdown;
+    probing = false;
+    await probes;
+    const peakMiB = Math.max(sampled, residentMemory(target.pid).peakMiB);
+    return {
+      flood,
+      restMiB,
+      peakMiB,
+      quietCpuMsPerSecond,
+      floodCpuMs,
+      cpuMsPerConnection: floodCpuMs / Math.max(1, flood.connections ?? flood.sent),
+      healthz,
+      healthzFailures,
+      shutdown: answer === undefined ? undefined : { status: answer.status, body: answer.body },
+      shutdownLateMs: (answeredAt ?? Infinity) - (calledAt + drainTimeoutMs),
+    };
+  } finally {
+    clearInterval(sampler);
+    child?.kill();
   }
 }

@@ -1,0 +1,121 @@
+/**
+ * The sidecar draining an Envoy of many listeners while strangers flood its serve port with /metrics, pipelined
+ * and never read (issue 28, item 5): its peak resident memory, the kubelet's /healthz (slowest), how late
+ * /shutdown is answered against the drain's deadline, and the sidecar's CPU per flooding connection beyond what
+ * its polls of Envoy take, for Envoys of 10 to 5,000 listeners. The work per request should not grow with the
+ * listeners: the figure per connection is the same at 10 and at 5,000.
+ *
+ * The Envoy is test/support/fault-admin.ts's admin API, each listener holding one connection, so that the drain
+ * lasts to its deadline; the sidecar is started as injected (sidecarArgs, SIDECAR_ENV, a token), polling every
+ * second; the flood comes from a child process (test/support/flood.ts, `unread-pipelines`).
+ *
+ * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/listener-flood.ts`.
+ * `--entry=<path to another build's dist/entry.cjs>` measures that build instead (to compare with a commit
+ * before: `git worktree add /tmp/before <commit> && cd /tmp/before && npm ci && npm run build`).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseWebhookConfig } from '../src/config/webhook.js';
+import { SHUTDOWN_TOKEN_ENV } from '../src/config/sidecar.js';
+import { SIDECAR_ENV, sidecarArgs } from '../src/inject/sidecar.js';
+import { FaultAdmin } from '../test/support/fault-admin.js';
+import { drainUnderFlood, type DrainFlood, type FloodSpec } from '../test/support/flood.js';
+import { BUILT_ENTRY, startNode } from '../test/support/process.js';
+import { loadAverage, mib, summarize, type Figure } from './support.js';
+
+export interface ListenerFloodProfile {
+  /** Envoys measured, by their number of listeners. */
+  readonly listeners: readonly number[];
+  /** Length of each flood; the drain lasts QUIET_MS + this, its deadline inside the flood. */
+  readonly floodSeconds: number;
+}
+
+/** The flood of test/sidecar/server-listeners.test.ts: 200 connections a second, alternately within the bound of 4 requests in flight and past it. */
+export const LISTENER_FLOOD: Omit<FloodSpec, 'port' | 'seconds'> = {
+  kind: 'unread-pipelines',
+  perSecond: 200,
+  concurrency: 256,
+  holdMs: 1_000,
+  pipelined: [4, 400],
+  paths: ['/metrics'],
+};
+
+const TOKEN = 'bench-token-0123456789abcdef01234567';
+const QUIET_MS = 2_000;
+/** What no client behaviour may take the sidecar past (test/sidecar/server-abuse.test.ts). */
+const RSS_BUDGET_MIB = 96;
+/** As the injector flags them, less those moved: where to listen, Envoy's admin port, the state directory. */
+const MOVED_FLAGS = ['--serve-address=', '--serve-port=', '--admin-port=', '--state-dir='];
+
+/** One drain of an Envoy of `listeners` listeners under the flood, with the sidecar built at `entry`. */
+export async function measureListenerFlood(listeners: number, floodSeconds: number, entry = BUILT_ENTRY): Promise<DrainFlood> {
+  const admin = await FaultAdmin.start({ listeners: Object.fromEntries(Array.from({ length: listeners }, (_, index) => [`0.0.0.0_${20_000 + index}`, 1])) });
+  const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-listeners-'));
+  // The flood starts after the first poll and QUIET_MS, and lasts floodSeconds: the deadline falls within it.
+  const drainTimeoutMs = QUIET_MS + floodSeconds * 1000;
+  const plan = { ...parseWebhookConfig([], {}).injection.defaults, 'check-delay': 0, 'quiet-period': 0, 'check-interval': 1_000, 'drain-timeout': drainTimeoutMs };
+  const args = [
+    ...sidecarArgs(plan).filter((arg) => !MOVED_FLAGS.some((flag) => arg.startsWith(flag))),
+    '--serve-address=127.0.0.1',
+    '--serve-port=0',
+    `--admin-port=${admin.port}`,
+    `--state-dir=${stateDir}`,
+  ];
+  const env = Object.fromEntries([...SIDECAR_ENV, { name: SHUTDOWN_TOKEN_ENV, value: TOKEN }].map(({ name, value }) => [name, value]));
+  try {
+    const sidecar = await startNode([entry, ...args], { ready: (line) => line['event'] === 'listening', env });
+    try {
+      await sidecar.waitForLog((line) => line['event'] === 'envoy_admin_reachable', 10_000);
+      const port = Number(sidecar.ready['port']);
+      return await drainUnderFlood(
+        { pid: sidecar.child.pid as number, port, url: (path) => `http://127.0.0.1:${port}${path}`, waitForLog: sidecar.waitForLog },
+        { drainTimeoutMs, token: TOKEN, quietMs: QUIET_MS, flood: { ...LISTENER_FLOOD, seconds: floodSeconds } },
+      );
+    } finally {
+      await sidecar.kill();
+    }
+  } finally {
+    await admin.close();
+    await rm(stateDir, { recursive: true, force: true });
+  }
+}
+
+export async function runListenerFloodBench(profile: ListenerFloodProfile, entry = BUILT_ENTRY): Promise<Figure[]> {
+  const { perSecond, pipelined, paths } = LISTENER_FLOOD;
+  console.log(
+    `Listener-heavy Envoy under a flood of ${paths.join(', ')} (${perSecond} connections/s pipelining ${pipelined?.join(' or ')}, never read) for ${profile.floodSeconds} s, ` +
+      `Envoys of ${profile.listeners.join(', ')} listeners; load average ${loadAverage()}`,
+  );
+  const figures: Figure[] = [];
+  for (const listeners of profile.listeners) {
+    const run = await measureListenerFlood(listeners, profile.floodSeconds, entry);
+    const healthz = summarize(run.healthz);
+    const late = run.shutdown === undefined ? 'not answered' : `${(run.shutdownLateMs / 1000).toFixed(2)} s after the deadline (${run.shutdown.status})`;
+    console.log(
+      `  ${listeners} listeners: peak ${mib(run.peakMiB)} (rest ${mib(run.restMiB)}); /healthz median ${healthz.median.toFixed(0)} / max ${healthz.max.toFixed(0)} ms, ` +
+        `${run.healthzFailures} failed; /shutdown ${late}; ${run.flood.connections} connections, ${run.cpuMsPerConnection.toFixed(2)} ms of CPU each ` +
+        `(polls ${run.quietCpuMsPerSecond.toFixed(0)} ms/s); load average ${loadAverage()}`,
+    );
+    figures.push({
+      name: `sidecar draining an Envoy of ${listeners.toLocaleString('en-US')} listeners under a /metrics flood: peak RSS; /healthz max; /shutdown after its deadline`,
+      value: `${mib(run.peakMiB)}; ${healthz.max.toFixed(0)} ms (${run.healthzFailures} failed); ${run.shutdown === undefined ? 'not answered' : `${run.shutdownLateMs.toFixed(0)} ms`}`,
+      target: `< ${RSS_BUDGET_MIB} MiB; < 1,000 ms; ≤ 1,000 ms`,
+      pass: run.peakMiB < RSS_BUDGET_MIB && healthz.max < 1_000 && run.healthzFailures === 0 && run.shutdown !== undefined && run.shutdownLateMs <= 1_000,
+    });
+    figures.push({
+      name: `… the sidecar's CPU per flooding connection (${listeners.toLocaleString('en-US')} listeners)`,
+      value: `${run.cpuMsPerConnection.toFixed(2)} ms (${run.flood.connections} connections)`,
+      target: '',
+      pass: undefined,
+    });
+  }
+  return figures;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const { printTable } = await import('./support.js');
+  const entry = process.argv.find((arg) => arg.startsWith('--entry='))?.slice('--entry='.length);
+  printTable(await runListenerFloodBench({ listeners: [10, 3_000, 5_000], floodSeconds: 6 }, entry));
+}
