@@ -1,12 +1,12 @@
-/** `envoy-shutdown-manager inject -f FILE|-`: offline injection, writing the result to stdout. */
+/** `envoy-shutdown-manager inject FILE|DIRECTORY|- ...`: offline injection, writing the result to stdout. */
 import { createHmac } from 'node:crypto';
 import { describeSettings, envName, readSettings, type Setting } from '../config/settings.js';
 import * as kinds from '../config/values.js';
 import { INJECTION_SETTINGS, injectionConfigOf } from '../config/webhook.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { CommandIo } from './io.js';
-import { commandFailure, readManifestInput, runCommand, takeFilename } from './input.js';
+import { commandFailure, joinOutputs, missingInput, readInputs, runCommand, summaryOf, takeInputs } from './input.js';
 import { injectManifests, nothingInjectedReason, type TokenFor } from './manifests.js';
 
 const INJECT_SETTINGS = {
@@ -23,37 +23,55 @@ const INJECT_SETTINGS = {
   } satisfies Setting<boolean>,
 };
 
-const USAGE = `Usage: envoy-shutdown-manager inject -f FILE [flags]
-       kubectl get deploy envoy -o yaml | envoy-shutdown-manager inject -f - | kubectl apply -f -
+const USAGE = `Usage: envoy-shutdown-manager inject [flags] FILE|DIRECTORY|- ...
+       envoy-shutdown-manager inject -f FILE [-f FILE ...] [flags]
+       kubectl get deploy envoy -o yaml | envoy-shutdown-manager inject - | kubectl apply -f -
 
 Injects the shutdown-manager into Pods and into the pod templates of Deployments, DaemonSets,
 StatefulSets, ReplicaSets, Jobs and CronJobs that match --pod-selector (app=envoy unless set),
 exactly as the webhook would.
-Reads YAML (several documents, or a List) or JSON; writes the result to stdout, notes to stderr.
+Reads YAML (several documents, or a List) or JSON from each file, from every .yaml, .yml and .json file of
+a directory (sorted by name), and from standard input for -; writes the results to stdout in that order
+(separated by ---), one line per resource on stderr saying what became of it, and notes to stderr.
 
 Flags:
-  -f, --filename FILE
-      The manifests to read; - reads standard input.
+  -f, --filename FILE|DIRECTORY|-
+      An input, as a positional one is; may be given several times.
+  -R, --recursive
+      Read directories with their subdirectories.
+  --version
+      Print the version and exit.
 ${describeSettings(INJECT_SETTINGS)}
 `;
 
 export async function runInjectCommand(args: readonly string[], io: CommandIo): Promise<number> {
   return runCommand('inject', USAGE, io, async () => {
-    const { filename, rest } = takeFilename(args);
+    const { names, recursive, rest } = takeInputs(args, INJECT_SETTINGS);
     const values = readSettings(INJECT_SETTINGS, rest, io.env);
-    if (filename === undefined) return commandFailure(io, 'inject', 'missing -f FILE (or -f - for standard input); see --help', EXIT_USAGE);
-    const input = await readManifestInput(filename, io);
+    if (names.length === 0) return missingInput(io, 'inject');
+    const inputs = await readInputs(names, recursive, io);
     const seed = values['token-seed'];
     const config = injectionConfigOf(values);
-    const result = injectManifests(input, config, seed === '' ? newShutdownToken : derivedToken(seed));
-    for (const note of result.notes) io.stderr.write(`note: ${note}\n`);
-    const nothing = nothingInjectedReason(result.tally, config);
+    const tokenFor = seed === '' ? newShutdownToken : derivedToken(seed);
+    const results = inputs.map((input) => injectManifests(input.text, config, tokenFor, input.name));
+    const tally = results.reduce(
+      (sum, { tally: one }) => ({
+        templates: sum.templates + one.templates,
+        selected: sum.selected + one.selected,
+        injected: sum.injected + one.injected,
+        upToDate: sum.upToDate + one.upToDate,
+      }),
+      { templates: 0, selected: 0, injected: 0, upToDate: 0 },
+    );
+    const nothing = nothingInjectedReason(tally, config);
+    for (const note of results.flatMap((result) => result.notes)) io.stderr.write(`note: ${note}\n`);
     if (nothing !== undefined && values['require-injection']) return commandFailure(io, 'inject', `${nothing} (--require-injection)`, EXIT_FAILURE);
+    io.stderr.write(summaryOf(results));
     if (nothing !== undefined) io.stderr.write(`note: ${nothing}\n`);
-    if (seed === '' && values['protect-shutdown'] && result.tally.injected > 0) {
+    if (seed === '' && values['protect-shutdown'] && tally.injected > 0) {
       io.stderr.write(`note: /shutdown tokens are random, so every run changes the pod templates it injects; set ${envName('token-seed')} for stable output\n`);
     }
-    io.stdout.write(result.output);
+    io.stdout.write(joinOutputs(results));
     return EXIT_OK;
   });
 }

@@ -1,44 +1,180 @@
-/** What the manifest commands (`inject`, `uninject`) share: `-f FILE|-`, and reading it. */
-import { readFile } from 'node:fs/promises';
+/**
+ * What the manifest commands (`inject`, `uninject`) share: their inputs as kubectl takes them (files,
+ * directories, `-` for standard input, positional or after -f, several of each), reading them, and writing
+ * the results in input order.
+ */
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { text as readStream } from 'node:stream/consumers';
-import { HelpRequested } from '../config/settings.js';
-import { EXIT_OK, UserFacingError } from '../errors.js';
+import { HelpRequested, type SettingTable } from '../config/settings.js';
+import * as kinds from '../config/values.js';
+import { EXIT_OK, EXIT_USAGE, UsageError, UserFacingError } from '../errors.js';
 import type { CommandIo } from './io.js';
+import { summaryLine, type EditedManifests } from './manifests.js';
 
 export class InputError extends UserFacingError {
   override readonly name = 'InputError';
 }
 
-/** -f is the command's; every other flag goes to the settings reader, which knows `--name=value` and `--name value`. */
-export function takeFilename(args: readonly string[]): { filename: string | undefined; rest: string[] } {
+/** The name of standard input in notes and errors. */
+export const STDIN_NAME = 'stdin';
+
+/** How a directory is read: every file with one of these endings, as kubectl -f does. */
+const MANIFEST_FILE = /\.(ya?ml|json)$/i;
+
+export interface InputArgs {
+  /** Files, directories and `-`, in the order given. */
+  readonly names: readonly string[];
+  /** -R: directories are read with their subdirectories. */
+  readonly recursive: boolean;
+  /** Everything else, for the settings reader. */
+  readonly rest: string[];
+}
+
+/**
+ * Splits the command line into inputs (positional words, `-f NAME`, `--filename=NAME`, everything after `--`)
+ * and flags. `table` tells which flags take a value (`--check-delay 30s`), so that the value is not taken for
+ * a file; a boolean flag takes the next word only when it is true or false, as the settings reader does.
+ */
+export function takeInputs(args: readonly string[], table: SettingTable): InputArgs {
+  const names: string[] = [];
   const rest: string[] = [];
-  let filename: string | undefined;
+  let recursive = false;
   for (let i = 0; i < args.length; i += 1) {
     const arg = args[i] as string;
     const inline = /^(?:-f|--filename)=(.*)$/.exec(arg);
-    if (inline) filename = inline[1];
-    else if (arg === '-f' || arg === '--filename') {
-      filename = args[i + 1];
+    if (arg === '--') {
+      names.push(...args.slice(i + 1));
+      break;
+    } else if (inline) {
+      names.push(inline[1] as string);
+    } else if (arg === '-f' || arg === '--filename') {
+      const name = args[i + 1];
+      if (name === undefined) throw new UsageError(`${arg} needs a file, a directory, or - for standard input`);
+      names.push(name);
       i += 1;
-    } else rest.push(arg);
+    } else if (arg === '-R' || arg === '--recursive') {
+      recursive = true;
+    } else if (arg === '-' || !arg.startsWith('-')) {
+      names.push(arg);
+    } else {
+      rest.push(arg);
+      const flag = /^--([^=]+)$/.exec(arg)?.[1];
+      const setting = flag === undefined ? undefined : table[flag];
+      const next = args[i + 1];
+      if (setting === undefined || next === undefined) continue;
+      const takesNext = setting.kind !== kinds.boolean || ['true', 'false'].includes(next.trim().toLowerCase());
+      if (takesNext) {
+        rest.push(next);
+        i += 1;
+      }
+    }
   }
-  return { filename, rest };
+  return { names, recursive, rest };
 }
 
-/** The file's text, or standard input's for `-`. */
-export async function readManifestInput(filename: string, io: CommandIo): Promise<string> {
-  if (filename === '-') return readStream(io.stdin);
-  try {
-    return await readFile(filename, 'utf8');
-  } catch (error) {
-    throw new InputError(`cannot read ${filename}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+export interface ManifestInput {
+  /** The path as given (for a file found in a directory, the directory joined with its name), or "stdin". */
+  readonly name: string;
+  readonly text: string;
+}
+
+/**
+ * Every input's text, in order: a directory gives its .yaml, .yml and .json files sorted by name (with
+ * `recursive`, its subdirectories' too, in the same walk). Everything is read before anything is written.
+ */
+export async function readInputs(names: readonly string[], recursive: boolean, io: CommandIo): Promise<ManifestInput[]> {
+  if (names.filter((name) => name === '-').length > 1) throw new UsageError('- (standard input) is named more than once');
+  const inputs: ManifestInput[] = [];
+  for (const name of names) {
+    if (name === '-') {
+      inputs.push({ name: STDIN_NAME, text: await readStream(io.stdin) });
+      continue;
+    }
+    if (name === '') throw new UsageError('an empty file name; name a file, a directory, or - for standard input');
+    const isDirectory = (await statOf(name)).isDirectory();
+    const files = isDirectory ? await manifestFiles(name, recursive) : [name];
+    if (isDirectory && files.length === 0) {
+      throw new InputError(`${name}: no .yaml, .yml or .json file in this directory${recursive ? ' or below' : ' (-R reads its subdirectories)'}`);
+    }
+    for (const file of files) inputs.push({ name: file, text: await readText(file) });
   }
+  return inputs;
+}
+
+async function statOf(name: string): Promise<{ isDirectory(): boolean }> {
+  try {
+    return await stat(name);
+  } catch (error) {
+    throw cannotRead(name, error);
+  }
+}
+
+async function readText(name: string): Promise<string> {
+  try {
+    return await readFile(name, 'utf8');
+  } catch (error) {
+    throw cannotRead(name, error);
+  }
+}
+
+function cannotRead(name: string, error: unknown): InputError {
+  const code = (error as NodeJS.ErrnoException).code;
+  const why = code === 'ENOENT' ? 'ENOENT (no such file or directory)' : code === 'EACCES' ? 'EACCES (permission denied)' : (code ?? String(error));
+  return new InputError(`cannot read ${name}: ${why}`);
+}
+
+/** The manifest files of a directory, sorted by name; with `recursive`, its subdirectories' in the same walk. */
+async function manifestFiles(directory: string, recursive: boolean): Promise<string[]> {
+  let entries;
+  try {
+    entries = await readdir(directory, { withFileTypes: true });
+  } catch (error) {
+    throw cannotRead(directory, error);
+  }
+  const files: string[] = [];
+  for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    const path = join(directory, entry.name);
+    const isDirectory = entry.isDirectory() || (entry.isSymbolicLink() && (await statOf(path)).isDirectory());
+    if (isDirectory) {
+      if (recursive) files.push(...(await manifestFiles(path, true)));
+    } else if (MANIFEST_FILE.test(entry.name)) files.push(path);
+  }
+  return files;
+}
+
+/**
+ * The outputs of several inputs as one stream, in input order. JSON outputs alone are concatenated (kubectl
+ * reads a stream of JSON objects); otherwise they are YAML documents separated by `---` (JSON is YAML), with a
+ * `---` first when the first is JSON, so that kubectl does not take the whole stream for JSON.
+ */
+export function joinOutputs(results: readonly EditedManifests[]): string {
+  const outputs = results.filter((result) => result.output.trim() !== '');
+  if (outputs.length <= 1) return outputs[0]?.output ?? results[0]?.output ?? '';
+  const ended = (text: string): string => (text.endsWith('\n') ? text : `${text}\n`);
+  if (outputs.every((result) => result.json)) return outputs.map((result) => ended(result.output)).join('');
+  return outputs
+    .map((result, index) => {
+      const startsDocument = /^---(\s|$)/.test(result.output);
+      return `${(index > 0 || result.json) && !startsDocument ? '---\n' : ''}${ended(result.output)}`;
+    })
+    .join('');
+}
+
+/** The per-resource summary, one line each, for stderr. */
+export function summaryOf(results: readonly EditedManifests[]): string {
+  return results.flatMap((result) => result.resources.map((resource) => `${summaryLine(resource)}\n`)).join('');
 }
 
 /** A command's one-line failure on stderr, `envoy-shutdown-manager <command>: <message>`, and its exit code. */
 export function commandFailure(io: CommandIo, command: string, message: string, code: number): number {
   io.stderr.write(`envoy-shutdown-manager ${command}: ${message}\n`);
   return code;
+}
+
+/** No input named: a usage error. */
+export function missingInput(io: CommandIo, command: string): number {
+  return commandFailure(io, command, `missing FILE: name files, directories, or - for standard input (positional or -f); see --help`, EXIT_USAGE);
 }
 
 /**

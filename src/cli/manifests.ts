@@ -6,11 +6,12 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Pod } from '@kubernetes/client-node';
-import { Document, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, Scalar, visit, type ToStringOptions, type YAMLError } from 'yaml';
+import { Document, isAlias, isMap, isScalar, isSeq, LineCounter, parseAllDocuments, Scalar, visit, type ToStringOptions, type YAMLError } from 'yaml';
+import { ANNOTATIONS } from '../config/annotation-names.js';
 import type { InjectionConfig } from '../config/webhook.js';
 import { UserFacingError } from '../errors.js';
 import { formatLabelSelector } from '../config/label-selector.js';
-import { injectPod, type InjectionOutcome } from '../inject/injector.js';
+import { injectPod, type InjectionOutcome, type SkipReason } from '../inject/injector.js';
 import { podPatch, type Operation } from '../inject/patch.js';
 import { uninjectPod, type UninjectionOutcome } from '../inject/uninjector.js';
 import { isJsonObject, type JsonObject } from '../json.js';
@@ -34,10 +35,13 @@ export class ManifestError extends UserFacingError {
   override readonly name = 'ManifestError';
 }
 
-/** What becomes of one pod template: changed into `pod`, kept as it is, or refused (the whole run fails). */
+/**
+ * What becomes of one pod template: changed into `pod`, kept as it is, or refused (the whole run fails).
+ * `status` is the resource's word in the summary ("injected", "skipped (opted out)").
+ */
 export type TemplateEdit =
-  | { readonly action: 'change'; readonly pod: V1Pod; readonly warnings: readonly string[] }
-  | { readonly action: 'keep'; readonly warnings: readonly string[] }
+  | { readonly action: 'change'; readonly pod: V1Pod; readonly warnings: readonly string[]; readonly status: string }
+  | { readonly action: 'keep'; readonly warnings: readonly string[]; readonly status: string }
   | { readonly action: 'refuse'; readonly message: string };
 
 /** The edit of one pod template; `workload` is "Kind namespace/name". */
@@ -45,11 +49,30 @@ export type EditTemplate = (template: V1Pod, workload: string) => TemplateEdit;
 
 export interface EditedManifests {
   readonly output: string;
-  /** "document 2 (Deployment edge/envoy)"-prefixed warnings and skips, for stderr. */
+  /** Whether the output is JSON (kubectl -o json, a List), not YAML. */
+  readonly json: boolean;
+  /** "envoy.yaml: document 2 (Deployment edge/envoy)"-prefixed warnings and skips, for stderr. */
   readonly notes: readonly string[];
   /** Pod templates changed. */
   readonly changed: number;
+  /** Every resource read, in order, with what became of it: the per-resource summary on stderr. */
+  readonly resources: readonly ResourceOutcome[];
 }
+
+export interface ResourceOutcome {
+  readonly kind: string;
+  /** "namespace/name", or the name alone. */
+  readonly name: string;
+  readonly status: string;
+}
+
+/** `deployment "edge/envoy" injected`, as kubectl and linkerd say it. */
+export function summaryLine(resource: ResourceOutcome): string {
+  return `${resource.kind.toLowerCase()} "${resource.name}" ${resource.status}`;
+}
+
+/** Where the text came from, in every note and error: a path as given, or "stdin". */
+export type SourceName = string;
 
 export interface InjectedManifests extends EditedManifests {
   /** Every pod template read, by what injection did with it. */
@@ -77,32 +100,56 @@ export function nothingInjectedReason(tally: InjectionTally, config: InjectionCo
 
 type Path = readonly (string | number)[];
 
-export function injectManifests(text: string, config: InjectionConfig, tokenFor: TokenFor): InjectedManifests {
+export function injectManifests(text: string, config: InjectionConfig, tokenFor: TokenFor, source: SourceName = 'stdin'): InjectedManifests {
   const tally = { templates: 0, selected: 0, injected: 0, upToDate: 0 };
-  const edited = editManifests(text, (template, workload) => {
-    const outcome = injectPod(template, config, tokenFor(workload));
-    tally.templates += 1;
-    if (outcome.action !== 'skip' || outcome.reason !== 'not-selected') tally.selected += 1;
-    if (outcome.action === 'inject') tally.injected += 1;
-    if (outcome.action === 'skip' && outcome.reason === 'already-injected' && outcome.warnings.length === 0) tally.upToDate += 1;
-    return injectionEdit(outcome);
-  });
+  const edited = editManifests(
+    text,
+    (template, workload) => {
+      const outcome = injectPod(template, config, tokenFor(workload));
+      tally.templates += 1;
+      if (outcome.action !== 'skip' || outcome.reason !== 'not-selected') tally.selected += 1;
+      if (outcome.action === 'inject') tally.injected += 1;
+      if (outcome.action === 'skip' && outcome.reason === 'already-injected' && outcome.warnings.length === 0) tally.upToDate += 1;
+      return injectionEdit(outcome, template, config);
+    },
+    source,
+  );
   return { ...edited, tally };
 }
 
 /** Every injected pod template with its injection undone (`uninject`); templates not injected are left alone. */
-export function uninjectManifests(text: string): EditedManifests {
-  return editManifests(text, (template) => uninjectionEdit(uninjectPod(template)));
+export function uninjectManifests(text: string, source: SourceName = 'stdin'): EditedManifests {
+  return editManifests(text, (template) => uninjectionEdit(uninjectPod(template)), source);
 }
 
-function injectionEdit(outcome: InjectionOutcome): TemplateEdit {
+function injectionEdit(outcome: InjectionOutcome, template: V1Pod, config: InjectionConfig): TemplateEdit {
   switch (outcome.action) {
     case 'deny':
       return { action: 'refuse', message: outcome.message };
     case 'skip':
-      return { action: 'keep', warnings: outcome.warnings };
-    case 'inject':
-      return { action: 'change', pod: outcome.pod, warnings: outcome.warnings };
+      return { action: 'keep', warnings: outcome.warnings, status: skippedStatus(outcome.reason, outcome.warnings.length > 0, config) };
+    case 'inject': {
+      const before = template.metadata?.annotations?.[ANNOTATIONS.status] !== undefined;
+      return { action: 'change', pod: outcome.pod, warnings: outcome.warnings, status: before ? 're-injected' : 'injected' };
+    }
+  }
+}
+
+function skippedStatus(reason: SkipReason, noted: boolean, config: InjectionConfig): string {
+  const see = noted ? '; see the note above' : '';
+  switch (reason) {
+    case 'not-selected':
+      return `skipped (does not match --pod-selector ${formatLabelSelector(config.podSelector)})`;
+    case 'opted-out':
+      return `skipped (opted out: ${ANNOTATIONS.inject})`;
+    case 'already-injected':
+      return noted ? `skipped (already injected${see})` : 'unchanged (already injected)';
+    case 'hand-configured':
+      return `skipped (has a shutdown-manager container of its own${see})`;
+    case 'no-envoy-container':
+      return `skipped (no Envoy container${see})`;
+    case 'runs-to-completion':
+      return `skipped (runs to completion${see})`;
   }
 }
 
@@ -111,15 +158,15 @@ function uninjectionEdit(outcome: UninjectionOutcome): TemplateEdit {
     case 'refuse':
       return outcome;
     case 'skip':
-      return { action: 'keep', warnings: outcome.warnings };
+      return { action: 'keep', warnings: outcome.warnings, status: 'skipped (not injected)' };
     case 'uninject':
-      return { action: 'change', pod: outcome.pod, warnings: outcome.warnings };
+      return { action: 'change', pod: outcome.pod, warnings: outcome.warnings, status: 'uninjected' };
   }
 }
 
-export function editManifests(text: string, edit: EditTemplate): EditedManifests {
+export function editManifests(text: string, edit: EditTemplate, source: SourceName = 'stdin'): EditedManifests {
   const json = /^\s*[[{]/.test(text) ? parseJson(text) : undefined;
-  return json === undefined ? editYaml(text, edit) : editJson(json, text, edit);
+  return json === undefined ? editYaml(text, edit, source) : editJson(json, text, edit, source);
 }
 
 /** JSON, or undefined: text that starts like JSON may still be flow-style YAML (`{kind: Pod, ...}`). */
@@ -132,44 +179,96 @@ function parseJson(text: string): { value: unknown } | undefined {
 }
 
 /** JSON in, JSON out (kubectl -o json, a List): the same edits, without YAML formatting to preserve. */
-function editJson(json: { value: unknown }, text: string, edit: EditTemplate): EditedManifests {
+function editJson(json: { value: unknown }, text: string, edit: EditTemplate, source: SourceName): EditedManifests {
   const document = new Document(json.value);
   const notes: string[] = [];
-  const changed = editDocument(document, edit, (note) => notes.push(`document 1 (${describe(document)}): ${note}`));
-  return { output: changed > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, notes, changed };
+  const resources: ResourceOutcome[] = [];
+  const label = `${source}: document 1`;
+  const changed = withLabel(label, () =>
+    editDocument(document, edit, (note) => notes.push(`${label} (${describe(document)}): ${note}`), (resource) => resources.push(resource)),
+  );
+  return { output: changed > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, json: true, notes, changed, resources };
 }
 
-function editYaml(text: string, edit: EditTemplate): EditedManifests {
+function editYaml(text: string, edit: EditTemplate, source: SourceName): EditedManifests {
   const lineCounter = new LineCounter();
   // merge: `<<` keys (YAML 1.1, as kubectl reads them) are resolved when reading the pod templates.
-  const documents = parseAllDocuments(text, { lineCounter, merge: true });
-  if (!Array.isArray(documents)) return { output: text, notes: [], changed: 0 }; // only comments
+  // logLevel error: what the library would only warn of (a list as a key) is no manifest's, and not worth
+  // Node's multi-line warning on stderr.
+  const documents = parseAllDocuments(text, { lineCounter, merge: true, logLevel: 'error' });
+  if (!Array.isArray(documents)) return { output: text, json: false, notes: [], changed: 0, resources: [] }; // only comments
   const notes: string[] = [];
+  const resources: ResourceOutcome[] = [];
   let total = 0;
   let output = '';
   documents.forEach((document, index) => {
-    const label = `document ${index + 1}`;
+    const label = `${source}: document ${index + 1}`;
     const firstError = document.errors[0];
-    if (firstError !== undefined) throw new ManifestError(`${label}${describeYamlError(firstError, text)}`);
+    if (firstError !== undefined) throw new ManifestError(`${label}${describeYamlError(firstError, lineCounter, text)}`);
+    // What the yaml library throws only when the document is read (an alias of no anchor, a merge of a
+    // scalar, too many aliases): said as the parse errors are, with the line at fault.
+    try {
+      document.toJS({ maxAliasCount: 100 });
+    } catch (error) {
+      throw new ManifestError(`${label}${describeReadError(error, document, lineCounter, text)}`);
+    }
     const start = index === 0 ? 0 : document.range[0];
     const end = documents[index + 1]?.range[0] ?? text.length;
-    const changed = withLabel(label, () => editDocument(document, edit, (note) => notes.push(`${label} (${describe(document)}): ${note}`)));
+    const changed = withLabel(label, () =>
+      editDocument(document, edit, (note) => notes.push(`${label} (${describe(document)}): ${note}`), (resource) => resources.push(resource)),
+    );
     total += changed;
     output += changed > 0 ? document.toString(sourceStyle(document, text)) : text.slice(start, end);
   });
-  return { output, notes, changed: total };
+  return { output, json: false, notes, changed: total, resources };
 }
 
 /**
- * " (line 25, column 1): <what>", then the offending line and a caret under the column. The yaml library's own
- * message ends "at line 25, column 1:" and puts the line after it on lines of its own.
+ * " (line 25, column 1): <what> (in "<the line>")", on one line. The yaml library's own message ends "at line
+ * 25, column 1:" and puts the offending line after it on lines of its own.
  */
-function describeYamlError(error: YAMLError, text: string): string {
+function describeYamlError(error: YAMLError, lineCounter: LineCounter, text: string): string {
   const what = (error.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
-  const where = error.linePos?.[0];
+  return describeAt(what, error.linePos?.[0] ?? lineCounter.linePos(error.pos[0]), text);
+}
+
+function describeAt(what: string, where: { line: number; col: number } | undefined, text: string): string {
   if (where === undefined) return `: ${what}`;
-  const line = (text.split(/\r?\n/)[where.line - 1] ?? '').trimEnd();
-  return ` (line ${where.line}, column ${where.col}): ${what}\n    ${line}\n    ${' '.repeat(Math.max(0, where.col - 1))}^`;
+  const line = (text.split(/\r?\n/)[where.line - 1] ?? '').trim();
+  const shown = line.length > 60 ? `${line.slice(0, 57)}...` : line;
+  return ` (line ${where.line}, column ${where.col}): ${what}${shown === '' ? '' : ` (in ${JSON.stringify(shown)})`}`;
+}
+
+/** An error from reading a parsed document (toJS), placed at the alias or merge key at fault where one is. */
+function describeReadError(error: unknown, document: Document, lineCounter: LineCounter, text: string): string {
+  const what = (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
+  let offset: number | undefined;
+  visit(document, {
+    Alias(_, alias) {
+      if (alias.range != null && alias.resolve(document) === undefined) {
+        offset = alias.range[0];
+        return visit.BREAK;
+      }
+      return undefined;
+    },
+  });
+  if (offset === undefined && /merge/i.test(what)) {
+    visit(document, {
+      Pair(_, pair) {
+        if (isScalar(pair.key) && pair.key.source === '<<' && pair.key.range != null) {
+          const resolved = (node: unknown): unknown => (isAlias(node) ? node.resolve(document) : node);
+          const value = resolved(pair.value);
+          if (!isMap(value) && !(isSeq(value) && value.items.every((item) => isMap(resolved(item))))) {
+            offset = pair.key.range[0];
+            return visit.BREAK;
+          }
+        }
+        return undefined;
+      },
+    });
+  }
+  offset ??= document.contents?.range?.[0];
+  return describeAt(what, offset === undefined ? undefined : lineCounter.linePos(offset), text);
 }
 
 function withLabel<T>(label: string, work: () => T): T {
@@ -181,8 +280,11 @@ function withLabel<T>(label: string, work: () => T): T {
   }
 }
 
-/** Edits every pod template found in the document (a List holds several); returns how many were changed. */
-function editDocument(document: Document, edit: EditTemplate, note: (text: string) => void): number {
+/**
+ * Edits every pod template found in the document (a List holds several); returns how many were changed.
+ * `record` hears of every resource, edited or not.
+ */
+function editDocument(document: Document, edit: EditTemplate, note: (text: string) => void, record: (resource: ResourceOutcome) => void): number {
   const root = document.toJS({ maxAliasCount: 100 }) as unknown;
   if (!isJsonObject(root)) return 0;
   const targets: Array<{ object: JsonObject; base: Path }> =
@@ -191,16 +293,27 @@ function editDocument(document: Document, edit: EditTemplate, note: (text: strin
       : [{ object: root, base: [] }];
   let count = 0;
   for (const { object, base } of targets) {
-    const templatePath = TEMPLATE_PATHS[String(object.kind)];
-    if (templatePath === undefined) continue;
+    const kind = typeof object.kind === 'string' && object.kind !== '' ? object.kind : undefined;
+    const recordAs = (status: string): void => record({ kind: kind ?? 'object', name: nameOf(object), status });
+    const templatePath = kind === undefined ? undefined : TEMPLATE_PATHS[kind];
+    if (templatePath === undefined) {
+      recordAs(kind === undefined ? 'skipped (no kind: not a Kubernetes resource)' : 'skipped (not a workload)');
+      continue;
+    }
     const template = valueAt(object, templatePath);
-    if (!isJsonObject(template)) continue;
+    if (!isJsonObject(template)) {
+      recordAs('skipped (no pod template)');
+      continue;
+    }
+    const problem = templateShapeProblem(template);
+    if (problem !== undefined) throw new ManifestError(`${String(object.kind)} ${nameOf(object)}: its pod template is not a valid pod template: ${problem}`);
     const outcome = edit(template as V1Pod, `${String(object.kind)} ${nameOf(object)}`);
     const operations = operationsFor(outcome, template, object, note);
     const path = [...base, ...templatePath];
     for (const operation of operations) applyToDocument(document, path, operation);
     if (outcome.action === 'change') assertWrittenAsEdited(document, path, outcome.pod, object);
     if (operations.length > 0) count += 1;
+    if (outcome.action !== 'refuse') recordAs(outcome.action === 'change' && operations.length === 0 ? 'unchanged' : outcome.status);
   }
   return count;
 }
@@ -216,6 +329,85 @@ function assertWrittenAsEdited(document: Document, path: Path, edited: V1Pod, ob
       `${String(object.kind)} ${nameOf(object)}: its pod template uses YAML merge keys (<<) or anchors that an edit cannot go through; expand them first (e.g. yq 'explode(.)')`,
     );
   }
+}
+
+type Shape = 'object' | 'string' | 'number' | 'boolean' | 'strings' | 'objects' | 'string map';
+
+/** The fields of a pod template the injector reads, and what the API server would hold them to. */
+const POD_SHAPE: ReadonlyArray<readonly [Path, Shape]> = [
+  [['metadata'], 'object'],
+  [['metadata', 'labels'], 'string map'],
+  [['metadata', 'annotations'], 'string map'],
+  [['spec'], 'object'],
+  [['spec', 'terminationGracePeriodSeconds'], 'number'],
+  [['spec', 'hostNetwork'], 'boolean'],
+  [['spec', 'volumes'], 'objects'],
+  [['spec', 'containers'], 'objects'],
+  [['spec', 'initContainers'], 'objects'],
+];
+
+const CONTAINER_SHAPE: ReadonlyArray<readonly [Path, Shape]> = [
+  [['name'], 'string'],
+  [['image'], 'string'],
+  [['command'], 'strings'],
+  [['args'], 'strings'],
+  [['ports'], 'objects'],
+  [['env'], 'objects'],
+  [['lifecycle'], 'object'],
+  [['securityContext'], 'object'],
+  [['resources'], 'object'],
+];
+
+function hasShape(value: unknown, shape: Shape): boolean {
+  switch (shape) {
+    case 'object':
+      return isJsonObject(value);
+    case 'string':
+    case 'number':
+    case 'boolean':
+      return typeof value === shape;
+    case 'strings':
+      return Array.isArray(value) && value.every((item) => typeof item === 'string');
+    case 'objects':
+      return Array.isArray(value) && value.every((item) => isJsonObject(item));
+    case 'string map':
+      return isJsonObject(value) && Object.values(value).every((item) => typeof item === 'string');
+  }
+}
+
+const SHAPE_WORDS: Readonly<Record<Shape, string>> = {
+  object: 'a map',
+  string: 'a string',
+  number: 'a number',
+  boolean: 'true or false',
+  strings: 'a list of strings',
+  objects: 'a list of maps',
+  'string map': 'a map of strings (quote numbers and booleans)',
+};
+
+/**
+ * What in the template is of the wrong type for the injector (`containers: 5`, a number as a label value),
+ * as the API server would refuse it; undefined when every field it reads has its type. Absent fields are fine.
+ */
+function templateShapeProblem(template: JsonObject): string | undefined {
+  const check = (root: unknown, shape: ReadonlyArray<readonly [Path, Shape]>, prefix: string): string | undefined => {
+    for (const [path, expected] of shape) {
+      const value = valueAt(root, path);
+      if (value !== undefined && value !== null && !hasShape(value, expected)) return `${prefix}${path.join('.')} is not ${SHAPE_WORDS[expected]}`;
+    }
+    return undefined;
+  };
+  const pod = check(template, POD_SHAPE, '');
+  if (pod !== undefined) return pod;
+  for (const list of ['containers', 'initContainers'] as const) {
+    const containers = valueAt(template, ['spec', list]);
+    if (!Array.isArray(containers)) continue;
+    for (const [index, container] of containers.entries()) {
+      const problem = check(container, CONTAINER_SHAPE, `spec.${list}[${index}].`);
+      if (problem !== undefined) return problem;
+    }
+  }
+  return undefined;
 }
 
 /** The value at `path` (keys and list indexes), or undefined where the path leaves the data. */

@@ -3,6 +3,7 @@
  * and this module reads them from command-line flags, then environment variables, then the default.
  * Defaults therefore live in exactly one place per setting, and --help is generated from the same table.
  */
+import { UsageError } from '../errors.js';
 import { ConfigError, ConfigErrors } from './errors.js';
 import * as kinds from './values.js';
 import { expectedForm, type ValueKind } from './values.js';
@@ -91,12 +92,45 @@ function parseFlags(table: SettingTable, args: readonly string[]): Record<string
       allowPositionals: false,
     });
   } catch (error) {
-    // parseArgs explains unknown flags and missing values well; say where to look for the valid ones.
     const reason = error instanceof Error ? error.message : String(error);
+    const unknown = /^Unknown option '(-[^']*)'/.exec(reason)?.[1];
+    if (unknown !== undefined) throw new UsageError(unknownFlagMessage(unknown, Object.keys(table)));
+    // parseArgs explains stray words and missing values well; say where to look for the valid ones.
     throw new ConfigErrors([new ConfigError('command line', args.join(' '), `known flags only (see --help): ${reason}`)]);
   }
   if (parsed.values.help) throw new HelpRequested('help requested');
   return parsed.values as Record<string, string | undefined>;
+}
+
+/** "unknown flag --check-dely; did you mean --check-delay? (see --help)": the closest known flag, if it is near enough to be a typo. */
+function unknownFlagMessage(flag: string, flags: readonly string[]): string {
+  const closest = closestName(flag.replace(/^--?/, ''), [...flags, 'help', 'version']);
+  return `unknown flag ${flag}${closest === undefined ? '' : `; did you mean --${closest}?`} (see --help)`;
+}
+
+/** The candidate nearest to `word` in edits (Levenshtein), when near enough to be a typo of it. */
+export function closestName(word: string, candidates: readonly string[]): string | undefined {
+  let best: { name: string; distance: number } | undefined;
+  for (const name of candidates) {
+    const distance = editDistance(word.toLowerCase(), name.toLowerCase());
+    if (best === undefined || distance < best.distance) best = { name, distance };
+  }
+  if (best === undefined) return undefined;
+  const allowed = Math.max(1, Math.floor(Math.max(word.length, best.name.length) / 3));
+  return best.distance <= allowed ? best.name : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j += 1) {
+      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution));
+    }
+    previous = current;
+  }
+  return previous[b.length] as number;
 }
 
 /** The --help text: one line per flag with its environment variable and default. */

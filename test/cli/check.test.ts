@@ -370,7 +370,8 @@ describe('check when it cannot tell', () => {
       [['--context', 'nope'], /--context nope: no such context in the kubeconfig \(it has: fake, elsewhere\)/],
       [['--output', 'yaml'], /flag --output: "yaml" is not valid/],
       [['--pod-selector', 'app in ('], /--pod-selector app in \(/],
-      [['--frobnicate'], /known flags only/],
+      [['--frobnicate'], /^envoy-shutdown-manager check: unknown flag --frobnicate \(see --help\)\n$/],
+      [['--all-namespace'], /unknown flag --all-namespace; did you mean --all-namespaces\?/],
     ];
     for (const [args, message] of cases) {
       const run = await check(target, ...args);

@@ -43,7 +43,7 @@ describe('re-injection', () => {
   test('other settings replace the injection, with a note, keeping the pod\'s token', async () => {
     const again = await run('inject', ['--drain-delay=5s'], injected.stdout);
     assert.equal(again.code, 0, again.stderr);
-    assert.match(again.stderr, /note: document 2 \(Deployment edge\/envoy\): re-injected: replaced an injection of other settings/);
+    assert.match(again.stderr, /note: stdin: document 2 \(Deployment edge\/envoy\): re-injected: replaced an injection of other settings/);
     const sidecar = deployment(again.stdout).spec.template.spec.containers.find((c: Json) => c.name === 'shutdown-manager');
     assert.ok(sidecar.args.includes('--drain-delay=5s'));
     assert.deepEqual(envoyOf(again.stdout).lifecycle, envoyOf(injected.stdout).lifecycle, 'same hook, same token');
@@ -90,7 +90,7 @@ describe('uninject', () => {
     assert.equal(removed.code, 0, removed.stderr);
     assert.match(
       removed.stderr,
-      /note: document 2 \(Deployment edge\/envoy\): status of version 0\.1\.0 does not record the originals; not restored: "envoy" preStop hook, "envoy" args \(any drain flags stay\), terminationGracePeriodSeconds \(stays 300\)/,
+      /note: stdin: document 2 \(Deployment edge\/envoy\): status of version 0\.1\.0 does not record the originals; not restored: "envoy" preStop hook, "envoy" args \(any drain flags stay\), terminationGracePeriodSeconds \(stays 300\)/,
     );
     const spec = deployment(removed.stdout).spec.template.spec;
     assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy']);
@@ -112,7 +112,7 @@ describe('uninject', () => {
     const removed = await run('uninject', [], broken);
     assert.equal(removed.code, 1);
     assert.equal(removed.stdout, '');
-    assert.match(removed.stderr, /envoy-shutdown-manager uninject: document 2: Deployment edge\/envoy: annotation shutdown-manager.io\/status cannot be read \(not JSON\)/);
+    assert.match(removed.stderr, /envoy-shutdown-manager uninject: stdin: document 2: Deployment edge\/envoy: annotation shutdown-manager.io\/status cannot be read \(not JSON\)/);
   });
 });
 
@@ -139,11 +139,11 @@ describe('inject when nothing matches', () => {
   });
 });
 
-test('a YAML error shows the offending line and a caret under the column', async () => {
+test('a YAML error is one line: the input, the document, the line and column, what is wrong, the offending line', async () => {
   const result = await run('inject', [], 'kind: Pod\nmetadata:\n  name: x\n foo: bar\n');
   assert.equal(result.code, 1);
   assert.equal(
     result.stderr,
-    'envoy-shutdown-manager inject: document 1 (line 4, column 1): All mapping items must start at the same column\n     foo: bar\n    ^\n',
+    'envoy-shutdown-manager inject: stdin: document 1 (line 4, column 1): All mapping items must start at the same column (in "foo: bar")\n',
   );
 });

@@ -45,14 +45,23 @@ describe('the sidecar bundle', () => {
 describe("the image's entry point", () => {
   const SIDECAR_USAGE = /^Usage: envoy-shutdown-manager mode=sidecar/;
   const WEBHOOK_USAGE = /^Usage: envoy-shutdown-manager \[mode=webhook\]/;
+  const OVERVIEW = /^Usage: envoy-shutdown-manager \[mode=webhook\|mode=sidecar\] \[flags\]\n {7}envoy-shutdown-manager inject\|uninject\|check/;
+  const VERSION = /^envoy-shutdown-manager \d+\.\d+\.\d+\n$/;
 
   // entry.cts restates main.ts's rule for reading the mode: both are held to the same answers here.
   test('runs the sidecar for mode=sidecar wherever it stands, and the webhook otherwise, as dist/main.js does', async () => {
     for (const [args, code, stdout] of [
       [['mode=sidecar', '--help'], 0, SIDECAR_USAGE],
       [['--help', 'mode=sidecar'], 0, SIDECAR_USAGE],
-      [['--help'], 0, WEBHOOK_USAGE],
+      // --help alone lists the modes and the commands; with a mode, it is that mode's.
+      [['--help'], 0, OVERVIEW],
+      [['-h'], 0, OVERVIEW],
       [['mode=webhook', '--help'], 0, WEBHOOK_USAGE],
+      // --version in every mode, the sidecar's too (which main.js answers: the version is not in the sidecar's bundle).
+      [['--version'], 0, VERSION],
+      [['mode=webhook', '--version'], 0, VERSION],
+      [['mode=sidecar', '--version'], 0, VERSION],
+      [['--check-delay=1s', '--version', 'mode=sidecar'], 0, VERSION],
       // The first mode= is the mode; a second one is an argument the webhook does not know.
       [['mode=webhook', 'mode=sidecar', '--help'], 2, /^$/],
     ] as const) {
@@ -83,6 +92,14 @@ describe("the image's entry point", () => {
       const viaMain = await runNode([BUILT_MAIN, command, 'mode=sidecar']);
       assert.match(run.stderr, new RegExp(`^envoy-shutdown-manager ${command}: .*mode=sidecar`), command);
       assert.deepEqual([viaMain.code, viaMain.stderr], [run.code, run.stderr], command);
+    }
+    // A mistyped command is main.js's too, even with a mode= after it, and said as one.
+    for (const args of [['injct'], ['injct', 'mode=sidecar']]) {
+      const run = await runBuiltEntry(args);
+      const viaMain = await runNode([BUILT_MAIN, ...args]);
+      assert.equal(run.code, 2, args.join(' '));
+      assert.match(run.stderr, /^envoy-shutdown-manager: unknown command "injct"; did you mean "inject"\?/, args.join(' '));
+      assert.deepEqual([viaMain.code, viaMain.stdout, viaMain.stderr], [run.code, run.stdout, run.stderr], args.join(' '));
     }
     const unknown = await runBuiltEntry(['mode=nope']);
     assert.equal(unknown.code, 2);
