@@ -5,8 +5,8 @@
  * its polls of Envoy take, for Envoys of 10 to 5,000 listeners. The work per request should not grow with the
  * listeners: the figure per connection is the same at 10 and at 5,000.
  *
- * The Envoy is test/support/fault-admin.ts's admin API, each listener holding one connection, so that the drain
- * lasts to its deadline; the sidecar is started as injected (sidecarArgs, SIDECAR_ENV, a token), polling every
+ * The Envoy is test/support/fault-admin.ts's admin API in a process of its own, each listener holding one
+ * connection, so that the drain lasts to its deadline; the sidecar is started as injected (sidecarArgs, SIDECAR_ENV, a token), polling every
  * second; the flood comes from a child process (test/support/flood.ts, `unread-pipelines`).
  *
  * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/listener-flood.ts`.
@@ -20,8 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { parseWebhookConfig } from '../src/config/webhook.js';
 import { SHUTDOWN_TOKEN_ENV } from '../src/config/sidecar.js';
 import { SIDECAR_ENV, sidecarArgs } from '../src/inject/sidecar.js';
-import { FaultAdmin } from '../test/support/fault-admin.js';
-import { drainUnderFlood, type DrainFlood, type FloodSpec } from '../test/support/flood.js';
+import { drainUnderFlood, spawnListenerHeavyEnvoy, type DrainFlood, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY, startNode } from '../test/support/process.js';
 import { loadAverage, mib, summarize, type Figure } from './support.js';
 
@@ -32,7 +31,7 @@ export interface ListenerFloodProfile {
   readonly floodSeconds: number;
 }
 
-/** The flood of test/sidecar/server-listeners.test.ts: 200 connections a second, alternately within the bound of 4 requests in flight and past it. */
+/** Twice the flood of test/sidecar/server-listeners.test.ts: 200 connections a second, alternately within the bound of 4 requests in flight and past it. */
 export const LISTENER_FLOOD: Omit<FloodSpec, 'port' | 'seconds'> = {
   kind: 'unread-pipelines',
   perSecond: 200,
@@ -51,7 +50,7 @@ const MOVED_FLAGS = ['--serve-address=', '--serve-port=', '--admin-port=', '--st
 
 /** One drain of an Envoy of `listeners` listeners under the flood, with the sidecar built at `entry`. */
 export async function measureListenerFlood(listeners: number, floodSeconds: number, entry = BUILT_ENTRY): Promise<DrainFlood> {
-  const admin = await FaultAdmin.start({ listeners: Object.fromEntries(Array.from({ length: listeners }, (_, index) => [`0.0.0.0_${20_000 + index}`, 1])) });
+  const admin = await spawnListenerHeavyEnvoy(listeners);
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-listeners-'));
   // The flood starts after the first poll and QUIET_MS, and lasts floodSeconds: the deadline falls within it.
   const drainTimeoutMs = QUIET_MS + floodSeconds * 1000;
@@ -77,7 +76,7 @@ export async function measureListenerFlood(listeners: number, floodSeconds: numb
       await sidecar.kill();
     }
   } finally {
-    await admin.close();
+    await admin.kill();
     await rm(stateDir, { recursive: true, force: true });
   }
 }

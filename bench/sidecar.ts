@@ -1,7 +1,8 @@
 /**
  * Sidecar figures (see /work/shared/reference/benchmarks.md): resident memory idle and while 1,000
- * connections drain, start → ready time, drain overshoot at check-interval 100 ms, and peak resident memory
- * under sustained floods of well-formed requests with the injected NODE_OPTIONS and without. Memory and start are
+ * connections drain, start → ready time, drain overshoot at check-interval 100 ms, peak resident memory
+ * under sustained floods of well-formed requests with the injected NODE_OPTIONS and without, and a drain of an
+ * Envoy of 10 then 5,000 listeners under a flood of unread /metrics pipelines (bench/listener-flood.ts). Memory and start are
  * taken next to a floor measured in the same run, in alternating rounds: a bare node:http server started the
  * same way. The sidecar is started as the injector writes it into a pod: its args (sidecarArgs), a state
  * directory and a shutdown token, only its address and ports moved to free ones.
@@ -22,6 +23,7 @@ import { EnvoyEmulator } from '../src/emulator/envoy-emulator.js';
 import { floodWhileWatching, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';
+import { runListenerFloodBench } from './listener-flood.js';
 import { freePort, loadAverage, peakMemoryDuring, spawnEmulatorProcess, median, memoryShares, mib, residentMib, summarize, type Figure } from './support.js';
 
 export interface SidecarBenchProfile {
@@ -351,6 +353,8 @@ export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Fig
       ...(await measureDrains(emulator, profile)),
       ...(await measureBigDrain()),
       ...(profile.floodSeconds > 0 ? await measureFloods(profile) : []),
+      // An Envoy of thousands of listeners, strangers pipelining /metrics without reading, during a drain (issue 28).
+      ...(profile.floodSeconds > 0 ? await runListenerFloodBench({ listeners: [10, 5_000], floodSeconds: profile.floodSeconds + 2 }) : []),
     ];
   } finally {
     await emulator.close();

@@ -10,19 +10,19 @@
  * free to time the kubelet's calls and sample the sidecar's memory.
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { readFileSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { residentMemory, timedCall } from './abuse.js';
-import { cleanEnvironment, REPO_ROOT } from './process.js';
+import { cleanEnvironment, REPO_ROOT, startNode } from './process.js';
 
 export interface FloodSpec {
   /**
    * `new-connections`: one request per connection, closed once answered; `keep-alive`: `sockets` reused
    * connections; `unread-pipelines`: new connections, each writing its `pipelined` requests at once and never
-   * reading, dropped by the client `holdMs` after it connected (`perSecond` then counts connections).
+   * reading, dropped by the client `holdMs` after it connected (`perSecond` and `dropped` then count connections).
    */
   readonly kind: 'new-connections' | 'keep-alive' | 'unread-pipelines';
   readonly port: number;
@@ -532,4 +532,28 @@ export async function drainUnderFlood(target: DrainTarget, options: DrainFloodOp
     clearInterval(sampler);
     child?.kill();
   }
+}
+
+const FAULT_ADMIN = fileURLToPath(new URL('./fault-admin.ts', import.meta.url));
+
+/** Runs in the child: the fault admin with the listeners of argv[1], each holding one connection. */
+const LISTENER_HEAVY_ENVOY = `
+const { FaultAdmin } = await import(process.argv[1]);
+const count = Number(process.argv[2]);
+const listeners = Object.fromEntries(Array.from({ length: count }, (_, index) => ['0.0.0.0_' + (20000 + index), 1]));
+const admin = await FaultAdmin.start({ listeners });
+process.stdout.write(JSON.stringify({ event: 'listening', port: admin.port }) + '\\n');
+`;
+
+/**
+ * An Envoy admin API (test/support/fault-admin.ts) with `listeners` listeners, each holding one connection (a
+ * drain of it lasts to its deadline), in a process of its own: its answers to /stats (a megabyte at 5,000
+ * listeners) are then not rendered on the event loop that times the kubelet's calls. Close with kill().
+ */
+export async function spawnListenerHeavyEnvoy(listeners: number): Promise<{ readonly port: number; kill(): Promise<void> }> {
+  const child = await startNode(['--import', 'tsx', '--input-type=module', '--eval', LISTENER_HEAVY_ENVOY, pathToFileURL(FAULT_ADMIN).href, String(listeners)], {
+    ready: (line) => line['event'] === 'listening',
+    cwd: REPO_ROOT,
+  });
+  return { port: Number(child.ready['port']), kill: () => child.kill() };
 }
