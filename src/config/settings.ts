@@ -120,17 +120,20 @@ export function closestName(word: string, candidates: readonly string[]): string
   return best.distance <= allowed ? best.name : undefined;
 }
 
+/** Edits (insert, delete, substitute, swap two neighbours: "hlep" is one from "help") from `a` to `b`. */
 function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  const rows: number[][] = [Array.from({ length: b.length + 1 }, (_, j) => j)];
   for (let i = 1; i <= a.length; i += 1) {
-    const current = [i];
+    const row = [i];
     for (let j = 1; j <= b.length; j += 1) {
-      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current.push(Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution));
+      const above = rows[i - 1] as number[];
+      let best = Math.min((above[j] as number) + 1, (row[j - 1] as number) + 1, (above[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, ((rows[i - 2] as number[])[j - 2] as number) + 1);
+      row.push(best);
     }
-    previous = current;
+    rows.push(row);
   }
-  return previous[b.length] as number;
+  return (rows[a.length] as number[])[b.length] as number;
 }
 
 /** The --help text: one line per flag with its environment variable and default. */
