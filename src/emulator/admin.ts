@@ -14,6 +14,7 @@
  * - `/stats`, `/stats/prometheus` (StatsHandler, stats_handler.cc): `filter` (a JavaScript regex standing
  *   in for RE2, partial match), `usedonly`, `format`.
  * - `/quitquitquit` (ServerCmdHandler::handlerQuitQuitQuit, server_cmd_handler.cc): the answer, then exit.
+ * - `/reset_counters` (StatsHandler::handlerResetCounters): every counter to 0, gauges untouched (CounterResets).
  * - The emulator's own control paths `/emulator/*` (faults, the requests received), for a child process.
  */
 import http from 'node:http';
@@ -21,7 +22,7 @@ import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterResponse, closeServer, listenOn, listenOnPipe, type EmulatorCore } from './core.js';
-import { chargeStats, counter, gauge, ListenerStats, renderJson, renderPrometheus, renderText, ResponseCounters, type StatValue } from './stats.js';
+import { chargeStats, counter, CounterResets, gauge, ListenerStats, renderJson, renderPrometheus, renderText, ResponseCounters, type StatValue } from './stats.js';
 import type { AdminFault, AdminRequestRecord, DrainScope, ExitReason } from './types.js';
 import { atLeast } from './versions.js';
 
@@ -57,6 +58,8 @@ export class AdminApi {
   private requestCount = 0;
   private readonly responses = new ResponseCounters();
   private portNumber = 0;
+  /** POST /reset_counters: what /stats takes off each counter (see CounterResets). */
+  private readonly counterResets = new CounterResets();
 
   constructor(
     private readonly core: EmulatorCore,
@@ -199,6 +202,10 @@ export class AdminApi {
         return send(200, 'text/plain', 'OK\n');
       case '/drain_listeners':
         return this.drainListeners(params, send);
+      case '/reset_counters':
+        // StatsHandler::handlerResetCounters: every counter to 0 (listener.admin.downstream_cx_total included), gauges untouched.
+        this.counterResets.reset(this.host.statValues());
+        return send(200, 'text/plain', 'OK\n');
       case '/stats':
         return this.serveStats(params, send);
       case '/stats/prometheus':
@@ -265,7 +272,7 @@ export class AdminApi {
       }
     }
     const usedOnly = params.has('usedonly');
-    const stats = this.host.statValues().filter((stat) => (!usedOnly || stat.used) && (filter === undefined || filter.test(stat.name)));
+    const stats = this.counterResets.apply(this.host.statValues()).filter((stat) => (!usedOnly || stat.used) && (filter === undefined || filter.test(stat.name)));
     const histograms = this.host.histogramNames().filter((name) => !usedOnly && (filter === undefined || filter.test(name)));
     const textReadouts = usedOnly || (filter !== undefined && !filter.test('control_plane.identifier')) ? [] : [['control_plane.identifier', '']];
     switch (params.get('format')) {

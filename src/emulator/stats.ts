@@ -24,6 +24,33 @@ const HISTOGRAM_QUANTILES = [0, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 100];
 const PROMETHEUS_BUCKETS = [0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000];
 
 
+/**
+ * `POST /reset_counters` (StatsHandler::handlerResetCounters, source/server/admin/stats_handler.cc): every counter
+ * of the process set to 0, gauges untouched; each counter then counts on from 0. Modelled as the value each
+ * counter had at the reset, taken off what /stats shows. A counter found below its base started again on its own
+ * (a new process): its base is dropped.
+ */
+export class CounterResets {
+  private readonly base = new Map<string, number>();
+
+  reset(stats: readonly StatValue[]): void {
+    for (const stat of stats) if (stat.type === 'counter') this.base.set(stat.name, stat.value);
+  }
+
+  apply(stats: readonly StatValue[]): StatValue[] {
+    if (this.base.size === 0) return [...stats];
+    return stats.map((stat) => {
+      const base = stat.type === 'counter' ? this.base.get(stat.name) : undefined;
+      if (base === undefined) return stat;
+      if (stat.value < base) {
+        this.base.delete(stat.name);
+        return stat;
+      }
+      return { ...stat, value: stat.value - base };
+    });
+  }
+}
+
 /** One listener's connection bookkeeping, split by worker as Envoy's per-worker stats are. */
 export class ListenerStats {
   readonly activeByWorker: number[];

@@ -20,6 +20,8 @@ import { countDownstreamConnections, CONNECTION_STATS_FILTER, jsonDepthExceeds, 
  * zlib: 12 MiB more in every sidecar, measured (npm run bench).
  */
 const http = process.getBuiltinModule('node:http');
+const net = process.getBuiltinModule('node:net');
+const fs = process.getBuiltinModule('node:fs');
 
 export interface EnvoyAdminOptions {
   /** A host reached over TCP at `port`, or a Unix socket as `unix:/admin/admin.sock` (see adminAddress in src/config/values.ts). */
@@ -107,10 +109,35 @@ export abstract class EnvoyAdminError extends Error {
   }
 }
 
+/**
+ * What the witness connection (see EnvoyAdminClient) showed when a read was answered or a call failed: the
+ * evidence src/envoy/identity.ts and the drain judge processes by, beyond the counter.
+ */
+export interface WitnessEvidence {
+  /**
+   * The witness that was open when the call was sent and still open when it ended, and whose address still
+   * names the socket it connected to (a Unix socket path not replaced since); null when none was.
+   */
+  readonly witness: number | null;
+  /** Every witness numbered up to this one has been closed by the other end (0: none has). */
+  readonly closedThrough: number;
+  /** How many witnesses had been created when the call ended (they are numbered 1, 2…). */
+  readonly created: number;
+  /** Whether the latest witness that ever connected has been closed by the other end, and none is open now. */
+  readonly lastClosed: boolean;
+}
+
+/** What is at a Unix socket path now (lstat): for messages, and to tell a moved socket from an exited Envoy. */
+export type SocketPathState = 'socket' | 'missing' | 'file' | 'directory' | 'other';
+
 /** Nothing listens on the admin port: Envoy has exited (or not started). */
 export class AdminRefusedError extends EnvoyAdminError {
   override readonly name = 'AdminRefusedError';
   readonly kind = 'refused';
+  /** The witness connection when the call was refused; undefined from a client that keeps none. */
+  evidence?: WitnessEvidence;
+  /** For a Unix socket: what is at the path now. */
+  pathState?: SocketPathState;
 }
 
 /**
@@ -147,7 +174,12 @@ export class AdminResponseError extends EnvoyAdminError {
 export class AdminTransportError extends EnvoyAdminError {
   override readonly name = 'AdminTransportError';
   readonly kind = 'transport';
+  /** For a Unix socket path that is no socket now (a file, a directory): what is there. */
+  pathState?: SocketPathState;
 }
+
+/** A connection count, with what the witness connection showed while it was read (see EnvoyAdminClient). */
+export type WitnessedCount = ConnectionCount & { readonly evidence: WitnessEvidence };
 
 /**
  * An HTTP answer from the admin address, of any status and content: proof that something answers there,
@@ -189,9 +221,29 @@ function answerExcerpt(body: string): string {
 export const ADMIN_BODY_LIMITS = { stats: 8 * 1024 * 1024, serverInfo: 1024 * 1024, small: 64 * 1024 } as const;
 
 export class EnvoyAdminClient {
-  // No keep-alive: a fresh connection per call makes "refused" mean "Envoy's port is closed right now",
-  // and avoids reusing a socket Envoy closed as it exits. One connection every check-interval is nothing.
+  // No keep-alive for the calls: a fresh connection per call makes "refused" mean "Envoy's port is closed right
+  // now", and avoids reusing a socket Envoy closed as it exits. One connection every check-interval is nothing.
+  // The one connection kept open is the witness below, which carries no request at all.
   private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 4 });
+
+  /**
+   * The witness: one connection to the admin address, opened once the address answered as Envoy does (GET /ready,
+   * the start-up probe's call, or a second stats read; again after each answered read whenever the last one
+   * closed) and kept open, on which no request is ever sent. Only the process that accepted it can hold it, and the kernel closes it when that
+   * process exits, so while it stays open that process lives (src/envoy/identity.ts). No request, because Envoy's
+   * admin connection manager uses the server's drain manager: once /healthcheck/fail is taken, every admin
+   * response carries `connection: close` and ends its connection; a silent one is never answered, so never closed
+   * by that (and the admin listener sets no idle timeout).
+   */
+  private witness: { readonly id: number; readonly socket: import('node:net').Socket; open: boolean; closed: boolean; inode: string | undefined; givenUp: boolean } | undefined;
+  private witnesses = 0;
+  /** Every witness numbered up to this has closed (ids only grow, and one is opened only once the last closed). */
+  private witnessesClosedThrough = 0;
+  /** The number of the latest witness that connected, and whether it has closed since. */
+  private lastConnectedWitness: { id: number; closed: boolean } | undefined;
+  private closing = false;
+  /** Stats reads answered so far: the witness is opened from the second on. */
+  private answeredReads = 0;
 
   /** Whether Envoy's admin API has given a valid answer since this client was made (see `hasAnswered`). */
   private answered = false;
@@ -263,6 +315,8 @@ export class EnvoyAdminClient {
       throw new AdminResponseError(endpoint, `answered ${JSON.stringify(body.slice(0, 120))}, not one of Envoy's server states`);
     }
     this.answered = true;
+    // The start-up probe's answer: from now on the admin address is Envoy's, and a witness is kept.
+    this.ensureWitness();
     return state as EnvoyServerState;
   }
 
@@ -333,10 +387,13 @@ export class EnvoyAdminClient {
    * answer must be the JSON asked for: anything else (an empty body, text, HTML) is an AdminResponseError,
    * never "0 connections".
    */
-  async countOpenConnections(signal?: AbortSignal): Promise<ConnectionCount> {
+  async countOpenConnections(signal?: AbortSignal): Promise<WitnessedCount> {
     // Not `usedonly`: that leaves out a listener that never had a connection, which would pass for a typo.
     const path = `/stats?format=json&filter=${encodeURIComponent(CONNECTION_STATS_FILTER)}`;
+    const witnessAtSend = this.vouchingWitness();
     const body = await this.call('GET', path, signal, ADMIN_BODY_LIMITS.stats);
+    const witnessAtAnswer = this.vouchingWitness();
+    const evidence: WitnessEvidence = { ...this.witnessEvidence(), witness: witnessAtSend !== null && witnessAtSend === witnessAtAnswer ? witnessAtSend : null };
     let count: ConnectionCount;
     try {
       count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [], probePorts: this.options.probePorts ?? [] });
@@ -344,13 +401,70 @@ export class EnvoyAdminClient {
       throw new AdminResponseError(`GET ${path}`, (error as Error).message, { cause: error });
     }
     this.answered = true;
-    return count;
+    this.answeredReads += 1;
+    // From the second answered read on (so that the start-up probe, one-off calls and a wrong address leave no
+    // connection behind): the next read, and every read after, has a witness to be judged by.
+    if (this.answeredReads >= 2) this.ensureWitness();
+    return { ...count, evidence };
   }
 
-  /** Fails the calls in flight (AdminTransportError "client closed") and releases their sockets. */
+  /** Fails the calls in flight (AdminTransportError "client closed") and releases their sockets, the witness's too. */
   close(): void {
+    this.closing = true;
     for (const call of this.inFlight) call.cancel('the admin client was closed');
     this.agent.destroy();
+    this.witness?.socket.destroy();
+  }
+
+  /** The witness connection as it is now (see WitnessEvidence); `witness`: the one open now, whatever the address. */
+  witnessEvidence(): WitnessEvidence {
+    const open = this.witness !== undefined && this.witness.open && !this.witness.closed ? this.witness.id : null;
+    return { witness: open, closedThrough: this.witnessesClosedThrough, created: this.witnesses, lastClosed: open === null && this.lastConnectedWitness?.closed === true };
+  }
+
+  /**
+   * The open witness, if the admin address still names what it connected to: always over TCP (one process binds
+   * a port at a time: Envoy's admin listener sets no SO_REUSEPORT); for a Unix socket, only while the path is the
+   * same socket (device and inode) as when the witness connected: a second Envoy that unlinks and rebinds the path
+   * answers there while the first still holds the witness.
+   */
+  private vouchingWitness(): number | null {
+    const witness = this.witness;
+    if (witness === undefined || !witness.open || witness.closed) return null;
+    if (!('socketPath' in this.connectTo)) return witness.id;
+    return witness.inode !== undefined && inodeOf(this.connectTo.socketPath) === witness.inode ? witness.id : null;
+  }
+
+  /** Opens a witness unless one is open or connecting. Never throws: a witness that cannot connect is just absent. */
+  private ensureWitness(): void {
+    if (this.closing || (this.witness !== undefined && !this.witness.closed)) return;
+    const id = ++this.witnesses;
+    const target = this.connectTo;
+    const socket = 'socketPath' in target ? net.connect({ path: target.socketPath }) : net.connect({ host: target.host, port: target.port, autoSelectFamily: true });
+    const witness = { id, socket, open: false, closed: false, inode: undefined as string | undefined, givenUp: false };
+    this.witness = witness;
+    // A witness never keeps the process alive, and a connect that hangs is given up at the call timeout.
+    socket.unref();
+    socket.setTimeout(this.options.timeoutMs, () => {
+      if (witness.open) return;
+      witness.givenUp = true;
+      socket.destroy();
+    });
+    socket.once('connect', () => {
+      socket.setTimeout(0);
+      witness.open = true;
+      if ('socketPath' in target) witness.inode = inodeOf(target.socketPath);
+      this.lastConnectedWitness = { id, closed: false };
+    });
+    socket.on('data', () => undefined); // Envoy sends nothing unasked; anything is dropped
+    socket.on('error', () => undefined); // the close that follows says it
+    socket.once('close', () => {
+      witness.closed = true;
+      witness.open = false;
+      // Given up by us (a connect that hung) or the client closing: nothing the other end did.
+      if (!witness.givenUp && !this.closing) this.witnessesClosedThrough = Math.max(this.witnessesClosedThrough, id);
+      if (this.lastConnectedWitness?.id === id && !this.closing) this.lastConnectedWitness.closed = true;
+    });
   }
 
   /**
@@ -386,6 +500,9 @@ export class EnvoyAdminClient {
       const { status, body } = await call.settled;
       if (status !== 200) throw new AdminStatusError(endpoint, status, body);
       return body;
+    } catch (error) {
+      if (error instanceof AdminRefusedError) error.evidence = this.witnessEvidence();
+      throw error;
     } finally {
       this.inFlight.delete(call);
     }
@@ -607,6 +724,10 @@ class AdminCall {
 
   private classify(error: Error): EnvoyAdminError {
     const code = (error as NodeJS.ErrnoException).code;
+    // Before ECONNREFUSED: connecting to a path that is a regular file or a directory is refused too (Linux).
+    if ('socketPath' in this.spec.connectTo && (code === 'ECONNREFUSED' || code === 'ENOENT' || code === 'ENOTSOCK')) {
+      return this.classifySocketPath(code, this.spec.connectTo.socketPath, error);
+    }
     if (code === 'ECONNREFUSED') {
       return new AdminRefusedError(this.endpoint, `connection refused at ${this.spec.target} (Envoy not running?)`, { cause: error });
     }
@@ -630,6 +751,35 @@ class AdminCall {
    * A socket the sidecar may not connect to is no sign of Envoy at all, and the message says what to change:
    * connect(2) needs write permission on the socket file (unix(7)), and Contour creates it with mode 0644.
    */
+  /**
+   * A Unix socket that cannot be connected to, by what is at the path now: a socket nobody listens on (Envoy
+   * exited, or not started) and no file at all are refusals; a regular file or a directory where the socket was
+   * is no sign of Envoy either way (something replaced the path), and the message says what is there.
+   */
+  private classifySocketPath(code: string, path: string, cause: Error): EnvoyAdminError {
+    const state = socketPathState(path);
+    let error: AdminRefusedError | AdminTransportError;
+    switch (state) {
+      case 'socket':
+        error = new AdminRefusedError(this.endpoint, `connection refused at ${this.spec.target}: nothing listens on the socket ${path} (Envoy not running?)`, { cause });
+        break;
+      case 'missing':
+        error = new AdminRefusedError(this.endpoint, `no socket at ${path} (Envoy not started yet, or the directory is not the volume Envoy's container mounts there; or the socket was removed)`, { cause });
+        break;
+      case 'file':
+        error = new AdminTransportError(this.endpoint, `${path} is now a regular file, not a Unix socket (${code}): something replaced Envoy's admin socket; Envoy may still run behind it`, { cause });
+        break;
+      case 'directory':
+        error = new AdminTransportError(this.endpoint, `${path} is now a directory, not a Unix socket (${code}): something replaced Envoy's admin socket; Envoy may still run behind it`, { cause });
+        break;
+      case 'other':
+        error = new AdminTransportError(this.endpoint, `${path} is not a Unix socket (${code}): check --admin-address`, { cause });
+        break;
+    }
+    error.pathState = state;
+    return error;
+  }
+
   private classifySocketError(code: string | undefined, path: string, cause: Error): EnvoyAdminError | undefined {
     if (code === 'ENOENT') {
       return new AdminRefusedError(this.endpoint, `no socket at ${path} (Envoy not started yet, or the directory is not the volume Envoy's container mounts there)`, { cause });
@@ -645,6 +795,36 @@ class AdminCall {
     if (code === 'ENOTDIR' || code === 'ENOTSOCK') {
       return new AdminTransportError(this.endpoint, `${path} is not a Unix socket (${code}): check --admin-address`, { cause });
     }
+    return undefined;
+  }
+}
+
+/** What is at `path` now, without following a symbolic link. */
+export function socketPathState(path: string): SocketPathState {
+  if (isAbstractSocket(path)) return 'socket';
+  try {
+    const stat = fs.lstatSync(path);
+    if (stat.isSocket()) return 'socket';
+    if (stat.isFile()) return 'file';
+    if (stat.isDirectory()) return 'directory';
+    return 'other';
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' || (error as NodeJS.ErrnoException).code === 'ENOTDIR' ? 'missing' : 'other';
+  }
+}
+
+function isAbstractSocket(path: string): boolean {
+  return path.startsWith('\0') || path.startsWith('@');
+}
+
+/** `device:inode` of the socket at `path`; undefined when it is none. */
+function inodeOf(path: string): string | undefined {
+  // An abstract name has no file, and is bound by one socket at a time, as a port is.
+  if (isAbstractSocket(path)) return 'abstract';
+  try {
+    const stat = fs.lstatSync(path);
+    return stat.isSocket() ? `${stat.dev}:${stat.ino}` : undefined;
+  } catch {
     return undefined;
   }
 }

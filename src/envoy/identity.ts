@@ -1,15 +1,52 @@
 /**
  * Which Envoy process answered: the one a drain is pinned to, or another one that took its admin port.
  *
- * The mark is `listener.admin.downstream_cx_total`, read in the same answer as the connection counts (see
+ * Two kinds of evidence, the connection first:
+ *
+ * **The witness** (EnvoyAdminClient): one connection to the admin address, kept open and never sent a request.
+ * A connection ends at the one process that accepted it, no other process can answer on it, and the kernel
+ * closes it when that process exits. So two reads both answered while the same witness stayed open, at an
+ * address that still names the socket it connected to, come from the process holding it: the same process,
+ * whatever the counter says (a counter that went down meanwhile was reset: `POST /reset_counters`), and even
+ * with no counter at all (a `stats_matcher` that trims it). Verdict 'same', or 'reset' when the counter did
+ * not grow as our connections say it must. The witness decides only once marks have proved to follow our
+ * connections at this address (MarkTrust: then our connections, the witness too, end at Envoy's own admin
+ * listener), or when a read carries no mark at all; behind a proxy whose counter does not follow ours, the
+ * witness ends at the proxy and proves nothing of Envoy, and the counter alone decides, as below.
+ *
+ * **The mark** `listener.admin.downstream_cx_total`, read in the same answer as the connection counts (see
  * CONNECTION_STATS_FILTER), so that a count and the process it belongs to can never come from two processes.
- * A counter only grows within one process and starts again at 0 in a new one. Between two reads of one process
- * it grows by at least the connections this sidecar opened to the admin port in between and that the port
- * answered on (proof that Envoy accepted and counted them): the sockets created after the earlier answer arrived
- * and answered before the later read was sent, plus the later read's own (`OwnConnections`). A counter that went
- * down is another process. One that grew by less is another process once marks have proved to follow our
- * connections at this address (MarkTrust); before that, it is doubtful (a proxy in front of the admin API grows
- * its own counter, not ours), and a doubtful count never ends a drain.
+ * A counter only grows within one process and starts again at 0 in a new one, unless reset. Between two reads
+ * of one process it grows by at least the connections this sidecar opened to the admin port in between and
+ * that the port answered on (proof that Envoy accepted and counted them): the sockets created after the
+ * earlier answer arrived and answered before the later read was sent, plus the later read's own
+ * (`OwnConnections`). One that grew that much is the same process. One that went down, or grew by less, is
+ * another process or the same one reset, which the counter alone cannot tell apart; so it is 'replaced' only
+ * with evidence that the process of the earlier read let go of us: the witness open at that read has been
+ * closed by the other end since. Without that evidence, or before marks have proved to follow our connections
+ * at this address (MarkTrust: a proxy in front of the admin API grows its own counter, not ours), it is
+ * 'doubtful', and a doubtful count never ends a drain. A read that carries no mark and no witness linking it
+ * to the earlier one is 'unknown': not replaced, and its count never ends a drain either.
+ *
+ * The rule: **a count ends a drain only when it is linked to the pinned process by the witness or by a mark
+ * that grew as our connections say; the pinned process is taken as gone only when the witness it held was
+ * closed by the other end.** (src/sidecar/drain.ts applies the same evidence to refused connections.)
+ *
+ * What it cannot see:
+ * - A proxy in a process of its own in front of the admin API (not Contour's 127.0.0.1:9001, a listener of the
+ *   same Envoy): the witness then ends at the proxy, which outlives an Envoy replaced behind it; that Envoy is
+ *   then followed as if reset. It has exited, so "drained" is still true of the process drained.
+ * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
+ *   parent keeps serving its connections; whether the parent's accepted admin connections close then is not
+ *   modelled here (issue 28, item 2).
+ * - An idle admin connection closed by something else while Envoy lives (a proxy's idle timeout, Envoy's
+ *   proactive drain of idle connections on a listener that proxies to the admin API): that close, with a counter
+ *   reset in the same interval, reads as a replacement.
+ * - Ordering: an exiting process's close of the witness is taken to reach this process before any answer of a
+ *   process started after it (the kernel sends it at exit, before a successor can bind the address); a sidecar
+ *   whose event loop stalls through both could read them in either order.
+ * - A target without a witness (the tests' fakes: `evidence` absent) keeps the counter-only rule: a counter
+ *   that went down is another process.
  *
  * Why not `/server_info`'s `uptime_current_epoch`: Envoy computes it from its wall clock, so a step of the
  * node's clock moves it as a restart would (backwards, even below zero), and a drain that took a clock step for
@@ -21,7 +58,7 @@
  * one's counter includes every read of ours (one every check-interval since the sidecar started), so a new
  * process loses that race unless the old one was seconds old; and a read of the new process that grew too
  * little is kept as a doubt that the next read settles (see ProcessTrail). test/support/drain-model.ts searches
- * for such paths with processes seconds old.
+ * for such paths with processes seconds old. With a witness, that path also needs the witness closed.
  */
 
 /** A process's mark at one read; null when Envoy did not report the counter (then nothing can be told). */
@@ -30,6 +67,11 @@ export type ProcessMark = number | null;
 export type ProcessVerdict =
   /** The process that gave the earlier read answered again. */
   | 'same'
+  /**
+   * The process that gave the earlier read answered again (the witness stayed open across both), and its counter
+   * did not grow as our connections say it must: its counters were reset. Its count is its own.
+   */
+  | 'reset'
   /** Another process answered: the one that gave the earlier read has exited. */
   | 'replaced'
   /**
@@ -37,8 +79,18 @@ export type ProcessVerdict =
    * address (MarkTrust): another process, or a proxy in front of Envoy. Its count must not end a drain.
    */
   | 'doubtful'
-  /** One of the two reads carried no mark. */
+  /** One of the two reads carried no mark, and no witness links them: its count must not end a drain. */
   | 'unknown';
+
+/** What the witness connection showed of a read (WitnessEvidence in admin-client.ts, restated to keep this module pure). */
+export interface ReadEvidence {
+  /** The witness open throughout the read, at an address unchanged since it connected; null when none was. */
+  readonly witness: number | null;
+  /** Every witness numbered up to this one has been closed by the other end. */
+  readonly closedThrough: number;
+  /** How many witnesses had been created when the read was answered (numbered from 1). */
+  readonly created?: number;
+}
 
 /** This sidecar's own connections to the admin port, numbered as their sockets are created (EnvoyAdminClient). */
 export interface OwnConnections {
@@ -75,6 +127,29 @@ export function compareProcess(earlier: ProcessMark, later: ProcessMark, minGrow
 export interface MarkedRead {
   readonly mark: ProcessMark;
   readonly marker: number;
+  /** The witness open throughout this read (null: none); undefined from a target that keeps no witness. */
+  readonly witness?: number | null;
+  /** How many witnesses had been created when it was answered: one created later connected after it. */
+  readonly witnessesCreated?: number;
+}
+
+/** A read as a trail keeps it, with what the witness showed (nothing, from a target that keeps none). */
+export function markedRead(mark: ProcessMark, marker: number, evidence: ReadEvidence | undefined): MarkedRead {
+  if (evidence === undefined) return { mark, marker };
+  return { mark, marker, witness: evidence.witness, ...(evidence.created === undefined ? {} : { witnessesCreated: evidence.created }) };
+}
+
+/**
+ * Whether a mark that did not grow as expected may be taken for another process: only once the process of the
+ * earlier read has closed the witness it held then (see the header). `undefined` evidence (no witness kept at
+ * all): the counter alone decides, as before witnesses.
+ */
+export function letGoOfUs(earlier: MarkedRead, evidence: ReadEvidence | undefined): boolean {
+  if (evidence === undefined || earlier.witness === undefined) return true;
+  if (earlier.witness !== null) return evidence.closedThrough >= earlier.witness;
+  // No witness at the earlier read: one created after it was answered, and closed since, connected (or tried to)
+  // to whatever held the address after that read, and was let go; one process binds the address at a time.
+  return earlier.witnessesCreated !== undefined && evidence.closedThrough > earlier.witnessesCreated;
 }
 
 /** Taken right before a read is sent: the reads it will be compared with, and the growth it must show since each. */
@@ -121,23 +196,42 @@ export class ProcessTrail {
   }
 
   /**
-   * After the read answered: its verdict against the reads it was expected from ('first' when there was none).
+   * After the read answered: its verdict against the reads it was expected from ('first' when there was none),
+   * and `evidence`, what the witness connection showed (see the header; undefined for a target without one).
    * A replaced or doubtful process is not followed; an older read answered late never takes a newer one's place.
    */
-  observe(mark: ProcessMark, expected: Expectation): ProcessVerdict | 'first' {
-    const read: MarkedRead = { mark, marker: this.own.connectionMarker() };
+  observe(mark: ProcessMark, expected: Expectation, evidence?: ReadEvidence): ProcessVerdict | 'first' {
+    const read = markedRead(mark, this.own.connectionMarker(), evidence);
     const newest = this.last === undefined || read.marker >= this.last.marker;
-    if (expected.base === undefined) {
+    const base = expected.base;
+    if (base === undefined) {
       if (newest) this.last = read;
       return 'first';
+    }
+    // The connection first: the same witness open across both reads is the same process, whatever the counter.
+    // Only where marks proved to follow our connections (the address is Envoy's own admin listener, where a
+    // connection ends at Envoy itself), or where there are no marks to go by.
+    const linked = evidence !== undefined && base.witness !== undefined && base.witness !== null && evidence.witness === base.witness;
+    const unmarked = mark === null || base.mark === null;
+    if (linked && (unmarked || this.trust.verified)) {
+      const grew = !unmarked && compareProcess(base.mark, mark, expected.growth, true) === 'same';
+      const verdict = unmarked || grew ? 'same' : 'reset';
+      this.doubt = undefined;
+      if (newest) this.last = read;
+      return verdict;
     }
     if (expected.doubt !== undefined) {
       if (compareProcess(expected.doubt.read.mark, mark, expected.doubt.growth, true) !== 'same') return 'doubtful';
       this.trust.verified = true;
-      return 'replaced';
+      return letGoOfUs(base, evidence) ? 'replaced' : 'doubtful';
     }
-    const verdict = compareProcess(expected.base.mark, mark, expected.growth, this.trust.verified);
+    const verdict = compareProcess(base.mark, mark, expected.growth, this.trust.verified);
     if (verdict === 'same') this.trust.verified = true;
+    if (verdict === 'replaced' && !letGoOfUs(base, evidence)) {
+      // Another process, or this one reset: with the witness still held (or never held), nothing says it went.
+      this.doubt ??= read;
+      return 'doubtful';
+    }
     if (verdict === 'doubtful') this.doubt ??= read;
     if ((verdict === 'same' || verdict === 'unknown') && mark !== null && newest) this.last = read;
     return verdict;

@@ -23,8 +23,8 @@
  * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both containers'
  * hooks at the same time, so every caller awaits the same outcome.
  */
-import { failureKindOf, noFailures, type AdminFailureKind } from '../envoy/admin-client.js';
-import { compareProcess, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict } from '../envoy/identity.js';
+import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
+import { compareProcess, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
@@ -41,8 +41,15 @@ export interface EnvoyDrainTarget extends OwnConnections {
   readonly hasAnswered: boolean;
   failHealthChecks(signal: AbortSignal): Promise<void>;
   drainListeners(signal: AbortSignal): Promise<void>;
-  countOpenConnections(signal: AbortSignal): Promise<ConnectionCount>;
+  /** With `evidence`, what the witness connection showed (EnvoyAdminClient); absent from a target that keeps none. */
+  countOpenConnections(signal: AbortSignal): Promise<ConnectionCount & { readonly evidence?: ReadEvidence }>;
 }
+
+/**
+ * Refusals that end a drain as envoy-exited without the witness's evidence (no witness ever connected, or the
+ * refusals are of another kind of target): they must have lasted this long, besides admin-refusals in a row.
+ */
+export const REFUSALS_WITHOUT_EVIDENCE_MS = 10_000;
 
 /**
  * The sidecar's settings the drain loop reads, under their flag names. admin-refusals: consecutive refused
@@ -232,6 +239,10 @@ export class Drain {
   private readonly failureLoggedAt = new Map<string, number>();
   private loggedMissing = '';
   private warnedUnmarked = false;
+  /** When the current run of refusals began (monotonic); undefined while none. */
+  private refusalsSinceMs: number | undefined;
+  /** Whether a refusal while the witness showed Envoy alive was logged (once per drain). */
+  private warnedAliveRefusing = false;
   private warnedBlind = false;
   /** The admin call in flight, if any: named when the deadline cuts it. */
   private pendingCall: string | undefined;
@@ -517,7 +528,7 @@ export class Drain {
   private async readEnvoy(): Promise<'answered' | 'refused' | 'failed'> {
     const sentAtMs = this.clock.now();
     const growth = this.expectedGrowth();
-    let count: ConnectionCount;
+    let count: ConnectionCount & { readonly evidence?: ReadEvidence };
     try {
       count = await this.adminCall('count open connections', (signal) => this.envoy.countOpenConnections(signal));
     } catch (error) {
@@ -525,17 +536,21 @@ export class Drain {
     }
     if (this.isOver) return 'answered';
     this.consecutiveRefusals = 0;
-    const process = this.observeProcess(count.adminConnectionsTotal, growth);
+    this.refusalsSinceMs = undefined;
+    const process = this.observeProcess(count.adminConnectionsTotal, growth, count.evidence);
     if (process === 'replaced') {
       this.settle('envoy-replaced');
       return 'answered';
     }
-    // Only reads of the pinned process are compared: a doubtful one waits for the next read to settle it.
-    if (process !== 'doubtful') this.loadBalancerWatch.observe(count.arrivals, sentAtMs, this.clock.now(), this.healthChecksFailedAtMs);
+    // A count linked to the pinned process: by the witness, a mark that grew as it must, or the pin itself.
+    const attributed = process === 'same' || process === 'reset' || process === 'pinned';
+    // Only reads of the pinned process are compared: a doubtful one waits for the next read to settle it. After a
+    // reset the arrival counters went down too, which the watch counts as new traffic (load-balancer.ts): it waits.
+    if (attributed) this.loadBalancerWatch.observe(count.arrivals, sentAtMs, this.clock.now(), this.healthChecksFailedAtMs);
     this.warnIfBlind(count);
     this.recordCount(count, sentAtMs, process);
-    // A count of a process that may not be the pinned one never ends the drain.
-    const ending = process === 'doubtful' ? undefined : this.endOfDrainBy(count, sentAtMs);
+    // A count that cannot be attributed to the pinned process never ends the drain.
+    const ending = attributed ? this.endOfDrainBy(count, sentAtMs) : undefined;
     if (ending !== undefined) this.settle(ending);
     return 'answered';
   }
@@ -554,10 +569,14 @@ export class Drain {
    * The one place that decides which process a read came from. The first read pins the process (inheriting
    * the previous drain's health-check failure if it is the same one); every later read must come from it.
    */
-  private observeProcess(mark: ProcessMark, growth: { readonly pinned: Expectation; readonly previous: number | undefined }): ProcessVerdict | 'pinned' {
-    if (mark === null) this.warnUnmarked();
-    const verdict = this.pinned.observe(mark, growth.pinned);
-    this.latest = { mark, marker: this.envoy.connectionMarker() };
+  private observeProcess(
+    mark: ProcessMark,
+    growth: { readonly pinned: Expectation; readonly previous: number | undefined },
+    evidence: ReadEvidence | undefined,
+  ): ProcessVerdict | 'pinned' {
+    if (mark === null) this.warnUnmarked(evidence !== undefined);
+    const verdict = this.pinned.observe(mark, growth.pinned, evidence);
+    this.latest = markedRead(mark, this.envoy.connectionMarker(), evidence);
     if (verdict === 'first') {
       this.forgetStepsOfUnknownProcess();
       const previous = this.options.previous;
@@ -574,6 +593,13 @@ export class Drain {
       );
       return verdict;
     }
+    if (verdict === 'reset') {
+      this.log.warn(
+        { event: 'envoy_counters_reset', pinned_admin_connections: growth.pinned.base?.mark ?? null, seen_admin_connections: mark, witness: evidence?.witness ?? null },
+        "Envoy's admin counter went down while the connection this sidecar holds open to the process being drained stayed open: its counters were reset (POST /reset_counters), it is the same process, and the drain goes on",
+      );
+    }
+    if (verdict === 'doubtful' || verdict === 'unknown') return verdict; // not the pinned process's: steps since stay noted
     this.stepsSinceRead = [];
     return verdict;
   }
@@ -669,12 +695,15 @@ export class Drain {
     );
   }
 
-  private warnUnmarked(): void {
+  private warnUnmarked(witnessed: boolean): void {
     if (this.warnedUnmarked) return;
     this.warnedUnmarked = true;
     this.log.warn(
       { event: 'envoy_unmarked' },
-      "Envoy's stats do not report listener.admin.downstream_cx_total: an Envoy replaced during the drain cannot be told from the one being drained",
+      "Envoy's stats do not report listener.admin.downstream_cx_total (a stats_matcher?): " +
+        (witnessed
+          ? 'only the connection this sidecar holds open to Envoy ties a count to the process being drained; a count it does not tie never ends the drain'
+          : 'an Envoy replaced during the drain cannot be told from the one being drained, so no count after the first ends the drain'),
     );
   }
 
@@ -728,12 +757,41 @@ export class Drain {
     if (kind === 'invalid-answer') this.lastInvalidAnswer = message;
     if (kind === 'timeout' && action !== 'count open connections') this.stepsTimedOut.add(action);
     this.consecutiveRefusals = kind === 'refused' ? this.consecutiveRefusals + 1 : 0;
-    if (kind === 'refused' && this.envoy.hasAnswered && this.consecutiveRefusals >= this.settings['admin-refusals']) {
+    if (kind === 'refused') this.refusalsSinceMs ??= this.clock.now();
+    else this.refusalsSinceMs = undefined;
+    if (kind === 'refused' && this.envoy.hasAnswered && this.consecutiveRefusals >= this.settings['admin-refusals'] && this.exitProven(error)) {
       this.settle('envoy-exited');
       return 'refused';
     }
     this.logFailure(kind, error instanceof Error ? error.name : 'Error', action, message);
     return kind === 'refused' ? 'refused' : 'failed';
+  }
+
+  /**
+   * Whether refusals may be read as Envoy gone: not while the witness connection is open (the process holding it
+   * lives: the address was unlinked or moved, not closed); yes once the latest witness was closed by the other
+   * end; otherwise (no witness ever connected) only after refusals lasting REFUSALS_WITHOUT_EVIDENCE_MS. A refusal
+   * without evidence at all (a target that keeps no witness) is taken as before.
+   */
+  private exitProven(error: unknown): boolean {
+    const evidence: WitnessEvidence | undefined = error instanceof AdminRefusedError ? error.evidence : undefined;
+    if (evidence === undefined) return true;
+    if (evidence.witness !== null) {
+      this.warnAliveRefusing(error as AdminRefusedError);
+      return false;
+    }
+    if (evidence.lastClosed) return true;
+    return this.clock.now() - (this.refusalsSinceMs ?? this.clock.now()) >= REFUSALS_WITHOUT_EVIDENCE_MS;
+  }
+
+  /** Once per drain: the admin address refuses while the process drained holds our connection, so it lives. */
+  private warnAliveRefusing(error: AdminRefusedError): void {
+    if (this.warnedAliveRefusing) return;
+    this.warnedAliveRefusing = true;
+    this.log.warn(
+      { event: 'envoy_admin_address_lost', error_message: error.message, path_state: error.pathState ?? null, envoy_admin: this.envoy.address },
+      `Envoy's admin address refuses connections (${error.message}), but the connection this sidecar holds open to Envoy is still open: Envoy runs, and its connections cannot be counted any more; the drain holds to its deadline`,
+    );
   }
 
   /**

@@ -8,7 +8,7 @@ import { ADMIN_FAILURE_KINDS } from '../envoy/admin-client.js';
 import type { AdminCallCounts } from './admin-calls.js';
 import type { DrainState } from './drain.js';
 import type { DrainServerCounters } from './server.js';
-import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
+import { NEEDED_STATS, type DrainSupervisor, type RecoveryAction } from './supervisor.js';
 
 /**
  * The three classes this needs, from their own files: prom-client's index also loads its cluster aggregator,
@@ -184,6 +184,18 @@ export function sidecarMetrics(
     registers: [registry],
     collect() {
       this.set(adminCalls().up === true ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'shutdown_manager_envoy_stats_missing',
+    help: "1 for each stat the drain needs that Envoy's stats lacked at the first read after start (a stats_matcher?): listener gauges (no count), the admin counter (no process identity but the held connection), listener arrival counters (the load balancer unobservable); 0 when present; absent before that read.",
+    labelNames: ['stat'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const check = drain.snapshot().envoyStats;
+      if (check === null) return;
+      for (const stat of NEEDED_STATS) this.set({ stat }, check.missing.includes(stat) ? 1 : 0);
     },
   });
   new Gauge({

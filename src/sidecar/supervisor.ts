@@ -21,7 +21,9 @@
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
 import { failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
-import { MarkTrust, ProcessTrail, type Expectation, type ProcessMark } from '../envoy/identity.js';
+import { markedRead, MarkTrust, ProcessTrail, type Expectation, type ProcessMark, type ReadEvidence } from '../envoy/identity.js';
+import { isObservable } from '../envoy/arrivals.js';
+import type { ConnectionCount } from '../envoy/stats.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal, StepProgress } from './journal.js';
@@ -86,6 +88,40 @@ export interface SupervisorSnapshot extends DrainSnapshot {
   } | null;
   readonly recovery: RecoveryReport | null;
   readonly watch: AdminWatch;
+  /** What the first stats read after start showed missing of what the drain needs (see StatsCheck); null before it. */
+  readonly envoyStats: StatsCheck | null;
+}
+
+/** A stat the drain reads, by the name /metrics labels it with (shutdown_manager_envoy_stats_missing{stat}). */
+export type NeededStat = 'listener.<listener>.downstream_cx_active' | 'listener.admin.downstream_cx_total' | 'listener.<listener>.downstream_cx_total';
+
+export const NEEDED_STATS: readonly NeededStat[] = ['listener.<listener>.downstream_cx_active', 'listener.admin.downstream_cx_total', 'listener.<listener>.downstream_cx_total'];
+
+/** The stats the drain needs, as the first stats read after start found them: checked at pod start, not at deletion. */
+export interface StatsCheck {
+  readonly missing: readonly NeededStat[];
+  /** One sentence: what is missing and why the drain cannot be trusted without it; empty when nothing is. */
+  readonly detail: string;
+}
+
+/** What a stats answer lacks of what the drain needs, and what each lack costs the drain. */
+export function checkNeededStats(count: ConnectionCount): StatsCheck {
+  const missing: NeededStat[] = [];
+  const why: string[] = [];
+  if (count.availableListeners.length === 0) {
+    missing.push('listener.<listener>.downstream_cx_active');
+    why.push("no listener's downstream_cx_active gauge: the drain counts 0 connections whatever is open, so it can only end at its deadline or when Envoy exits");
+  }
+  if (count.adminConnectionsTotal === null) {
+    missing.push('listener.admin.downstream_cx_total');
+    why.push('no listener.admin.downstream_cx_total: only the connection the sidecar holds open to Envoy tells the drained process from a replacement, and a count it cannot tie to that process never ends the drain');
+  }
+  if (count.arrivals.watched.length > 0 && !isObservable(count.arrivals)) {
+    missing.push('listener.<listener>.downstream_cx_total');
+    why.push("no listener downstream_cx_total nor per-listener downstream_rq_completed: the load balancer letting go cannot be observed, so --quiet-period holds nothing and check-delay alone protects a drain");
+  }
+  const detail = missing.length === 0 ? '' : `Envoy's stats lack what the drain needs (a stats_matcher?): ${why.join('; ')}`;
+  return { missing, detail };
 }
 
 /** Lags of ended drains kept for /metrics: a sidecar re-armed by a crash-looping Envoy must not grow without bound. */
@@ -137,6 +173,8 @@ export class DrainSupervisor {
   /** Doubtful reads so far while marks are unproven, and whether that was warned about (warnIfMarksUnproven). */
   private unproven = 0;
   private warnedUntrusted = false;
+  /** The stats check of the first stats read after start (see checkNeededStats). */
+  private statsCheck: StatsCheck | null = null;
 
   constructor(
     private readonly envoy: SupervisedEnvoy,
@@ -202,7 +240,11 @@ export class DrainSupervisor {
 
   /** Ready once Envoy's admin API has answered, for the life of the process. */
   readiness(): { readonly ready: boolean; readonly detail: string } {
-    if (this.envoy.hasAnswered) return { ready: true, detail: `Envoy's admin API answered at ${this.envoy.address}` };
+    // Ready even when stats are missing: the drain still ends by its deadline, never "drained" on a count it cannot
+    // attribute; an unready pod would stop a rollout for a stats_matcher setting. The detail, the log and
+    // shutdown_manager_envoy_stats_missing say it.
+    const stats = this.statsCheck === null || this.statsCheck.detail === '' ? '' : `; ${this.statsCheck.detail}`;
+    if (this.envoy.hasAnswered) return { ready: true, detail: `Envoy's admin API answered at ${this.envoy.address}${stats}` };
     return { ready: false, detail: `Envoy's admin API has not answered at ${this.envoy.address} yet: is the admin address right?` };
   }
 
@@ -276,6 +318,7 @@ export class DrainSupervisor {
           ? null
           : { state: process.state, version: process.version?.text ?? null, startedAt: isoAt(this.clock, process.startedAtMs), uptimeSeconds: process.uptimeSeconds },
       recovery: this.recovery,
+      envoyStats: this.statsCheck,
       watch: {
         up: this.watchState.up,
         lastReadAt: this.watchState.lastReadAtMs === undefined ? null : isoAt(this.clock, this.watchState.lastReadAtMs),
@@ -330,7 +373,7 @@ export class DrainSupervisor {
     // The watch re-armed meanwhile: the new drain still counts from this /shutdown's arrival.
     if (this.drain !== ended) return this.drain.current === 'idle' ? this.startDrain(arrivedAtMs) : this.drain.start();
     if (!read.ok && read.kind === 'refused') return ended.start(); // no Envoy: nothing to drain
-    if (read.ok && read.verdict === 'same') return ended.start();
+    if (read.ok && (read.verdict === 'same' || read.verdict === 'reset')) return ended.start();
     if (read.ok && read.verdict === 'replaced') {
       this.rearm('a /shutdown came after the last drain had ended, and another Envoy process answers', false);
     } else {
@@ -389,7 +432,10 @@ export class DrainSupervisor {
     const expected = this.trail.expect();
     const trail = this.trail;
     const read = this.envoy.countOpenConnections(cancel.signal).then(
-      (count): MarkRead => ({ ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, expected) }),
+      (count): MarkRead => {
+        this.checkStatsOnce(count);
+        return { ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, expected, count.evidence) };
+      },
       (error: unknown): MarkRead => ({ ok: false, kind: failureKindOf(error), message: messageOf(error) }),
     );
     const answer = await within(read, this.options.readTimeoutMs, {
@@ -403,9 +449,11 @@ export class DrainSupervisor {
   }
 
   /** Observes a read on `trail`; another process answering is followed from then on. */
-  private follow(trail: ProcessTrail, mark: ProcessMark, expected: Expectation): ReadVerdict {
-    const verdict = trail.observe(mark, expected);
-    if (verdict === 'replaced' && trail === this.trail) this.trail = new ProcessTrail(this.envoy, this.trust, { mark, marker: this.envoy.connectionMarker() });
+  private follow(trail: ProcessTrail, mark: ProcessMark, expected: Expectation, evidence: ReadEvidence | undefined): ReadVerdict {
+    const verdict = trail.observe(mark, expected, evidence);
+    if (verdict === 'replaced' && trail === this.trail) {
+      this.trail = new ProcessTrail(this.envoy, this.trust, markedRead(mark, this.envoy.connectionMarker(), evidence));
+    }
     this.warnIfMarksUnproven(verdict, mark);
     return verdict;
   }
@@ -424,6 +472,19 @@ export class DrainSupervisor {
       { event: 'admin_marks_unproven', envoy_admin: this.envoy.address },
       `Envoy's admin counter at ${this.envoy.address} does not grow with this sidecar's own calls: is the admin address a proxy in front of Envoy? A replaced Envoy can then be told only by a counter that goes down`,
     );
+  }
+
+  /**
+   * At the first stats read after start (the watch's, or a drain's decision): what the drain needs and Envoy's
+   * stats lack, logged once as a warning with why the drain cannot be trusted without it, so that it shows at pod
+   * start and not at deletion (also in /ready's detail, /drain and shutdown_manager_envoy_stats_missing).
+   */
+  private checkStatsOnce(count: ConnectionCount): void {
+    if (this.statsCheck !== null) return;
+    const check = checkNeededStats(count);
+    this.statsCheck = check;
+    if (check.missing.length === 0) return;
+    this.log.warn({ event: 'envoy_stats_missing', missing_stats: check.missing, envoy_admin: this.envoy.address }, check.detail);
   }
 
   private noteWatch(read: MarkRead): void {

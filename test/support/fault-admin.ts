@@ -107,6 +107,11 @@ export interface FaultAdminOptions extends ProcessOptions {
   readonly listeners?: Readonly<Record<string, number>>;
   /** Envoy's --concurrency: the `worker_<n>` copies per listener; default 2. */
   readonly workers?: number;
+  /**
+   * Stats left out of every /stats answer, as Envoy's `stats_config.stats_matcher` exclusion list does: a name that
+   * matches is absent, not 0 (e.g. /^listener\.admin\./ for an Envoy that trims its admin listener's stats).
+   */
+  readonly statsExcluded?: RegExp;
   /** `now` stamps the log, `wallNow` (plus `stepWallClock` steps) is the process's wall clock. */
   readonly clock?: Pick<Clock, 'now' | 'wallNow'>;
 }
@@ -242,6 +247,14 @@ export class FaultAdmin {
   replaceProcess(options: ProcessOptions = {}): void {
     this.dropConnections();
     this.newProcess(options);
+  }
+
+  /**
+   * `POST /reset_counters` as StatsHandler::handlerResetCounters does it, to the process running: every counter to 0
+   * (the admin counter, the process's mark, included), gauges and connections untouched. The same process goes on.
+   */
+  resetCounters(): void {
+    this.current.adminTotal = 0;
   }
 
   /** The process exits: the port refuses, open connections are cut. */
@@ -492,7 +505,8 @@ export class FaultAdmin {
     const json = params.get('format') === 'json';
     const body = (): string => {
       call.rendered = { adminConnectionsTotal: this.current.adminTotal, connections: Object.fromEntries(this.connections) };
-      const stats = this.statValues().filter(([name]) => filter.test(name));
+      const excluded = this.options.statsExcluded;
+      const stats = this.statValues().filter(([name]) => filter.test(name) && (excluded === undefined || !excluded.test(name)));
       if (!json) return stats.map(([name, value]) => `${name}: ${value}\n`).join('');
       return `{"stats":[${stats.map(([name, value]) => `\n{"name":${JSON.stringify(name)},"value":${value}}`).join(',')}]}\n`;
     };
