@@ -26,7 +26,7 @@
 import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
 import { compareProcess, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
-import { LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
+import { GAP_FACTOR, LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
 import { formatDuration } from '../config/duration.js';
@@ -896,7 +896,7 @@ function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown>
     load_balancer_quiet: report.quiet,
     quiet_period_ms: report.quietPeriodMs,
     needed_quiet_ms: report.neededQuietMs,
-    arrival_rate_per_second: report.arrivalRatePerSecond,
+    longest_gap_ms: report.longestGapMs,
     arrivals_since_health_checks_failed: report.sinceHealthChecksFailed,
   };
 }
@@ -919,8 +919,8 @@ export function loadBalancerClause(report: LoadBalancerReport): string {
   const needed = formatDuration(report.neededQuietMs);
   // Lengthened: say why, so that a long drain behind a slow balancer with few clients explains itself.
   const why =
-    report.neededQuietMs > report.quietPeriodMs && report.arrivalRatePerSecond !== null
-      ? `: at the ${report.arrivalRatePerSecond.toFixed(2)} new clients a second seen after the failure, a shorter silence could be chance`
+    report.neededQuietMs > report.quietPeriodMs && report.longestGapMs !== null
+      ? `: ${GAP_FACTOR} times the longest gap between new clients after the failure, ${seconds(report.longestGapMs)}s`
       : '';
   return report.quiet ? `${lag} (then quiet for ${needed}${why})` : `${lag}, and it had not been quiet for ${needed} yet${why}`;
 }

@@ -8,14 +8,16 @@
  * - reports the lag it saw: from /healthcheck/fail to the last new client arrival (`report`).
  *
  * The quiet period scales with the evidence (`neededQuietMs`). A silence means the load balancer let go only if it
- * is long against the pod's own arrivals while the balancer was still sending: a pod that got a new client every
- * 3 s after its health checks failed can go 10 s without one while still in rotation (docs/proof.md found such gaps
- * of 20-34 s behind an NLB-like balancer, and lost the requests that came after them). So once new clients arrived
- * after the failure, the silence waited for is at least the one that, at their rate since the failure (new clients,
- * Arrivals.newClients, over the time from the failure to the last arrival, taken as a Poisson process), would come
- * by chance once in SILENCE_ODDS: ln(SILENCE_ODDS) / rate. A busy pod (kube-proxy, a fast balancer) is left at
- * --quiet-period; a pod with few clients behind a slow balancer waits for a silence long enough to mean something;
- * a pod that got no new client after the failure is not held (the quiet client, the rule's stated limit).
+ * is long against the gaps between the pod's new clients while the balancer was still sending them: behind an
+ * NLB-like balancer (docs/proof.md) a pod's new clients came every few seconds right after the failure (its own
+ * clients reconnecting), then 20-34 s apart as the rollout's new pods took their share, and a fixed 10 s silence, or
+ * one scaled to the average rate since the failure, let pods go in such a gap and lost what came after. So the
+ * silence waited for is at least GAP_FACTOR times the longest gap seen between new clients (Arrivals.newClients) since
+ * the failure, the failure itself counting as the first: a record that is a few times the longest before it is rare
+ * while a balancer still sends (for gaps drawn at one rate, GAP_FACTOR 3 after 10 gaps: about 1 in 1,000), and gaps
+ * that grow slowly grow the silence with them. A busy pod stays at --quiet-period; a pod that got no new client after
+ * the failure is not held (the quiet client, the rule's stated limit); requests on connections opened before the
+ * failure (idle keep-alive clients coming back) restart the silence but are no gap.
  *
  * Time is the reads' own: an arrival seen by a read happened after the previous read was sent and before this
  * one's answer came; "quiet since" is the answer of the last read that saw one, or of the first read (nothing is
@@ -24,20 +26,20 @@
  */
 import { arrivalsBetween, hasClientTraffic, isObservable, type ArrivalTally } from '../envoy/arrivals.js';
 
-/** A silence waited for happens by chance, to a balancer still sending at the rate seen, once in this many drains. */
-export const SILENCE_ODDS = 1_000;
+/** The silence waited for is at least this many times the longest gap between new clients since the failure. */
+export const GAP_FACTOR = 3;
 
 /** What the drain says of the load balancer: in /shutdown's answer, in /drain, in its log line, as metrics. */
 export interface LoadBalancerReport {
   /** The quiet period the drain waited for after the last client arrival; null when off (check-delay alone). */
   readonly quietPeriodMs: number | null;
   /**
-   * The silence needed now: the quiet period, or longer at the rate of client arrivals seen since the health checks
-   * failed (see the header); null when off.
+   * The silence needed now: the quiet period, or GAP_FACTOR times the longest gap between new clients since the
+   * health checks failed (see the header); null when off.
    */
   readonly neededQuietMs: number | null;
-  /** New clients a second, from the health-check failure to the last arrival; null before an arrival after it. */
-  readonly arrivalRatePerSecond: number | null;
+  /** The longest gap between new clients since the health-check failure (the failure counting as the first); null before one. */
+  readonly longestGapMs: number | null;
   /** The listeners watched: counted, and serving no probe of the kubelet (`--probe-ports`). */
   readonly watchedListeners: readonly string[];
   /**
@@ -72,17 +74,17 @@ export class LoadBalancerWatch {
   private lastConnectionAtMs: number | undefined;
   private lastReadSentAtMs: number | undefined;
   private readonly since = { requests: 0, connections: 0, healthChecks: 0 };
-  /** New clients (see Arrivals.newClients) seen by reads answered after the failure. */
-  private clientArrivalsSinceFailure = 0;
-  private failedAtMs: number | undefined;
+  /** When a read last saw a new client after the failure (the failure itself before one), and the longest gap between. */
+  private lastNewClientAtMs: number | undefined;
+  private longestGap: number | undefined;
 
   /**
-   * `silenceOdds`: see SILENCE_ODDS; null keeps the silence at the quiet period whatever the arrivals (what the
-   * rule was before it scaled, kept for the tests' negative control).
+   * `gapFactor`: see GAP_FACTOR; null keeps the silence at the quiet period whatever the gaps (what the rule was
+   * before it scaled, kept for the tests' negative control).
    */
   constructor(
     private readonly quietPeriodMs: number | null,
-    private readonly silenceOdds: number | null = SILENCE_ODDS,
+    private readonly gapFactor: number | null = GAP_FACTOR,
   ) {}
 
   /**
@@ -101,11 +103,10 @@ export class LoadBalancerWatch {
     }
     const arrivals = arrivalsBetween(previous, tally);
     const afterFailure = failedAtMs !== undefined && answeredAtMs > failedAtMs;
-    this.failedAtMs = failedAtMs;
     if (afterFailure) {
       // New clients only: an idle client's next request on its old connection was routed before the failure, and a
-      // reset restarts the silence but is no client; neither raises the rate.
-      this.clientArrivalsSinceFailure += arrivals.newClients;
+      // reset restarts the silence but is no client; neither is a gap's end.
+      if (arrivals.newClients > 0) this.noteNewClient(answeredAtMs, failedAtMs);
       this.since.requests += arrivals.requests + arrivals.proxiedConnections;
       this.since.connections += arrivals.connections;
       this.since.healthChecks += arrivals.healthChecks;
@@ -132,20 +133,14 @@ export class LoadBalancerWatch {
   /** The silence that means the balancer let go (see the header); null when the rule is off. */
   neededQuietMs(): number | null {
     if (this.quietPeriodMs === null) return null;
-    const rate = this.arrivalRatePerSecond();
-    if (rate === null || rate === 0 || this.silenceOdds === null) return this.quietPeriodMs;
-    return Math.max(this.quietPeriodMs, Math.ceil((Math.log(this.silenceOdds) / rate) * 1000));
+    if (this.longestGap === undefined || this.gapFactor === null) return this.quietPeriodMs;
+    return Math.max(this.quietPeriodMs, this.gapFactor * this.longestGap);
   }
 
-  /**
-   * Client arrivals a second while the balancer was surely still sending: from the failure to the read that saw the
-   * last of them, at least that read's interval (a burst within one read is no rate of its own).
-   */
-  private arrivalRatePerSecond(): number | null {
-    const last = this.lastArrival;
-    if (last === undefined || this.failedAtMs === undefined) return null;
-    const spanMs = Math.max(last.atMs - this.failedAtMs, last.atMs - last.afterMs, 1);
-    return this.clientArrivalsSinceFailure / (spanMs / 1000);
+  private noteNewClient(atMs: number, failedAtMs: number): void {
+    const gap = atMs - (this.lastNewClientAtMs ?? failedAtMs);
+    this.longestGap = Math.max(this.longestGap ?? 0, gap);
+    this.lastNewClientAtMs = atMs;
   }
 
   report(failedAtMs: number | undefined, watched: readonly string[]): LoadBalancerReport {
@@ -155,7 +150,7 @@ export class LoadBalancerWatch {
     return {
       quietPeriodMs: this.quietPeriodMs,
       neededQuietMs: this.neededQuietMs(),
-      arrivalRatePerSecond: this.arrivalRatePerSecond(),
+      longestGapMs: this.longestGap ?? null,
       watchedListeners: watched,
       observable: this.last !== undefined && isObservable(this.last),
       lagMs: since(this.lastArrival?.atMs),

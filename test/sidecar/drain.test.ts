@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
 import { EMPTY_TALLY, type ArrivalTally } from '../../src/envoy/arrivals.js';
-import { LoadBalancerWatch, SILENCE_ODDS } from '../../src/sidecar/load-balancer.js';
+import { GAP_FACTOR, LoadBalancerWatch } from '../../src/sidecar/load-balancer.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { describeOutcome, Drain, type DrainLoopSettings, type DrainOptions, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { MemoryLog } from '../support/memory-log.js';
@@ -526,47 +526,41 @@ describe('Drain: the observed rule (quiet-period) lets go only once the load bal
   });
 });
 
-describe('Drain: the silence waited for scales with the arrivals seen after the failure', () => {
+describe('Drain: the silence waited for scales with the gaps between new clients after the failure', () => {
   const LB = { 'check-delay': 5_000, 'quiet-period': 10_000, 'check-interval': 1_000, 'drain-timeout': 300_000 };
 
-  /** A new client (a new connection carrying a request) every `everyMs` until `untilMs` after the start. */
-  const sparse = (startedAt: number, everyMs: number, untilMs: number) => (nowMs: number) => {
-    const clients = Math.floor(Math.min(nowMs - startedAt, untilMs) / everyMs);
+  /** New clients (new connections carrying a request) at these seconds after the start. */
+  const clientsAt = (seconds: readonly number[]) => (ms: number): ArrivalTally => {
+    const clients = seconds.filter((at) => at * 1_000 <= ms).length;
     return tally({ responses: clients, connections: clients });
   };
 
-  test('one new client every 4 s until 40 s: a 10 s silence could be chance (1 in 12), so the drain waits ln(1000) / 0.25 a second = 28 s after the last', async () => {
+  test('new clients ever sparser (gaps of 2 s growing to 8 s, as a rollout takes the pod\'s share): the drain waits 3 x 8 s after the last', async () => {
     const { drain, envoy, startedAt } = makeDrain([0], LB);
-    envoy.tallyAt = sparse(startedAt, 4_000, 40_000);
+    const at = clientsAt([2, 4, 6, 9, 13, 18, 24, 31, 39]);
+    envoy.tallyAt = (nowMs) => at(nowMs - startedAt);
     const outcome = await drain.start();
-    const { neededQuietMs, arrivalRatePerSecond, lagMs } = outcome.loadBalancer;
-    assert.equal(lagMs, 40_000);
-    assert.ok(arrivalRatePerSecond !== null && Math.abs(arrivalRatePerSecond - 0.25) < 0.01, String(arrivalRatePerSecond));
-    assert.ok(neededQuietMs !== null && neededQuietMs > 27_000 && neededQuietMs < 28_000, String(neededQuietMs));
-    assert.equal(outcome.durationMs, 40_000 + neededQuietMs, 'a read exactly a whole silence after the last arrival');
-    assert.match(describeOutcome(outcome), /at the 0\.25 new clients a second seen after the failure, a shorter silence could be chance/);
+    const { neededQuietMs, longestGapMs, lagMs } = outcome.loadBalancer;
+    assert.deepEqual([lagMs, longestGapMs, neededQuietMs, outcome.durationMs], [39_000, 8_000, 24_000, 63_000]);
+    assert.match(describeOutcome(outcome), /then quiet for 24s: 3 times the longest gap between new clients after the failure, 8\.0s/);
   });
 
-  test('negative control: a silence fixed at the quiet period ends the drain in a 12 s gap the balancer leaves by chance; the scaled one does not', async () => {
-    // Every 4 s, but one 12 s gap (20 -> 32 s), as behind an NLB-like balancer in docs/proof.md.
-    const at = [4, 8, 12, 16, 20, 32, 36, 40].map((seconds) => seconds * 1_000);
+  test('negative control: a silence fixed at the quiet period ends the drain in an 11 s gap a balancer still sending leaves by chance; the scaled one does not', async () => {
+    // Every 4 s, then one 11 s gap (20 -> 31 s), as behind an NLB-like balancer in docs/proof.md.
+    const at = clientsAt([4, 8, 12, 16, 20, 31, 35, 39]);
     const { drain, envoy, startedAt } = makeDrain([0], LB);
-    const clientsAt = (ms: number): ArrivalTally => {
-      const clients = at.filter((t) => t <= ms).length;
-      return tally({ responses: clients, connections: clients });
-    };
-    envoy.tallyAt = (nowMs) => clientsAt(nowMs - startedAt);
+    envoy.tallyAt = (nowMs) => at(nowMs - startedAt);
     const outcome = await drain.start();
-    assert.ok(outcome.durationMs > 40_000, `ended at ${outcome.durationMs} ms, in the gap, before the clients at 32-40 s`);
-    // The control, on the watch itself: the same reads, a second apart, with the silence fixed (odds off).
-    for (const [odds, endsInGap] of [[null, true], [SILENCE_ODDS, false]] as const) {
-      const watch = new LoadBalancerWatch(10_000, odds);
+    assert.ok(outcome.durationMs > 39_000, `ended at ${outcome.durationMs} ms, in the gap, before the clients at 31-39 s`);
+    // The control, on the watch itself: the same reads, a second apart, with the silence fixed (no gap factor).
+    for (const [factor, endsInGap] of [[null, true], [GAP_FACTOR, false]] as const) {
+      const watch = new LoadBalancerWatch(10_000, factor);
       let ended: number | undefined;
       for (let nowMs = 0; nowMs <= 40_000 && ended === undefined; nowMs += 1_000) {
-        watch.observe(clientsAt(nowMs), nowMs, nowMs, 0);
+        watch.observe(at(nowMs), nowMs, nowMs, 0);
         if (nowMs >= (watch.quietFromMs() ?? 0)) ended = nowMs;
       }
-      assert.equal(ended !== undefined && ended < 32_000, endsInGap, `odds ${odds}: ended at ${ended}`);
+      assert.equal(ended !== undefined && ended < 31_000, endsInGap, `gap factor ${factor}: ended at ${ended}`);
     }
   });
 
