@@ -137,7 +137,7 @@
  *   source/extensions/filters/http/health_check/health_check.cc): that exact `:path` answered by the filter,
  *   200 live, 503 once health checks are failed, never routed; `x-envoy-immediate-health-check-fail: true` on
  *   every response of the listener while failed; `http.<prefix>.health_check.{request_total,ok,failed}` from
- *   HEALTH_CHECK_FILTER_STATS_SINCE (an unverified assumption, see there). See health-check-filter.ts.
+ *   HEALTH_CHECK_FILTER_STATS_SINCE (1.33, whose docs list them; see there). See health-check-filter.ts.
  * - Prometheus names (`/stats/prometheus`): Envoy's default tag extractors for the stats here (well_known_names.cc:
  *   prefixes, listener address, worker id, response code class); see `prometheusSeries` in stats.ts.
  * - Contour's `envoy-admin` listener (`readonlyAdminPort`): an HTTP connection manager (stat prefix

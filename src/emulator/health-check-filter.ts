@@ -10,14 +10,12 @@ import { counter, type StatValue } from './stats.js';
 import { atLeast } from './versions.js';
 
 /**
- * The first release whose health-check filter reports `http.<prefix>.health_check.{request_total,ok,failed}`.
- * NOT VERIFIED: the release note of docs/root/configuration/http/http_filters/health_check_filter.rst could not
- * be read where this was written (no Envoy source or docs at hand), and these stats are in no release the
- * author remembers. So they are shown only on Envoy's main branch (1.41.0-dev, see `version`) and later, the
- * assumption that shows the least: a release before this lacks them, as a trimmed stat (stats_matcher) would
- * be. Move this constant once the release is known; the tests follow it.
+ * A release whose health-check filter reports `http.<prefix>.health_check.{request_total,ok,failed}`: the docs of
+ * Envoy v1.33.3 (envoyproxy.io/docs/envoy/v1.33.3/configuration/http/http_filters/health_check_filter, "Statistics")
+ * list them; the release that added them was not found, so releases before 1.33 are shown without them (as a
+ * trimmed stat, stats_matcher, would be). The tests follow this constant.
  */
-export const HEALTH_CHECK_FILTER_STATS_SINCE = { major: 1, minor: 41 } as const;
+export const HEALTH_CHECK_FILTER_STATS_SINCE = { major: 1, minor: 33 } as const;
 
 /** Http::Headers::EnvoyImmediateHealthCheckFail (source/common/http/headers.h). */
 export const IMMEDIATE_HEALTH_CHECK_FAIL = 'x-envoy-immediate-health-check-fail';

@@ -107,7 +107,11 @@ export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally): Arr
   for (const listener of later.watched) {
     if (later.connectionListeners.includes(listener)) continue;
     const keys = Object.keys(later.responses).filter((key) => key.startsWith(`${listener} `));
-    newClients += Math.min(growthOf(earlier.connections, later.connections, [listener]).sum, growthOf(earlier.responses, later.responses, keys).sum);
+    // A load balancer's HTTP health check comes on a connection of its own: where the filter counts them, they are
+    // taken out of the new connections (a prefix on several listeners is taken out of each: fewer new clients).
+    const prefixes = keys.map((key) => key.slice(listener.length + 1)).filter((prefix) => prefix in later.healthChecks);
+    const connected = growthOf(earlier.connections, later.connections, [listener]).sum - growthOf(earlier.healthChecks, later.healthChecks, prefixes).sum;
+    newClients += Math.max(0, Math.min(connected, growthOf(earlier.responses, later.responses, keys).sum));
   }
   return {
     requests: responses.sum,

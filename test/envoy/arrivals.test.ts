@@ -50,6 +50,17 @@ describe('arrivals: what counts as new client traffic', () => {
     assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, probes: 40 }, [])), true);
   });
 
+  test('new clients: new connections carrying requests; HTTP health checks on connections of their own are taken out, and requests on old connections are none', () => {
+    assert.equal(arrivals(ZERO, { ...ZERO, http: 3, connects: 0 }).newClients, 3, 'three connections, a request each');
+    assert.equal(arrivals(ZERO, { ...ZERO, checks: 5, connects: 5 }).newClients, 0, "the load balancer's HTTP checks");
+    assert.equal(arrivals(ZERO, { ...ZERO, tcp: 2 }).newClients, 2, 'proxied connections');
+    // Requests with no new connection (idle keep-alive clients coming back): traffic, but no new client.
+    const oldConnections = countDownstreamConnections(contour(ZERO), { probePorts: [8002] }).arrivals;
+    const later = { ...oldConnections, responses: { ...oldConnections.responses, '0.0.0.0_8080 ingress_http': 2 } };
+    const comeBack = arrivalsBetween(oldConnections, later);
+    assert.deepEqual([hasClientTraffic(comeBack), comeBack.newClients], [true, 0]);
+  });
+
   test('a counter that went down (POST /reset_counters) is taken as traffic', () => {
     const reset = arrivals({ ...ZERO, http: 100 }, ZERO);
     assert.deepEqual([reset.reset, hasClientTraffic(reset)], [true, true]);
