@@ -260,3 +260,36 @@ describe('YAML errors are one line: the input, the document, the line', () => {
     assert.ok(injected(run.stdout, 'p'));
   });
 });
+
+describe("README's Offline injection usage lines", () => {
+  /** The section's sh commands that take several inputs, as `inject ARGS` with their redirections. */
+  async function readmeLines(): Promise<string[]> {
+    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## Offline injection'), readme.indexOf('\n## ', readme.indexOf('## Offline injection') + 1));
+    const block = /^```sh\n([\s\S]*?)^```$/m.exec(section)?.[1] ?? '';
+    return block.split('\n').filter((line) => line.startsWith('npm run -s inject -- ') && !/-f (envoy\.yaml|-) /.test(line));
+  }
+
+  test('run as written (files, a directory, -, -R, several -f), each input is in the output, in order', async () => {
+    const lines = await readmeLines();
+    assert.equal(lines.length, 2, lines.join('\n'));
+    await writeFile(join(directory, 'envoy.yaml'), pod('envoy'));
+    await mkdir(join(directory, 'gateway'), { recursive: true });
+    await writeFile(join(directory, 'gateway', 'gw.yaml'), pod('gw'));
+    await mkdir(join(directory, 'deploy', 'nested'), { recursive: true });
+    await writeFile(join(directory, 'deploy', 'top.yaml'), pod('top'));
+    await writeFile(join(directory, 'deploy', 'nested', 'deep.yml'), pod('deep'));
+    await writeFile(join(directory, 'extra.json'), JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'extra' } }));
+    const expected = [['envoy', 'gw', 'more'], ['deep', 'top', 'extra']];
+    for (const [index, line] of lines.entries()) {
+      const command = line.replace(/#.*$/, '').replace(/>.*$/, '').trim();
+      const [words, stdinFile] = command.split('<').map((part) => part.trim().split(/\s+/));
+      const args = (words ?? []).slice('npm run -s inject --'.split(' ').length);
+      const input = stdinFile?.[0] === 'more.yaml' ? pod('more') : undefined;
+      const run = await cli(['inject', ...args], input);
+      assert.equal(run.code, 0, `${line}: ${run.stderr}`);
+      assert.deepEqual(namesIn(run.stdout), expected[index], line);
+      for (const name of expected[index]!.filter((n) => n !== 'extra')) assert.ok(injected(run.stdout, name), `${line}: ${name}`);
+    }
+  });
+});
