@@ -2,7 +2,7 @@
  * A model-based fault search for the drain's promises (README "What the drain promises"). fast-check generates
  * sequences of what Envoy's admin API does per call (answer, answer late, 500/404, 101 and hold, reset mid-body,
  * an endless body, deep JSON, silence), of what happens to Envoy (connections open and close, its process is
- * replaced, it exits and restarts, its wall clock steps) and of what clients do (/shutdown, /wait, SIGTERM,
+ * replaced, it exits and restarts, its counters are reset, its wall clock steps) and of what clients do (/shutdown, /wait, SIGTERM,
  * strangers on the serve port). Each sequence runs against the real sidecar (startSidecar: its server, its
  * supervisor and drain, its admin client) in this process, on a wall clock that can step, talking to the fault
  * admin server over a real loopback socket, which logs every call it received and what it rendered. After every
@@ -58,6 +58,8 @@ export type Step =
   | { readonly kind: 'script'; readonly path: (typeof PATHS)[number]; readonly behaviours: readonly BehaviourSpec[] }
   | { readonly kind: 'connections'; readonly open: number }
   | { readonly kind: 'replace'; readonly open: number }
+  /** POST /reset_counters to the process running: its mark goes to 0, its connections stay (issue 28, item 1). */
+  | { readonly kind: 'reset-counters' }
   | { readonly kind: 'stop' }
   | { readonly kind: 'restart'; readonly open: number }
   | { readonly kind: 'step-wall'; readonly ms: number }
@@ -73,6 +75,7 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant('connections' as const), open }), weight: 3 },
   { arbitrary: fc.record({ kind: fc.constant('replace' as const), open }), weight: 1 },
   { arbitrary: fc.constant({ kind: 'stop' as const }), weight: 1 },
+  { arbitrary: fc.constant({ kind: 'reset-counters' as const }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant('restart' as const), open }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant('step-wall' as const), ms: fc.constantFrom(-3_600_000, -5_000, 5_000, 3_600_000) }), weight: 1 },
   { arbitrary: fc.constant({ kind: 'shutdown' as const }), weight: 4 },
@@ -202,6 +205,8 @@ async function perform(step: Step, world: World): Promise<void> {
       admin.replaceProcess();
       admin.setConnections('ingress', step.open);
       return world.noteProcess();
+    case 'reset-counters':
+      return admin.resetCounters();
     case 'stop':
       await admin.stop();
       return world.noteProcess();
