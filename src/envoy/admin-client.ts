@@ -233,7 +233,8 @@ export class EnvoyAdminClient {
    * process exits, so while it stays open that process lives (src/envoy/identity.ts). No request, because Envoy's
    * admin connection manager uses the server's drain manager: once /healthcheck/fail is taken, every admin
    * response carries `connection: close` and ends its connection; a silent one is never answered, so never closed
-   * by that (and the admin listener sets no idle timeout).
+   * by that (nor by an idle timeout: AdminImpl's connection manager leaves its idle_timeout_ unset, as read in
+   * source/server/admin/admin.h; what a close while Envoy lives costs: see identity.ts).
    */
   private witness: { readonly id: number; readonly socket: import('node:net').Socket; open: boolean; closed: boolean; inode: string | undefined; givenUp: boolean } | undefined;
   private witnesses = 0;

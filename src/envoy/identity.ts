@@ -22,8 +22,8 @@
  * earlier answer arrived and answered before the later read was sent, plus the later read's own
  * (`OwnConnections`). One that grew that much is the same process. One that went down, or grew by less, is
  * another process or the same one reset, which the counter alone cannot tell apart; so it is 'replaced' only
- * with evidence that the process of the earlier read let go of us: the witness open at that read has been
- * closed by the other end since. Without that evidence, or before marks have proved to follow our connections
+ * with evidence that the process of the earlier read let go of us: the witness open at that read (or, if none
+ * was, one opened after it) has been closed by the other end since (`letGoOfUs`). Without that evidence, or before marks have proved to follow our connections
  * at this address (MarkTrust: a proxy in front of the admin API grows its own counter, not ours), it is
  * 'doubtful', and a doubtful count never ends a drain. A read that carries no mark and no witness linking it
  * to the earlier one is 'unknown': not replaced, and its count never ends a drain either.
@@ -33,9 +33,13 @@
  * closed by the other end.** (src/sidecar/drain.ts applies the same evidence to refused connections.)
  *
  * What it cannot see:
- * - A proxy in a process of its own in front of the admin API (not Contour's 127.0.0.1:9001, a listener of the
- *   same Envoy): the witness then ends at the proxy, which outlives an Envoy replaced behind it; that Envoy is
- *   then followed as if reset. It has exited, so "drained" is still true of the process drained.
+ * - A proxy in a process of its own in front of the admin API, with Envoy's stats trimmed of the counter (with
+ *   the counter, its growth shows the proxy and the witness is not used): the witness then ends at the proxy,
+ *   which outlives an Envoy replaced behind it, and the new Envoy is followed as the same one. The replaced one
+ *   has exited, so "drained" is still true of the process drained; its successor was not told to drain.
+ * - Reads before a witness is open: it opens once the address has answered as Envoy does (the start-up probe's
+ *   GET /ready, or a second stats read), so the first reads are judged by the counter alone, and a reset then
+ *   is a doubt (the drain holds to its deadline), never a replacement.
  * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
  *   parent keeps serving its connections; whether the parent's accepted admin connections close then is not
  *   modelled here (issue 28, item 2).
