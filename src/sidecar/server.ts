@@ -332,7 +332,13 @@ function router(
   const { drain, log, waitWindowMs } = options;
   const authorized = bearerCheck(options.shutdownToken);
   const parts = new JsonParts();
-  const drainJson = sharedPerTurn((): Body => [...parts.render(drain.snapshot()), '\n']);
+  const drainJson = sharedPerTurn((): Body => {
+    const chunks = parts.render(drain.snapshot());
+    const last = chunks.at(-1);
+    if (typeof last === 'string') chunks[chunks.length - 1] = `${last}\n`;
+    else chunks.push('\n');
+    return chunks;
+  });
   const { metrics } = options;
   const exposition =
     metrics === undefined
@@ -406,8 +412,15 @@ function answerer(guard: ConnectionGuard): Reply {
     if (!guard.answering(response, ANSWER_HEAD_BYTES + (head ? 0 : bodyBytes))) return;
     const type = contentType.includes('charset') ? contentType : `${contentType}; charset=utf-8`;
     response.writeHead(status, { 'content-type': type, 'content-length': String(bodyBytes), 'cache-control': 'no-store', ...headers });
-    if (!head) for (const chunk of chunks) response.write(chunk);
+    if (head || chunks.length <= 1) {
+      response.end(head ? undefined : chunks[0]);
+      return;
+    }
+    // One write of them all (writev): the shared Buffers are not copied into one.
+    response.cork();
+    for (const chunk of chunks) response.write(chunk);
     response.end();
+    response.uncork();
   };
 }
 
