@@ -6,7 +6,7 @@
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { text as readStream } from 'node:stream/consumers';
-import { HelpRequested, type SettingTable } from '../config/settings.js';
+import { closestName, HelpRequested, type SettingTable } from '../config/settings.js';
 import * as kinds from '../config/values.js';
 import { EXIT_OK, EXIT_USAGE, UsageError, UserFacingError } from '../errors.js';
 import type { CommandIo } from './io.js';
@@ -58,6 +58,7 @@ export function takeInputs(args: readonly string[], table: SettingTable): InputA
     } else if (arg === '-' || !arg.startsWith('-')) {
       names.push(arg);
     } else {
+      misspeltInputFlag(arg, table);
       rest.push(arg);
       const flag = /^--([^=]+)$/.exec(arg)?.[1];
       const setting = flag === undefined ? undefined : table[flag];
@@ -71,6 +72,14 @@ export function takeInputs(args: readonly string[], table: SettingTable): InputA
     }
   }
   return { names, recursive, rest };
+}
+
+/** `--recursve`: the settings reader knows only the settings, so the inputs' own flags are guessed here. */
+function misspeltInputFlag(arg: string, table: SettingTable): void {
+  const flag = /^--([^=]+)/.exec(arg)?.[1];
+  if (flag === undefined || table[flag] !== undefined) return;
+  const closest = closestName(flag, [...Object.keys(table), 'help', 'version', 'recursive', 'filename']);
+  if (closest === 'recursive' || closest === 'filename') throw new UsageError(`unknown flag --${flag}; did you mean --${closest}? (see --help)`);
 }
 
 export interface ManifestInput {

@@ -211,6 +211,8 @@ describe('mistakes get "did you mean"', () => {
     [['mode=sidecar', '--check-dely=1s'], '--check-dely', '--check-delay'],
     [['inject', 'a.yaml', '--native-sidcar'], '--native-sidcar', '--native-sidecar'],
     [['uninject', 'a.yaml', '--hlep'], '--hlep', '--help'],
+    [['uninject', '--recursve', 'dir'], '--recursve', '--recursive'],
+    [['inject', '--filenme=a.yaml'], '--filenme', '--filename'],
     [['check', '--all-namespace'], '--all-namespace', '--all-namespaces'],
   ] as const) {
     test(`${args.join(' ')}: "did you mean ${closest}?", exit 2`, async () => {
