@@ -196,7 +196,8 @@ export interface Row {
  */
 const VARIES: Readonly<Record<string, string>> = {
   [`${MODELS.gke.label} fixed-below`]: 'varies: 0 to 2 lost in 20-pod runs, 0 at 4 pods',
-  [`${MODELS.nlb.label} observed`]: 'varies: 0, 6 and 9 lost in three 20-pod runs, 54 to 59 in every 4-pod run',
+  [`${MODELS.nlb.label} observed`]: 'varies: 0 to 116 lost in 20-pod runs, 54 to 59 at 4 pods',
+  [`${MODELS.l4Mid.label} observed`]: 'varies: 0 to 2 lost in 20-pod runs, 0 at 4 pods',
 };
 
 export function rowsOf(table: TableName): Row[] {
