@@ -14,6 +14,18 @@ export interface ReadOperation {
   readonly namespace?: string;
 }
 
+/** The innermost reason a connection failed (ECONNREFUSED, a certificate error...), for the API server and Prometheus alike. */
+export function causeOf(error: unknown): string {
+  let current: unknown = error;
+  const reasons: string[] = [];
+  while (current instanceof Error) {
+    const code = (current as NodeJS.ErrnoException).code;
+    reasons.push(code !== undefined && !current.message.includes(code) ? `${current.message} (${code})` : current.message);
+    current = current.cause;
+  }
+  return reasons.at(-1) ?? String(error);
+}
+
 export function describeRead({ verb, resource, name, namespace }: ReadOperation): string {
   return `${verb} ${resource}${name === undefined ? '' : `/${name}`}${namespace === undefined ? '' : ` in namespace ${namespace}`}`;
 }

@@ -7,6 +7,7 @@
  */
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { causeOf } from './errors.js';
 
 /** How to reach Prometheus: its base URL, or a Service behind the API server's proxy. */
 export type PrometheusSource =
@@ -201,14 +202,3 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** The innermost reason a connection failed: ECONNREFUSED, a certificate error... */
-function causeOf(error: unknown): string {
-  let current: unknown = error;
-  const reasons: string[] = [];
-  while (current instanceof Error) {
-    const code = (current as NodeJS.ErrnoException).code;
-    reasons.push(code !== undefined && !current.message.includes(code) ? `${current.message} (${code})` : current.message);
-    current = current.cause;
-  }
-  return reasons.at(-1) ?? String(error);
-}

@@ -22,7 +22,7 @@ import { formatLabelSelector, type LabelSelector } from '../config/label-selecto
 import type { RequestOptions } from 'node:https';
 import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
 import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, type LagReading } from './drains.js';
-import { ApiAnswerError, describeRead, ForbiddenError, KubeconfigError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
+import { ApiAnswerError, causeOf, describeRead, ForbiddenError, KubeconfigError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
 import { expectationsOf, servingSecretName, type Expectations } from './expectations.js';
 import { judgePod } from './pod-state.js';
 import { needsWorkload, OPT_IN_LABEL, replicaSetOf } from './pods.js';
@@ -252,18 +252,6 @@ class NotFound extends Error {
   override readonly name = 'NotFound';
 }
 
-
-/** The innermost reason a connection failed: ECONNREFUSED, a certificate error... */
-function causeOf(error: unknown): string {
-  let current: unknown = error;
-  const reasons: string[] = [];
-  while (current instanceof Error) {
-    const code = (current as NodeJS.ErrnoException).code;
-    reasons.push(code !== undefined && !current.message.includes(code) ? `${current.message} (${code})` : current.message);
-    current = current.cause;
-  }
-  return reasons.at(-1) ?? String(error);
-}
 
 /**
  * Reads everything the checks need, and the load balancer's lag from Prometheus at the same time when asked;

@@ -6,7 +6,7 @@ import { INJECTION_SETTINGS, injectionConfigOf } from '../config/webhook.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { newShutdownToken } from '../inject/sidecar.js';
 import type { CommandIo } from './io.js';
-import { commandFailure, joinOutputs, missingInput, readInputs, runCommand, summaryOf, takeInputs } from './input.js';
+import { commandFailure, INPUT_HELP, joinOutputs, missingInput, readInputs, runCommand, summaryOf, takeInputs } from './input.js';
 import { injectManifests, nothingInjectedReason, type TokenFor } from './manifests.js';
 
 const INJECT_SETTINGS = {
@@ -30,17 +30,7 @@ const USAGE = `Usage: envoy-shutdown-manager inject [flags] FILE|DIRECTORY|- ...
 Injects the shutdown-manager into Pods and into the pod templates of Deployments, DaemonSets,
 StatefulSets, ReplicaSets, Jobs and CronJobs that match --pod-selector (app=envoy unless set),
 exactly as the webhook would.
-Reads YAML (several documents, or a List) or JSON from each file, from every .yaml, .yml and .json file of
-a directory (sorted by name), and from standard input for -; writes the results to stdout in that order
-(separated by ---), one line per resource on stderr saying what became of it, and notes to stderr.
-
-Flags:
-  -f, --filename FILE|DIRECTORY|-
-      An input, as a positional one is; may be given several times.
-  -R, --recursive
-      Read directories with their subdirectories.
-  --version
-      Print the version and exit.
+${INPUT_HELP}
 ${describeSettings(INJECT_SETTINGS)}
 `;
 

@@ -19,6 +19,19 @@ export class InputError extends UserFacingError {
 /** The name of standard input in notes and errors. */
 export const STDIN_NAME = 'stdin';
 
+/** What inject and uninject read and write, and the input flags they share: one text for both --help pages. */
+export const INPUT_HELP = `Reads YAML (several documents, or a List) or JSON from each file, from every .yaml, .yml and .json file of
+a directory (sorted by name), and from standard input for -; writes the results to stdout in that order
+(separated by ---), one line per resource on stderr saying what became of it, and notes to stderr.
+
+Flags:
+  -f, --filename FILE|DIRECTORY|-
+      An input, as a positional one is; may be given several times.
+  -R, --recursive
+      Read directories with their subdirectories.
+  --version
+      Print the version and exit.`;
+
 /** How a directory is read: every file with one of these endings, as kubectl -f does. */
 const MANIFEST_FILE = /\.(ya?ml|json)$/i;
 

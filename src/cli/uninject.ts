@@ -2,7 +2,7 @@
 import { readSettings } from '../config/settings.js';
 import { EXIT_OK } from '../errors.js';
 import type { CommandIo } from './io.js';
-import { joinOutputs, missingInput, readInputs, runCommand, summaryOf, takeInputs } from './input.js';
+import { INPUT_HELP, joinOutputs, missingInput, readInputs, runCommand, summaryOf, takeInputs } from './input.js';
 import { uninjectManifests } from './manifests.js';
 
 const USAGE = `Usage: envoy-shutdown-manager uninject FILE|DIRECTORY|- ...
@@ -13,17 +13,7 @@ Removes what injection added to Pods and pod templates (the shutdown-manager con
 its hooks, the status annotation shutdown-manager.io/status) and restores what it replaced, as that
 annotation recorded it: Envoy's preStop hook and args, terminationGracePeriodSeconds, the preStop hooks
 of the wait containers. Templates without the annotation are written back byte for byte.
-Reads YAML (several documents, or a List) or JSON from each file, from every .yaml, .yml and .json file of
-a directory (sorted by name), and from standard input for -; writes the results to stdout in that order
-(separated by ---), one line per resource on stderr saying what became of it, and notes to stderr.
-
-Flags:
-  -f, --filename FILE|DIRECTORY|-
-      An input, as a positional one is; may be given several times.
-  -R, --recursive
-      Read directories with their subdirectories.
-  --version
-      Print the version and exit.
+${INPUT_HELP}
 `;
 
 export async function runUninjectCommand(args: readonly string[], io: CommandIo): Promise<number> {
