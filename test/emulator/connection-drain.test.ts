@@ -87,6 +87,24 @@ async function openClients(t: TestContext, emulator: EnvoyEmulator): Promise<Cli
   return { h1, readonly, ws, wsClosed, h2, h2Closed, goaways, tcp };
 }
 
+/** Idle, upgraded and HTTP/2 connections all open past the drain time and its drain_timeout, then cut at exit. */
+async function assertNothingProactive(t: TestContext, emulator: EnvoyEmulator, drainTimeMs: number): Promise<void> {
+  const clients = await openClients(t, emulator);
+  let closedEarly = '';
+  void clients.h1.closed.then(() => (closedEarly ||= 'HTTP/1.1'));
+  void clients.readonly.closed.then(() => (closedEarly ||= 'envoy-admin HTTP/1.1'));
+  void clients.wsClosed.then(() => (closedEarly ||= 'WebSocket'));
+  void clients.h2Closed.then(() => (closedEarly ||= 'HTTP/2'));
+  await admin(emulator, '/drain_listeners?graceful&skip_exit');
+  await sleep(drainTimeMs + HTTP_DRAIN_TIMEOUT_MS + 300);
+  assert.equal(closedEarly, '', 'nothing closed before exit');
+  assert.deepEqual(clients.goaways, []);
+  assert.equal(drainCloses(emulator), 0);
+  assert.equal(emulator.openConnections.http, 3);
+  await admin(emulator, '/quitquitquit');
+  await within(Promise.all([clients.h1.closed, clients.readonly.closed, clients.wsClosed, clients.h2Closed, clients.tcp.closed]), 5_000, 'every connection cut at exit');
+}
+
 describe("Envoy emulator: Envoy main's connection-level proactive drain", () => {
   test(`${ENVOY_MAIN_VERSION}: idle HTTP/1.1 and HTTP/2 drained at the drain start, the WebSocket closed only in the last third; TCP proxy untouched`, async (t) => {
     const emulator = await startEmulator(t, { version: ENVOY_MAIN_VERSION, readonlyAdminPort: 0 });
@@ -159,39 +177,13 @@ describe("Envoy emulator: Envoy main's connection-level proactive drain", () => 
   test(`negative control, ${DEFAULT_VERSION}: the same connections stay open past the drain time, until Envoy exits`, async (t) => {
     const emulator = await startEmulator(t, { readonlyAdminPort: 0 });
     assert.equal(emulator.envoyVersion, DEFAULT_VERSION);
-    const clients = await openClients(t, emulator);
-    let closedEarly = '';
-    void clients.h1.closed.then(() => (closedEarly ||= 'HTTP/1.1'));
-    void clients.readonly.closed.then(() => (closedEarly ||= 'envoy-admin HTTP/1.1'));
-    void clients.wsClosed.then(() => (closedEarly ||= 'WebSocket'));
-    void clients.h2Closed.then(() => (closedEarly ||= 'HTTP/2'));
-    await admin(emulator, '/drain_listeners?graceful&skip_exit');
-    await sleep(DRAIN_TIME_MS + HTTP_DRAIN_TIMEOUT_MS + 300);
-    assert.equal(closedEarly, '', 'nothing closed before exit');
-    assert.deepEqual(clients.goaways, []);
-    assert.equal(drainCloses(emulator), 0);
-    assert.equal(emulator.openConnections.http, 3);
-    await admin(emulator, '/quitquitquit');
-    await within(Promise.all([clients.h1.closed, clients.readonly.closed, clients.wsClosed, clients.h2Closed, clients.tcp.closed]), 5_000, 'every connection cut at exit');
+    await assertNothingProactive(t, emulator, DRAIN_TIME_MS);
   });
 
   for (const drainTimeMs of [HTTP_DRAIN_TIMEOUT_MS, HTTP_DRAIN_TIMEOUT_MS - 50]) {
     test(`${ENVOY_MAIN_VERSION}, drain time ${drainTimeMs} ms, not longer than the HCM drain_timeout (${HTTP_DRAIN_TIMEOUT_MS} ms): nothing proactive`, async (t) => {
       const emulator = await startEmulator(t, { version: ENVOY_MAIN_VERSION, readonlyAdminPort: 0, drainTimeMs });
-      const clients = await openClients(t, emulator);
-      let closedEarly = '';
-      void clients.h1.closed.then(() => (closedEarly ||= 'HTTP/1.1'));
-      void clients.readonly.closed.then(() => (closedEarly ||= 'envoy-admin HTTP/1.1'));
-      void clients.wsClosed.then(() => (closedEarly ||= 'WebSocket'));
-      void clients.h2Closed.then(() => (closedEarly ||= 'HTTP/2'));
-      await admin(emulator, '/drain_listeners?graceful&skip_exit');
-      await sleep(drainTimeMs + HTTP_DRAIN_TIMEOUT_MS + 300);
-      assert.equal(closedEarly, '', 'nothing closed before exit');
-      assert.deepEqual(clients.goaways, []);
-      assert.equal(drainCloses(emulator), 0);
-      assert.equal(emulator.openConnections.http, 3);
-      await admin(emulator, '/quitquitquit');
-      await within(Promise.all([clients.h1.closed, clients.readonly.closed, clients.wsClosed, clients.h2Closed, clients.tcp.closed]), 5_000, 'every connection cut at exit');
+      await assertNothingProactive(t, emulator, drainTimeMs);
     });
   }
 
