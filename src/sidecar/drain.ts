@@ -686,7 +686,7 @@ export class Drain {
   /** Once per drain: a quiet period that cannot observe anything must say so, at the first read. */
   private warnIfBlind(count: ConnectionCount): void {
     if (this.warnedBlind || quietPeriodOf(this.settings) === null || count.arrivals.watched.length === 0) return;
-    if (this.loadBalancerWatch.report(undefined, count.arrivals.watched).observable) return;
+    if (this.loadBalancerWatch.observable) return;
     this.warnedBlind = true;
     this.log.warn(
       { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched },

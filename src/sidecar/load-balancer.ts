@@ -72,7 +72,6 @@ export class LoadBalancerWatch {
   private lastArrival: { readonly atMs: number; readonly afterMs: number } | undefined;
   private lastRequestAtMs: number | undefined;
   private lastConnectionAtMs: number | undefined;
-  private lastReadSentAtMs: number | undefined;
   private readonly since = { requests: 0, connections: 0, healthChecks: 0 };
   /** When a read last saw a new client after the failure (the failure itself before one), and the longest gap between. */
   private lastNewClientAtMs: number | undefined;
@@ -96,7 +95,6 @@ export class LoadBalancerWatch {
     const previousSentAtMs = this.lastSentAtMs ?? sentAtMs;
     this.last = tally;
     this.lastSentAtMs = sentAtMs;
-    this.lastReadSentAtMs = sentAtMs;
     if (previous === undefined) {
       this.quietSinceMs = answeredAtMs;
       return;
@@ -126,8 +124,13 @@ export class LoadBalancerWatch {
     const needed = this.neededQuietMs();
     if (needed === null) return undefined;
     // Blind: waiting would learn nothing (see LoadBalancerReport.observable).
-    if (this.last !== undefined && !isObservable(this.last)) return undefined;
+    if (this.last !== undefined && !this.observable) return undefined;
     return this.quietSinceMs === undefined ? Infinity : this.quietSinceMs + needed;
+  }
+
+  /** Whether the last read carried counters to tell arrivals from (LoadBalancerReport.observable). */
+  get observable(): boolean {
+    return this.last !== undefined && isObservable(this.last);
   }
 
   /** The silence that means the balancer let go (see the header); null when the rule is off. */
@@ -144,7 +147,7 @@ export class LoadBalancerWatch {
   }
 
   report(failedAtMs: number | undefined, watched: readonly string[]): LoadBalancerReport {
-    const known = failedAtMs !== undefined && this.lastReadSentAtMs !== undefined && this.lastReadSentAtMs >= failedAtMs;
+    const known = failedAtMs !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= failedAtMs;
     const since = (atMs: number | undefined): number | null => (!known ? null : atMs === undefined ? 0 : Math.max(0, atMs - failedAtMs));
     const quietFrom = this.quietFromMs();
     return {
@@ -152,13 +155,13 @@ export class LoadBalancerWatch {
       neededQuietMs: this.neededQuietMs(),
       longestGapMs: this.longestGap ?? null,
       watchedListeners: watched,
-      observable: this.last !== undefined && isObservable(this.last),
+      observable: this.observable,
       lagMs: since(this.lastArrival?.atMs),
       lagAtLeastMs: since(this.lastArrival?.afterMs),
       lastRequestMs: since(this.lastRequestAtMs),
       lastConnectionMs: since(this.lastConnectionAtMs),
       sinceHealthChecksFailed: { ...this.since },
-      quiet: quietFrom !== undefined && this.lastReadSentAtMs !== undefined && this.lastReadSentAtMs >= quietFrom,
+      quiet: quietFrom !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= quietFrom,
     };
   }
 }
