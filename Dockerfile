@@ -27,6 +27,7 @@ COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY tools/bundle.mjs ./tools/
 RUN npm run build
 
 # --- runtime -------------------------------------------------------------------------------------
@@ -39,7 +40,7 @@ ENV NODE_ENV=production
 # review and p99. (A 1 MiB cap did worse under the burst, 139-166 MiB: more survives into the old generation.)
 # The injected sidecar's container sets NODE_OPTIONS of its own (SIDECAR_ENV), which replaces this one.
 ENV NODE_OPTIONS=--max-semi-space-size=2
-# No node_modules: every mode is bundled (package.json bundle:sidecar, bundle:app), so the runtime ships the
+# No node_modules: every mode is bundled (tools/bundle.mjs), so the runtime ships the
 # entry point, the sidecar's bundle and the app's bundle with its chunks, and package.json, whose "type":
 # "module" makes Node load the app's chunks as ES modules. test/docker/runtime-payload.test.ts starts every
 # mode from exactly these files. They stay owned by root: the process (uid 65532) can read its code but not

@@ -21,7 +21,7 @@ if (modeIndex !== -1 && args[modeIndex] === 'mode=sidecar') {
   void runSidecarCommand(args.filter((_arg, index) => index !== modeIndex));
 } else {
   // The webhook, the commands and self-managed certificates: one ES module bundle with its chunks (esbuild, see
-  // package.json bundle:app), so that the image ships no node_modules; @kubernetes/client-node is a chunk of
+  // tools/bundle.mjs), so that the image ships no node_modules; @kubernetes/client-node is a chunk of
   // its own, loaded only by self-managed certificates and `check`.
   // A path in a variable: the bundle is built after the compiler, which must not look for it.
   const bundle = './app/main.js';

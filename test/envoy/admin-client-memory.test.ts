@@ -35,10 +35,10 @@ describe('EnvoyAdminClient: memory under hostile answers', () => {
     assert.ok(rise < 40, `peak RSS rose by ${rise} MiB`);
   });
 
-  test('20,000 calls with one long-lived caller signal leave no listener on it and do not grow the heap', async (t) => {
-    const result = await runChild(t, 'calls', ['20000']);
+  test('5,000 calls with one long-lived caller signal leave no listener on it and do not grow the heap', async (t) => {
+    const result = await runChild(t, 'calls', ['5000']);
     assert.equal(result['listenersLeft'], 0);
-    // AbortSignal.any kept ~128 bytes a call: 2.5 MiB here.
-    assert.ok(Number(result['heapGrowthBytes']) < 1024 * 1024, `heap grew by ${String(result['heapGrowthBytes'])} bytes`);
+    // AbortSignal.any kept ~128 bytes a call: 0.6 MiB here, on top of the ~0.2 MiB any run grows by.
+    assert.ok(Number(result['heapGrowthBytes']) < 512 * 1024, `heap grew by ${String(result['heapGrowthBytes'])} bytes`);
   });
 });

@@ -33,7 +33,7 @@ async function calls(count: number): Promise<object> {
   const run = async (n: number): Promise<void> => {
     for (let index = 0; index < n; index += 1) await client.serverState(caller.signal);
   };
-  await run(3_000);
+  await run(2_000);
   collect();
   const before = process.memoryUsage().heapUsed;
   await run(count);

@@ -1,0 +1,99 @@
+/**
+ * The second half of `npm run build`: bundles what tsc wrote into dist/ (esbuild), for the image to run without
+ * node_modules.
+ *
+ * - dist/sidecar.cjs: the sidecar, one CommonJS file that dist/entry.cjs requires without Node's ES module
+ *   loader (faster to start: src/sidecar/main.ts).
+ * - dist/app/: every other mode, ES modules split into chunks that load on demand.
+ *
+ * It does nothing when the bundles are newer than everything they are made of (what tsc wrote, the lock file,
+ * this script): `npm start`, `npm run inject` and the tests that run them call the build again, and a bundle
+ * rewritten under a test that runs it at the same moment (npm test runs two test files at once) would be
+ * missing or half written. When it does bundle, each bundle is written aside and renamed into place.
+ *
+ * Plain JavaScript run by node, so that the build needs nothing but tsc and esbuild (the Dockerfile copies it).
+ */
+import { build } from 'esbuild';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+
+const DIST = 'dist';
+const STAMP = join(DIST, '.bundled');
+const SIDECAR = join(DIST, 'sidecar.cjs');
+const APP = join(DIST, 'app');
+/** What the bundles are made of besides tsc's output. */
+const OTHER_INPUTS = ['package-lock.json', 'tools/bundle.mjs'];
+
+/** The newest modification time among tsc's output (not the bundles) and the other inputs. */
+function newestInputMs() {
+  let newest = 0;
+  const walk = (directory) => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
+      const path = join(directory, entry.name);
+      if (entry.isDirectory()) {
+        if (path !== APP) walk(path);
+      } else if (entry.name.endsWith('.js') || entry.name.endsWith('.cjs')) {
+        if (path !== SIDECAR) newest = Math.max(newest, statSync(path).mtimeMs);
+      }
+    }
+  };
+  walk(DIST);
+  for (const path of OTHER_INPUTS) if (existsSync(path)) newest = Math.max(newest, statSync(path).mtimeMs);
+  return newest;
+}
+
+function upToDate() {
+  return existsSync(STAMP) && existsSync(SIDECAR) && existsSync(APP) && statSync(STAMP).mtimeMs > newestInputMs();
+}
+
+const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', write: false };
+
+/** esbuild's output files, as they would be written under `finalDir`, written under `asideDir` instead. */
+function writeAside(outputFiles, finalDir, asideDir) {
+  for (const file of outputFiles) {
+    const path = join(asideDir, relative(resolve(finalDir), file.path));
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, file.contents);
+  }
+}
+
+async function bundleSidecar() {
+  const { outputFiles } = await build({
+    ...common,
+    entryPoints: [join(DIST, 'sidecar/command.js')],
+    format: 'cjs',
+    sourcemap: true,
+    outfile: SIDECAR,
+    define: { 'import.meta.url': '__filename' },
+  });
+  const aside = join(DIST, `.sidecar.${process.pid}`);
+  writeAside(outputFiles, DIST, aside);
+  for (const name of readdirSync(aside)) renameSync(join(aside, name), join(DIST, name));
+  rmSync(aside, { recursive: true, force: true });
+}
+
+async function bundleApp() {
+  const { outputFiles } = await build({
+    ...common,
+    entryPoints: [join(DIST, 'main.js')],
+    format: 'esm',
+    splitting: true,
+    outdir: APP,
+    chunkNames: 'chunks/[name]-[hash]',
+    // The ES module bundle still has CommonJS dependencies that call require.
+    banner: { js: "import { createRequire as createRequireForBundle } from 'node:module'; const require = createRequireForBundle(import.meta.url);" },
+  });
+  const aside = `${APP}.${process.pid}.new`;
+  rmSync(aside, { recursive: true, force: true });
+  writeAside(outputFiles, APP, aside);
+  const old = `${APP}.${process.pid}.old`;
+  if (existsSync(APP)) renameSync(APP, old);
+  renameSync(aside, APP);
+  rmSync(old, { recursive: true, force: true });
+}
+
+if (!upToDate()) {
+  await bundleSidecar();
+  await bundleApp();
+  writeFileSync(STAMP, '');
+}
