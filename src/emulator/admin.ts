@@ -21,7 +21,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterResponse, closeServer, listenOn, listenOnPipe, type EmulatorCore } from './core.js';
+import { afterResponse, closeServer, listenOn, listenOnPipe, stopAccepting, type EmulatorCore } from './core.js';
 import { chargeStats, counter, CounterResets, gauge, ListenerStats, renderJson, renderPrometheus, renderText, ResponseCounters, type StatValue } from './stats.js';
 import type { AdminFault, AdminRequestRecord, DrainScope, ExitReason } from './types.js';
 import { atLeast } from './versions.js';
@@ -46,6 +46,8 @@ export interface AdminHost {
   stopListeners(scope: Exclude<DrainScope, 'none'>): void;
   /** InstanceImpl::shutdown: every listener and connection closed, the process exits. */
   shutdown(reason: ExitReason): Promise<void>;
+  /** A hot restart (hot-restart.ts): the child's process id and ports once it serves. */
+  hotRestart(): Promise<{ readonly pid: number; readonly ports: Readonly<Record<'admin' | 'http' | 'tcp', number>> }>;
 }
 
 export class AdminApi {
@@ -145,6 +147,18 @@ export class AdminApi {
       });
     });
     return server;
+  }
+
+  /**
+   * InstanceImpl::shutdownAdmin in a hot restart parent: the admin listen socket closed, nothing else; the
+   * connections it accepted stay open (and answered) until the process exits.
+   */
+  async stopAccepting(): Promise<void> {
+    const server = this.server;
+    if (server === undefined || !server.listening) return;
+    stopAccepting(server);
+    // The listen socket's descriptor is closed by the event loop's next close phase: after that the address is free.
+    await sleep(10);
   }
 
   async close(): Promise<void> {
@@ -356,7 +370,15 @@ export class AdminApi {
       }
       return;
     }
-    send(404, 'text/plain', 'emulator control: GET /emulator/requests, POST /emulator/fault?fault=…&paths=…&for_ms=…\n');
+    if (url.pathname === '/emulator/hot-restart' && method === 'POST') {
+      // Answered on this connection, which the parent keeps after its admin listen socket closed.
+      this.host.hotRestart().then(
+        (child) => send(200, 'application/json', JSON.stringify(child)),
+        (error: unknown) => send(500, 'text/plain', `${error instanceof Error ? error.message : String(error)}\n`),
+      );
+      return;
+    }
+    send(404, 'text/plain', 'emulator control: GET /emulator/requests, POST /emulator/fault?fault=…&paths=…&for_ms=…, POST /emulator/hot-restart\n');
   }
 }
 

@@ -17,6 +17,11 @@ import { DEFAULT_VERSION, parseEnvoyVersion, type EnvoyVersion } from './version
 const DEFAULT_DRAIN_TIME_MS = 600_000;
 /** Contour's pipe.mode for the admin socket (internal/envoy/v3 unixSocketAddress: 0o644). */
 const DEFAULT_ADMIN_SOCKET_MODE = 0o644;
+/** Envoy's `--parent-shutdown-time-s` default: 900 s. */
+const DEFAULT_PARENT_SHUTDOWN_TIME_MS = 900_000;
+/** The bootstrap's `stats_flush_interval` default: 5 s. */
+const DEFAULT_STATS_FLUSH_INTERVAL_MS = 5_000;
+
 /** HttpConnectionManager `drain_timeout` default (http_connection_manager.proto: 5 s). */
 const DEFAULT_HTTP_DRAIN_TIMEOUT_MS = 5_000;
 
@@ -73,6 +78,9 @@ function resolveOptions(options: EnvoyEmulatorOptions): ResolvedOptions {
     readonlyAdminPort: options.readonlyAdminPort,
     httpDrainTimeoutMs: Math.max(0, options.httpDrainTimeoutMs ?? DEFAULT_HTTP_DRAIN_TIMEOUT_MS),
     healthCheckPath: options.healthCheckPath,
+    restartEpoch: Math.max(0, options.restartEpoch ?? 0),
+    parentShutdownTimeMs: Math.max(0, options.parentShutdownTimeMs ?? DEFAULT_PARENT_SHUTDOWN_TIME_MS),
+    statsFlushIntervalMs: Math.max(1, options.statsFlushIntervalMs ?? DEFAULT_STATS_FLUSH_INTERVAL_MS),
   };
 }
 
@@ -245,6 +253,20 @@ export function listenOn(server: net.Server, port: number, host: string): Promis
       resolve();
     });
   });
+}
+
+/**
+ * Binds `server` on `port`, or, in a hot restart child, takes the parent's listen socket instead
+ * (HotRestartingChild::duplicateParentListenSocket; see hot-restart.ts): `inherited` then gets `server`'s
+ * connection handlers and is the one that listens. Returns the server that listens.
+ */
+export async function listenOrInherit(server: net.Server, inherited: net.Server | undefined, port: number, host: string): Promise<net.Server> {
+  if (inherited === undefined) {
+    await listenOn(server, port, host);
+    return server;
+  }
+  for (const handler of server.listeners('connection')) inherited.on('connection', handler as (socket: net.Socket) => void);
+  return inherited;
 }
 
 /**

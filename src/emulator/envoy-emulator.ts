@@ -167,6 +167,8 @@
 import { AdminApi } from './admin.js';
 import { ReadonlyAdminListener } from './contour-admin-listener.js';
 import { EmulatorCore, socketAddress, stopAccepting } from './core.js';
+import type net from 'node:net';
+import { hotRestart, ParentStatsMerger, type HotRestartedChild } from './hot-restart.js';
 import type { ListenerConfig } from './drain-manager.js';
 import { HttpListener } from './http-listener.js';
 import { counter, gauge, type StatValue } from './stats.js';
@@ -174,6 +176,7 @@ import { TcpProxyListener } from './tcp-proxy.js';
 import type { AdminFault, AdminRequestRecord, DrainScope, DrainStrategy, EnvoyEmulatorOptions, ExitReason, HttpConnectionCounts, ServerState } from './types.js';
 
 export { parseFault } from './admin.js';
+export type { HotRestartedChild } from './hot-restart.js';
 export { CONNECTION_EVENT_DRAIN_SINCE, gradualDrainClose, seededRandom } from './drain-manager.js';
 export { HEALTH_CHECK_FILTER_STATS_SINCE } from './health-check-filter.js';
 export { listenerStatName } from './stats.js';
@@ -194,6 +197,9 @@ export type {
 } from './types.js';
 export { ENVOY_MAIN_VERSION, parseEnvoyVersion, type EnvoyVersion } from './versions.js';
 
+/** A hot restart child's attempts at binding the admin address its parent is closing (20 ms apart). */
+const ADMIN_BIND_ATTEMPTS = 50;
+
 export class EnvoyEmulator {
   readonly adminRequests: AdminRequestRecord[] = [];
   /** Settles once the emulator has stopped (every listener and connection closed), with why. */
@@ -208,8 +214,13 @@ export class EnvoyEmulator {
   private listenersStopped = 0;
   private exitReason: ExitReason | undefined;
   private resolveExited: (reason: ExitReason) => void = () => undefined;
+  /** In a hot restart child: its parent's stats, merged at each flush (hot-restart.ts). */
+  private parentStats: ParentStatsMerger | undefined;
 
-  private constructor(options: EnvoyEmulatorOptions) {
+  private constructor(
+    private readonly options: EnvoyEmulatorOptions,
+    private readonly inherited?: { readonly http: net.Server; readonly tcp: net.Server },
+  ) {
     this.core = new EmulatorCore(options);
     this.exited = new Promise((resolve) => (this.resolveExited = resolve));
     this.http = new HttpListener(this.core, options.httpListener);
@@ -221,6 +232,10 @@ export class EnvoyEmulator {
         histogramNames: () => this.histogramNames(),
         stopListeners: (scope) => this.stopListeners(scope),
         shutdown: (reason) => this.shutdown(reason),
+        hotRestart: async () => {
+          const child = await this.hotRestart();
+          return { pid: child.pid, ports: child.ports };
+        },
       },
       this.adminRequests,
     );
@@ -232,6 +247,58 @@ export class EnvoyEmulator {
     const emulator = new EnvoyEmulator(options);
     await emulator.listen();
     return emulator;
+  }
+
+  /**
+   * A hot restart child (hot-restart.ts): the parent's listen sockets taken over, its admin address bound once
+   * the parent's `shutdownParentAdmin` closed it, and its stats merged over `channel` (the fork's IPC channel).
+   */
+  static async startHotRestartChild(
+    options: EnvoyEmulatorOptions,
+    inherited: { readonly http: net.Server; readonly tcp: net.Server },
+    channel: NodeJS.Process,
+    parentAdminClosed: () => Promise<void>,
+  ): Promise<EnvoyEmulator> {
+    const emulator = new EnvoyEmulator(options, inherited);
+    await emulator.http.listen(inherited.http);
+    await emulator.tcp.listen(inherited.tcp);
+    await parentAdminClosed();
+    // The parent's listen socket is closed by its event loop's next turn: the bind may come first, so it is retried.
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await emulator.admin.listen();
+        break;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt >= ADMIN_BIND_ATTEMPTS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+    const { statsFlushIntervalMs, parentShutdownTimeMs } = emulator.core.options;
+    emulator.parentStats = new ParentStatsMerger(channel, statsFlushIntervalMs, parentShutdownTimeMs);
+    return emulator;
+  }
+
+  /**
+   * Hot-restarts this Envoy (hot-restart.ts): forks a child with the next restart epoch, which takes the listen
+   * sockets and the admin address; this one drains its connections and exits when the child terminates it.
+   */
+  hotRestart(): Promise<HotRestartedChild> {
+    const { random: _random, clock: _clock, ...plain } = this.options;
+    const childOptions = { ...plain, restartEpoch: this.core.options.restartEpoch + 1, ...(this.adminSocket === undefined ? { adminPort: this.ports.admin } : {}) };
+    return hotRestart({
+      listenSockets: { http: this.http.socket, tcp: this.tcp.socket },
+      childOptions: () => childOptions,
+      closeAdminListenSocket: () => this.admin.stopAccepting(),
+      drainListeners: () => {
+        // InstanceImpl::drainListeners: every listener stopped, then the drain sequence.
+        this.stopListeners('all');
+        if (!this.core.drain.covers('all')) this.core.drain.startDrainSequence('all', undefined);
+      },
+      statValues: () => this.statValues(),
+      // InstanceImpl::numConnections is the listener manager's: the admin listener's connections are not in it.
+      openConnections: () => this.totalOpenConnections() - this.admin.listener.active,
+      terminate: () => this.shutdown('close'),
+    });
   }
 
   get ports(): { readonly admin: number; readonly http: number; readonly tcp: number } {
@@ -343,11 +410,26 @@ export class EnvoyEmulator {
       // InstanceImpl::failHealthcheck sets `live`; `state` is the ServerInfo::State enum (LIVE 0, DRAINING 1).
       gauge('server.live', this.core.healthCheckFailed ? 0 : 1, true),
       gauge('server.state', this.state === 'LIVE' ? 0 : 1, true),
-      gauge('server.total_connections', this.http.stats.active + this.tcp.stats.active + this.admin.listener.active + (this.readonly?.stats?.active ?? 0), true),
+      // updateServerStats (server.cc): both processes' connections, and the parent's alone, during a hot restart.
+      gauge('server.total_connections', this.totalOpenConnections() + this.parentConnections, true),
+      gauge('server.parent_connections', this.parentConnections, true),
+      gauge('server.hot_restart_epoch', this.core.options.restartEpoch, true),
       gauge('server.uptime', this.core.uptimeSeconds(), true),
       ...Object.entries(this.core.options.extraGauges).map(([name, value]) => gauge(name, value, true)),
     ];
-    return values.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const merger = this.parentStats;
+    const merged = merger === undefined ? values : values.map((stat) => merger.merged(stat));
+    return merged.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** The parent's open connections, as a hot restart child last merged them; 0 otherwise. */
+  private get parentConnections(): number {
+    return this.parentStats?.parentConnections ?? 0;
+  }
+
+  /** InstanceImpl::numConnections: this process's open connections, admin ones included. */
+  private totalOpenConnections(): number {
+    return this.http.stats.active + this.tcp.stats.active + this.admin.listener.active + (this.readonly?.stats?.active ?? 0);
   }
 
   /** Waits (bounded) until an admin request matching `predicate` has been received. */
@@ -375,6 +457,7 @@ export class EnvoyEmulator {
     core.closed = true;
     core.closing.abort();
     core.clearTimers();
+    this.parentStats?.stop();
     // Every data connection is cut, HTTP/2 sessions and WebSockets included: no GOAWAY, no close frame.
     for (const socket of core.sockets) socket.destroy();
     const readonly = this.readonly === undefined ? Promise.resolve() : this.readonly.close();

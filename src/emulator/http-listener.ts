@@ -19,7 +19,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { closeServer, listenOn, type CodecHost, type DataExchange, type EmulatorCore } from './core.js';
+import { closeServer, listenOrInherit, type CodecHost, type DataExchange, type EmulatorCore } from './core.js';
 import { listenerConfig, type ListenerConfig } from './drain-manager.js';
 import { HealthCheckFilter, IMMEDIATE_HEALTH_CHECK_FAIL } from './health-check-filter.js';
 import { createHttp1Codec } from './http1.js';
@@ -48,7 +48,7 @@ export class HttpListener implements CodecHost {
   /** `downstream_rq_total`. */
   requests = 0;
   /** The listener socket: it reads each connection's first bytes to pick a codec (`sniffCodec`). */
-  private readonly server: net.Server;
+  private server: net.Server;
   /** The HTTP/1.1 codec, handed connections by `server`; it never listens itself. */
   private readonly http1Server: http.Server;
   private readonly http2: Http2Codec;
@@ -70,10 +70,13 @@ export class HttpListener implements CodecHost {
     this.server = this.createListener();
   }
 
-  /** Binds the listener; its stats are named after the port it got (`listenerStatName`). */
-  async listen(): Promise<void> {
+  /**
+   * Binds the listener (or takes a hot restart parent's listen socket, `inherited`); its stats are named after
+   * the port it got (`listenerStatName`).
+   */
+  async listen(inherited?: net.Server): Promise<void> {
     const { host, httpPort, statAddress, workers } = this.core.options;
-    await listenOn(this.server, httpPort, host);
+    this.server = await listenOrInherit(this.server, inherited, httpPort, host);
     this.listener = new ListenerStats(listenerStatName(statAddress, (this.server.address() as AddressInfo).port), workers);
   }
 

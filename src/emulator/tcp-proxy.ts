@@ -8,14 +8,14 @@
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { closeServer, listenOn, type EmulatorCore } from './core.js';
+import { closeServer, listenOrInherit, type EmulatorCore } from './core.js';
 import { listenerConfig, type ListenerConfig } from './drain-manager.js';
 import { counter, listenerStatName, ListenerStats, type StatValue } from './stats.js';
 import type { ListenerSpec } from './types.js';
 
 export class TcpProxyListener {
   readonly config: ListenerConfig;
-  private readonly server: net.Server;
+  private server: net.Server;
   private listener: ListenerStats | undefined;
 
   constructor(
@@ -31,10 +31,10 @@ export class TcpProxyListener {
     });
   }
 
-  /** Binds the listener; its stats are named after the port it got (`listenerStatName`). */
-  async listen(): Promise<void> {
+  /** Binds the listener (or takes a hot restart parent's, `inherited`); its stats are named after the port it got. */
+  async listen(inherited?: net.Server): Promise<void> {
     const { host, tcpPort, statAddress, workers } = this.core.options;
-    await listenOn(this.server, tcpPort, host);
+    this.server = await listenOrInherit(this.server, inherited, tcpPort, host);
     this.listener = new ListenerStats(listenerStatName(statAddress, (this.server.address() as AddressInfo).port), workers);
   }
 

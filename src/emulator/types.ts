@@ -140,6 +140,12 @@ export interface EnvoyEmulatorOptions {
    * live, 503 once health checks are failed. Off by default. See health-check-filter.ts.
    */
   readonly healthCheckPath?: string;
+  /** Envoy's `--restart-epoch` (`server.hot_restart_epoch`); default 0. A hot restart child gets its parent's + 1. */
+  readonly restartEpoch?: number;
+  /** Envoy's `--parent-shutdown-time-s`, in ms: how long after a hot restart the child terminates the parent; default 900 s. */
+  readonly parentShutdownTimeMs?: number;
+  /** The bootstrap's `stats_flush_interval`, in ms: how often a hot restart child merges its parent's stats; default 5 s. */
+  readonly statsFlushIntervalMs?: number;
 }
 
 /** Open connections of the HTTP listener by codec, as the `http.<prefix>.downstream_cx_*_active` gauges count them. */

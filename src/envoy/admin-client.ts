@@ -436,6 +436,20 @@ export class EnvoyAdminClient {
     return witness.inode !== undefined && inodeOf(this.connectTo.socketPath) === witness.inode ? witness.id : null;
   }
 
+  /**
+   * Lets go of the witness (its close is ours, not evidence of the other end) and opens another: after a hot
+   * restart the old one is held by the parent process, and the drain follows the child (drain.ts).
+   */
+  renewWitness(): void {
+    const witness = this.witness;
+    if (witness !== undefined && !witness.closed) {
+      witness.givenUp = true;
+      witness.socket.destroy();
+    }
+    this.witness = undefined;
+    this.ensureWitness();
+  }
+
   /** Opens a witness unless one is open or connecting. Never throws: a witness that cannot connect is just absent. */
   private ensureWitness(): void {
     if (this.closing || (this.witness !== undefined && !this.witness.closed)) return;
@@ -464,7 +478,7 @@ export class EnvoyAdminClient {
       witness.open = false;
       // Given up by us (a connect that hung) or the client closing: nothing the other end did.
       if (!witness.givenUp && !this.closing) this.witnessesClosedThrough = Math.max(this.witnessesClosedThrough, id);
-      if (this.lastConnectedWitness?.id === id && !this.closing) this.lastConnectedWitness.closed = true;
+      if (this.lastConnectedWitness?.id === id && !this.closing && !witness.givenUp) this.lastConnectedWitness.closed = true;
     });
   }
 

@@ -79,11 +79,26 @@ function connectionCountOf(stat: string, value: number): number {
  * which tells one Envoy process from the next (see ConnectionCount.adminConnectionsTotal), the HTTP
  * connection managers' gauges that tell drainable connections from long-lived ones (see splitLongLived), and
  * the counters new client traffic is told from (every listener's `downstream_cx_total`, the per-listener
- * `http.<prefix>.downstream_rq_completed`, the health-check filter's `request_total`: see arrivals.ts):
+ * `http.<prefix>.downstream_rq_completed`, the health-check filter's `request_total`: see arrivals.ts), and
+ * the hot restart gauges (`server.hot_restart_epoch`, `server.parent_connections`: see HotRestartState):
  * one request, so that all of them describe the same moment.
  */
 export const CONNECTION_STATS_FILTER =
-  '^(listener\\.(.*\\.downstream_cx_(active|total)|.*\\.http\\..*\\.downstream_rq_completed)|http\\..*\\.(downstream_cx_(active|upgrades_active|http2_active|http3_active)|health_check\\.request_total))$';
+  '^(listener\\.(.*\\.downstream_cx_(active|total)|.*\\.http\\..*\\.downstream_rq_completed)|http\\..*\\.(downstream_cx_(active|upgrades_active|http2_active|http3_active)|health_check\\.request_total)|server\\.(hot_restart_epoch|parent_connections))$';
+
+/**
+ * What a read says of Envoy's hot restart (docs/root/intro/arch_overview/operations/hot_restart.rst; server.cc
+ * updateServerStats): `server.hot_restart_epoch`, the process's `--restart-epoch` (a hot restart child's is its
+ * parent's + 1), and `server.parent_connections`, the open connections of a parent still alive (merged at the
+ * child's stats flushes, 0 once the parent is gone). Null when Envoy did not report them (a stats_matcher).
+ */
+export interface HotRestartState {
+  readonly epoch: number | null;
+  readonly parentConnections: number | null;
+}
+
+const HOT_RESTART_EPOCH = 'server.hot_restart_epoch';
+const PARENT_CONNECTIONS = 'server.parent_connections';
 
 /** The admin listener's connection counter: every admin call opens a connection, so it grows with each of ours. */
 export const ADMIN_CONNECTIONS_TOTAL = 'listener.admin.downstream_cx_total';
@@ -203,6 +218,8 @@ export interface ConnectionCount {
   readonly longLived: number;
   /** The counters new client traffic is told from (see arrivals.ts), of the counted listeners not serving probes. */
   readonly arrivals: ArrivalTally;
+  /** Undefined from a source that does not read them (the tests' fakes). */
+  readonly hotRestart?: HotRestartState;
 }
 
 const LISTENER_ACTIVE = /^listener\.(.+)\.downstream_cx_active$/;
@@ -386,12 +403,19 @@ export function countDownstreamConnections(
   const byListener: Record<string, number> = {};
   const available = new Set<string>();
   let adminConnectionsTotal: number | null = null;
+  const hotRestart = { epoch: null as number | null, parentConnections: null as number | null };
   let total = 0;
   const managers: ManagerReadings = { byPrefix: new Map(), adminSeen: false, trusted: true };
   const arrivals: ArrivalCounters = { connections: new Map(), responses: new Map(), healthChecks: new Map() };
   for (const { name, value } of samples) {
     if (name === ADMIN_CONNECTIONS_TOTAL) {
       adminConnectionsTotal = Number.isSafeInteger(value) && value >= 0 ? value : null;
+      continue;
+    }
+    if (name === HOT_RESTART_EPOCH || name === PARENT_CONNECTIONS) {
+      const gaugeValue = Number.isSafeInteger(value) && value >= 0 ? value : null;
+      if (name === HOT_RESTART_EPOCH) hotRestart.epoch = gaugeValue;
+      else hotRestart.parentConnections = gaugeValue;
       continue;
     }
     if (noteArrivalCounter(arrivals, name, value)) continue;
@@ -417,5 +441,6 @@ export function countDownstreamConnections(
     adminConnectionsTotal,
     ...splitLongLived(total, managers),
     arrivals: arrivalTally(arrivals, Object.keys(byListener), options.probePorts ?? []),
+    hotRestart,
   };
 }

@@ -43,6 +43,17 @@ export interface EnvoyDrainTarget extends OwnConnections {
   drainListeners(signal: AbortSignal): Promise<void>;
   /** With `evidence`, what the witness connection showed (EnvoyAdminClient); absent from a target that keeps none. */
   countOpenConnections(signal: AbortSignal): Promise<ConnectionCount & { readonly evidence?: ReadEvidence }>;
+  /**
+   * Lets go of the witness connection (without taking its close for the process's exit) and opens a new one:
+   * after a hot restart the old one is held by the parent, and the drain now follows the child.
+   */
+  renewWitness?(): void;
+}
+
+/** A hot restart the drain followed (see Drain.followHotRestart): the epoch it was pinned to, and the child's. */
+export interface HotRestartSeen {
+  readonly fromEpoch: number;
+  readonly toEpoch: number;
 }
 
 /**
@@ -130,6 +141,8 @@ export interface DrainOutcome {
   readonly unconfirmedSteps: readonly string[];
   /** The load balancer's lag as seen in Envoy's stats, and whether it had let go (see load-balancer.ts). */
   readonly loadBalancer: LoadBalancerReport;
+  /** Hot restarts during the drain, each followed to the new epoch (empty when none). */
+  readonly hotRestarts: readonly HotRestartSeen[];
 }
 
 /** What /drain shows: enough to understand a pod stuck in Terminating. */
@@ -168,6 +181,9 @@ export interface DrainSnapshot {
   readonly pinnedProcess: ProcessMark;
   /** The load balancer's lag so far, and whether it has let go (see load-balancer.ts). */
   readonly loadBalancer: LoadBalancerReport;
+  readonly hotRestarts: readonly HotRestartSeen[];
+  /** `server.parent_connections` at the last read: a hot restart parent's open connections; null when not reported. */
+  readonly parentConnections: number | null;
 }
 
 export type DrainStepName = 'fail health checks' | 'drain listeners';
@@ -219,8 +235,12 @@ export class Drain {
   private endReason: DrainEndReason | null = null;
   /** Aborted when the drain ends, however: cancels every sleep, timer and pending admin call at once. */
   private readonly ended = new AbortController();
-  /** The process this drain drains, followed from its first read (see observeProcess). */
-  private readonly pinned: ProcessTrail;
+  /** The process this drain drains, followed from its first read (see observeProcess), or a hot restart's child. */
+  private pinned: ProcessTrail;
+  /** `server.hot_restart_epoch` of the pinned process; null when Envoy does not report it, undefined before the first read. */
+  private pinnedEpoch: number | null | undefined;
+  private readonly hotRestarts: HotRestartSeen[] = [];
+  private warnedParentHolds = false;
   /** The last read, of whichever process answered it (another one, when the drain ends replaced). */
   private latest: MarkedRead | undefined;
   /** Steps Envoy took since the last read of the pinned process: they may have reached a process that replaced it. */
@@ -356,6 +376,8 @@ export class Drain {
       envoyAdminEverReachable: this.envoy.hasAnswered,
       pinnedProcess: this.pinned.latest?.mark ?? null,
       loadBalancer: this.loadBalancerReport(),
+      hotRestarts: [...this.hotRestarts],
+      parentConnections: this.lastCount?.hotRestart?.parentConnections ?? null,
     };
   }
 
@@ -537,7 +559,11 @@ export class Drain {
     if (this.isOver) return 'answered';
     this.consecutiveRefusals = 0;
     this.refusalsSinceMs = undefined;
-    const process = this.observeProcess(count.adminConnectionsTotal, growth, count.evidence);
+    const process = this.observeProcess(count.adminConnectionsTotal, growth, count.evidence, count.hotRestart?.epoch ?? null);
+    if (process === 'hot-restarted') {
+      this.followHotRestart(count);
+      return 'answered';
+    }
     if (process === 'replaced') {
       this.settle('envoy-replaced');
       return 'answered';
@@ -573,11 +599,18 @@ export class Drain {
     mark: ProcessMark,
     growth: { readonly pinned: Expectation; readonly previous: number | undefined },
     evidence: ReadEvidence | undefined,
-  ): ProcessVerdict | 'pinned' {
+    epoch: number | null,
+  ): ProcessVerdict | 'pinned' | 'hot-restarted' {
     if (mark === null) this.warnUnmarked(evidence !== undefined);
     const verdict = this.pinned.observe(mark, growth.pinned, evidence);
     this.latest = markedRead(mark, this.envoy.connectionMarker(), evidence);
+    // Another process whose restart epoch is above the pinned one's is its hot restart child: the pinned process
+    // (the parent) still holds its connections, and the child took its listeners (see followHotRestart). The
+    // parent holds the witness too, so a counter that went down reads as a reset ('reset') unless the epoch says.
+    const otherProcess = verdict === 'replaced' || verdict === 'doubtful' || verdict === 'reset';
+    if (otherProcess && epoch !== null && typeof this.pinnedEpoch === 'number' && epoch > this.pinnedEpoch) return 'hot-restarted';
     if (verdict === 'first') {
+      this.pinnedEpoch = epoch;
       this.forgetStepsOfUnknownProcess();
       const previous = this.options.previous;
       const same = previous !== undefined && growth.previous !== undefined && compareProcess(previous.read.mark, mark, growth.previous, this.pinned.trust.verified) === 'same';
@@ -620,6 +653,49 @@ export class Drain {
     this.stepsSinceRead = [];
   }
 
+  /**
+   * A hot restart (Envoy's hot_restart.rst): the child took the listen sockets and the admin address, and the
+   * parent (the process pinned) keeps serving its open connections until the child terminates it
+   * (`--parent-shutdown-time-s`). Neither is drained by the other: the drain now pins the child, fails its health
+   * checks and drains its listeners (the steps are sent again, and check-delay counts from the child's failure),
+   * and its count ends the drain only once `server.parent_connections` is 0 (see parentHoldsConnections). The
+   * child's listener gauges include the parent's connections anyway (StatMerger: gauges accumulate).
+   */
+  private followHotRestart(count: ConnectionCount & { readonly evidence?: ReadEvidence }): void {
+    const fromEpoch = this.pinnedEpoch ?? 0;
+    const toEpoch = count.hotRestart?.epoch ?? fromEpoch + 1;
+    this.hotRestarts.push({ fromEpoch, toEpoch });
+    this.log.warn(
+      { event: 'envoy_hot_restarted', from_epoch: fromEpoch, to_epoch: toEpoch, parent_connections: count.hotRestart?.parentConnections ?? null },
+      `Envoy hot-restarted (restart epoch ${fromEpoch} to ${toEpoch}): the parent keeps its connections until it exits; ` +
+        'the drain now follows the new epoch, fails its health checks and drains its listeners too, and ends only once the parent holds no connection',
+    );
+    // The witness is held by the parent: the child's reads are tied to it by a new one, and by the child's counter.
+    this.envoy.renewWitness?.();
+    this.pinned = new ProcessTrail(this.envoy, this.pinned.trust);
+    const unwitnessed = count.evidence === undefined ? undefined : { ...count.evidence, witness: null };
+    this.pinned.observe(count.adminConnectionsTotal, this.pinned.expect(), unwitnessed);
+    this.pinnedEpoch = toEpoch;
+    for (const step of this.steps) step.done = false;
+    this.healthChecksFailedAtMs = undefined;
+    this.stepsSinceRead = [];
+    this.recordCount(count, this.clock.now(), 'doubtful');
+  }
+
+  /** Whether a hot restart's parent still holds connections (`server.parent_connections`): then no count ends the drain. */
+  private parentHoldsConnections(count: ConnectionCount): boolean {
+    const parent = count.hotRestart?.parentConnections ?? 0;
+    if (parent === 0) return false;
+    if (!this.warnedParentHolds) {
+      this.warnedParentHolds = true;
+      this.log.info(
+        { event: 'hot_restart_parent_holds', parent_connections: parent },
+        `a hot restart's parent process still holds ${parent} connections (server.parent_connections): the drain waits for them too`,
+      );
+    }
+    return true;
+  }
+
   private inheritFrom(previous: PreviousDrain): void {
     if (previous.loadBalancer !== undefined) this.loadBalancerWatch = previous.loadBalancer;
     const failedAt = previous.healthChecksFailedAtMs;
@@ -637,6 +713,7 @@ export class Drain {
     const mayEnd = this.countMayEndFromMs();
     if (mayEnd === undefined || sentAtMs < mayEnd) return undefined;
     if (count.missingListeners.length > 0) return undefined;
+    if (this.parentHoldsConnections(count)) return undefined;
     const min = this.settings['min-open-connections'];
     if (count.total <= min) return 'connections-closed';
     const leaveLongLived = this.longLivedMayBeLeftFromMs();
@@ -856,6 +933,7 @@ export class Drain {
       availableListeners: this.lastCount?.availableListeners ?? [],
       unconfirmedSteps: [...this.stepsTimedOut].filter((name) => !this.steps.some((step) => step.name === name && step.done)),
       loadBalancer: this.loadBalancerReport(),
+      hotRestarts: [...this.hotRestarts],
     };
   }
 
@@ -903,9 +981,15 @@ function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown>
 
 /** One sentence for logs and for the /shutdown answer, with what was seen of the load balancer. */
 export function describeOutcome(outcome: DrainOutcome): string {
-  const clause = loadBalancerClause(outcome.loadBalancer);
-  const sentence = describeEnd(outcome);
-  return clause === '' ? sentence : `${sentence}; ${clause}`;
+  const clauses = [describeEnd(outcome), hotRestartClause(outcome.hotRestarts), loadBalancerClause(outcome.loadBalancer)];
+  return clauses.filter((clause) => clause !== '').join('; ');
+}
+
+/** The hot restarts the drain followed; empty when none. */
+function hotRestartClause(hotRestarts: readonly HotRestartSeen[]): string {
+  if (hotRestarts.length === 0) return '';
+  const epochs = hotRestarts.map(({ fromEpoch, toEpoch }) => `${fromEpoch} to ${toEpoch}`).join(', then ');
+  return `Envoy hot-restarted during the drain (restart epoch ${epochs}): the drain followed the new epoch, and its count included the parent's connections`;
 }
 
 /** What the drain saw of the load balancer letting go; empty before the health checks failed. */

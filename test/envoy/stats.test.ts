@@ -115,7 +115,18 @@ describe('counting open downstream connections', () => {
       drainable: 0,
       longLived: 0,
       arrivals: { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [] },
+      hotRestart: { epoch: null, parentConnections: null },
     });
+  });
+
+  test("reads the hot restart gauges: the restart epoch and a parent's open connections", () => {
+    const count = countDownstreamConnections([
+      { name: 'server.hot_restart_epoch', value: 3 },
+      { name: 'server.parent_connections', value: 7 },
+      { name: 'listener.0.0.0.0_8080.downstream_cx_active', value: 9 },
+    ]);
+    assert.deepEqual(count.hotRestart, { epoch: 3, parentConnections: 7 });
+    assert.equal(count.total, 9, 'they are no listener count');
   });
 
   test('a counted gauge that is no count (huge, negative, fractional, not a number) makes the count unreadable, naming the stat and value', () => {

@@ -37,6 +37,7 @@ const DRAINED: DrainOutcome = {
   availableListeners: ['ingress'],
   unconfirmedSteps: [],
   loadBalancer: { quietPeriodMs: null, neededQuietMs: null, longestGapMs: null, watchedListeners: ['ingress'], observable: true, lagMs: 0, lagAtLeastMs: 0, lastRequestMs: 0, lastConnectionMs: 0, sinceHealthChecksFailed: { requests: 0, connections: 0, healthChecks: 0 }, quiet: false },
+  hotRestarts: [],
 };
 
 /** A drain that ends when the test says, and counts the calls that reached it. */

@@ -1,0 +1,122 @@
+/**
+ * Issue 28, item 2: Envoy hot-restarts during a drain. The emulator's hot restart (src/emulator/hot-restart.ts)
+ * forks a child with the next restart epoch, which takes the listen sockets and the admin address while the parent
+ * keeps its connections, and its admin connections (the sidecar's witness among them), until the child terminates
+ * it; the child's stats merge the parent's. Through the built sidecar (`npm run build` first) on real sockets, with
+ * the control: a drain that cannot see the restart epoch (a stats_matcher trimming `server.*`), which never tells
+ * the new epoch to drain.
+ */
+import assert from 'node:assert/strict';
+import { describe, test, type TestContext } from 'node:test';
+import { systemClock } from '../../src/clock.js';
+import { EnvoyEmulator, type HotRestartedChild } from '../../src/emulator/envoy-emulator.js';
+import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
+import { Drain, type DrainLoopSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
+import { MemoryLog } from '../support/memory-log.js';
+import { spawnSidecar } from '../support/sidecar-process.js';
+
+const INTERVAL_MS = 50;
+/** How long after the hot restart the child terminates the parent (Envoy's --parent-shutdown-time-s). */
+const PARENT_SHUTDOWN_MS = 2_500;
+const EMULATOR = { statsFlushIntervalMs: 100, parentShutdownTimeMs: PARENT_SHUTDOWN_MS } as const;
+
+async function parentEnvoy(t: TestContext): Promise<EnvoyEmulator> {
+  const envoy = await EnvoyEmulator.start(EMULATOR);
+  t.after(() => envoy.close());
+  return envoy;
+}
+
+async function hotRestart(t: TestContext, parent: EnvoyEmulator): Promise<HotRestartedChild> {
+  const child = await parent.hotRestart();
+  t.after(async () => {
+    if (child.process.exitCode !== null || child.process.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.process.once('exit', resolve));
+    child.process.kill('SIGTERM');
+    await exited;
+  });
+  return child;
+}
+
+/** What the child's admin API received: it has its own record (GET /emulator/requests). */
+async function childMutations(child: HotRestartedChild): Promise<string[]> {
+  const answer = await httpRequest(`http://127.0.0.1:${child.ports.admin}/emulator/requests`);
+  return (JSON.parse(answer.body) as Array<{ method: string; path: string }>).filter((r) => r.method === 'POST').map((r) => r.path);
+}
+
+async function childState(child: HotRestartedChild): Promise<string> {
+  return (JSON.parse((await httpRequest(`http://127.0.0.1:${child.ports.admin}/server_info`)).body) as { state: string }).state;
+}
+
+describe('issue 28, item 2: a hot restart during a drain', () => {
+  test('the drain follows the new epoch (its health checks fail, its listeners drain) and says "drained" only once the parent has exited with its connections', async (t) => {
+    const parent = await parentEnvoy(t);
+    const held = await openTcpConnections(parent.ports.tcp, 2);
+    t.after(() => closeAll(held));
+    const manager = await spawnSidecar([`--admin-port=${parent.ports.admin}`, `--check-interval=${INTERVAL_MS}ms`, '--check-delay=0', '--admin-timeout=1s', '--drain-timeout=15s']);
+    t.after(() => manager.kill());
+    await manager.waitForLog((line) => line['event'] === 'envoy_admin_reachable');
+    await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 6)); // the witness is open from the second read
+    let answered = false;
+    const answer = httpRequest(manager.url('/shutdown'), { timeoutMs: 20_000 }).finally(() => (answered = true));
+    await manager.waitForLog((line) => line['event'] === 'poll' && line['open_connections'] === 2 && line['check_delay_pending'] === undefined);
+
+    const restartedAt = performance.now();
+    const child = await hotRestart(t, parent);
+    const followed = await manager.waitForLog((line) => line['event'] === 'envoy_hot_restarted', 5_000);
+    assert.deepEqual([followed['from_epoch'], followed['to_epoch']], [0, 1]);
+    // The new epoch was told to drain, like the parent before it.
+    for (let attempt = 0; attempt < 40 && (await childMutations(child)).length < 2; attempt += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual(await childMutations(child), ['/healthcheck/fail', '/drain_listeners'], 'the child got both drain steps');
+    assert.equal(await childState(child), 'DRAINING');
+    // The parent still holds both connections: nothing says "drained" before it exits.
+    const drain = JSON.parse((await httpRequest(manager.url('/drain'))).body) as { state: string; hotRestarts: unknown[]; parentConnections: number | null };
+    assert.equal(drain.state, 'draining');
+    assert.deepEqual(drain.hotRestarts, [{ fromEpoch: 0, toEpoch: 1 }]);
+    assert.equal(answered, false, '/shutdown answered while the parent held its connections');
+
+    const { status, body } = await answer;
+    const releasedAfterMs = performance.now() - restartedAt;
+    assert.equal(status, 200, body);
+    assert.match(body, /^drained: 0 open connections/);
+    assert.match(body, /Envoy hot-restarted during the drain \(restart epoch 0 to 1\)/);
+    assert.ok(releasedAfterMs >= PARENT_SHUTDOWN_MS - 200, `released ${Math.round(releasedAfterMs)} ms after the restart, before the parent's exit`);
+    assert.equal(parent.exitedWith, 'close', 'the child terminated the parent');
+    const finished = await manager.waitForLog((line) => line['event'] === 'drain_finished');
+    assert.equal(finished['reason'], 'connections-closed');
+    assert.equal(manager.logs.filter((line) => line['event'] === 'envoy_replaced').length, 0);
+  });
+
+  test('control: a drain that cannot read the restart epoch (server.* trimmed) never tells the new epoch to drain; it stays LIVE', async (t) => {
+    const parent = await parentEnvoy(t);
+    const held = await openTcpConnections(parent.ports.tcp, 2);
+    t.after(() => closeAll(held));
+    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
+    t.after(() => client.close());
+    const trimmed: EnvoyDrainTarget = {
+      get address() {
+        return client.address;
+      },
+      get hasAnswered() {
+        return client.hasAnswered;
+      },
+      connectionMarker: () => client.connectionMarker(),
+      connectedSince: (marker) => client.connectedSince(marker),
+      failHealthChecks: (signal) => client.failHealthChecks(signal),
+      drainListeners: (signal) => client.drainListeners(signal),
+      countOpenConnections: async (signal) => {
+        const { hotRestart: _trimmed, ...count } = await client.countOpenConnections(signal);
+        return count;
+      },
+    };
+    const settings: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': INTERVAL_MS, 'min-open-connections': 0, 'drain-timeout': 2_000, 'admin-refusals': 2 };
+    const drain = new Drain(trimmed, settings, new MemoryLog(), systemClock);
+    const outcome = drain.start();
+    await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 6));
+    const child = await hotRestart(t, parent);
+    const result = await outcome;
+    assert.deepEqual(await childMutations(child), [], 'the new epoch was never told to fail its health checks nor to drain');
+    assert.equal(await childState(child), 'LIVE');
+    assert.equal(result.reason, 'deadline', JSON.stringify(result));
+  });
+});
