@@ -8,7 +8,9 @@
  * image sees no npm package at all. The packages are the production tree of the lock file, walked from
  * package.json's dependencies as Node resolves them (a package's own node_modules first, then its parents'):
  * the only packages esbuild can bundle, since the sources import no devDependency (test/release/sbom.test.ts
- * holds the SBOM to what esbuild's metafile says it bundled). Hand-written rather than a CycloneDX library: it
+ * holds the SBOM to what esbuild's metafile says it bundled). That test found one exception, now closed: debug (of
+ * @kubernetes/client-node) tries `require('supports-color')`, which esbuild bundled from the build stage's
+ * devDependencies (autocannon's chalk); bundle:app marks it external, and debug does without it. Hand-written rather than a CycloneDX library: it
  * is a walk of one JSON file, and a generator with a dependency tree of its own would add to what it lists.
  */
 import { createHash } from 'node:crypto';
