@@ -20,10 +20,10 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { IMAGE_REPOSITORY } from '../src/config/webhook.js';
 import { REPO_ROOT, cycloneDx, productionPackages, readLock } from './sbom.js';
 
 export const REPOSITORY = 'envoy-shutdown-manager/envoy-shutdown-manager';
-export const IMAGE = `ghcr.io/${REPOSITORY}`;
 
 /** Each kustomization built into an asset, and what its header says it is. */
 export const MANIFEST_ASSETS = [
@@ -87,7 +87,7 @@ function releaseNotes(version: string, tag: string): string {
     '```',
     '',
     `Without cert-manager: \`kubectl apply -f ${downloadUrl(tag, 'install-self-signed.yaml')}\`.`,
-    `The image: \`${IMAGE}:${version}\`. Contour's Envoy, as a kustomize Component: \`${contourComponentUrl(tag)}\`.`,
+    `The image: \`${IMAGE_REPOSITORY}:${version}\`. Contour's Envoy, as a kustomize Component: \`${contourComponentUrl(tag)}\`.`,
     '',
     `Every asset is listed in SHA256SUMS, signed keyless by this repository's release workflow; docs/release.md at ${tag} says how to verify it and the image with cosign.`,
   ];

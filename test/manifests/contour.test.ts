@@ -100,7 +100,7 @@ describe("the Contour Component on Contour's renders", () => {
   });
 });
 
-describe('the Contour Component, remotely', () => {
+describe('the Contour Component, remotely', { timeout: 10_000 }, () => {
   test("its usage names this repository's path at the tag of the package version", () => {
     const text = readFileSync(join(COMPONENT, 'kustomization.yaml'), 'utf8');
     const urls = text.match(/github\.com\/\S+/g) ?? [];

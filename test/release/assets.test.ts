@@ -143,7 +143,7 @@ describe('release-assets refusals', { timeout: 120_000 }, () => {
   });
 });
 
-describe('the schema check itself (controls)', () => {
+describe('the schema check itself (controls)', { timeout: 30_000 }, () => {
   const deployment = (): Record<string, unknown> =>
     parse(
       'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: n}\nspec:\n  selector: {matchLabels: {app: a}}\n  template:\n    metadata: {labels: {app: a}}\n    spec:\n      containers:\n        - {name: c, image: i, ports: [{containerPort: 80}]}\n',

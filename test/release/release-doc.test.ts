@@ -35,7 +35,7 @@ function cosignProblems(text: string): { commands: string[]; problems: string[] 
   return { commands, problems };
 }
 
-describe('docs/release.md', () => {
+describe('docs/release.md', { timeout: 10_000 }, () => {
   test('lists every asset the release attaches, and the Contour Component at the tag', () => {
     const assets = [...MANIFEST_ASSETS.map((asset) => asset.file), 'sbom.cdx.json', 'release-notes.md', 'SHA256SUMS', 'SHA256SUMS.sigstore.json'];
     for (const asset of assets) assert.ok(doc.includes(`| \`${asset}\` |`), `the table lists ${asset}`);
@@ -64,7 +64,7 @@ describe('docs/release.md', () => {
   });
 });
 
-describe('the project files a release needs', () => {
+describe('the project files a release needs', { timeout: 10_000 }, () => {
   test('LICENSE is the Apache License 2.0 that package.json names; SECURITY.md says how to report privately', () => {
     assert.match(readFileSync(join(REPO_ROOT, 'LICENSE'), 'utf8'), /Apache License\s+Version 2\.0, January 2004[\s\S]*END OF TERMS AND CONDITIONS/);
     const security = readFileSync(join(REPO_ROOT, 'SECURITY.md'), 'utf8');

@@ -70,7 +70,7 @@ function unpinned(text: string): string[] {
     .filter((line) => !/uses: [\w.-]+\/[\w.\/-]+@[0-9a-f]{40} # v\d+(\.\d+){0,2}$/.test(line.trimEnd()));
 }
 
-describe('release trust', () => {
+describe('release trust', { timeout: 10_000 }, () => {
   const read = (file: string): string => readFileSync(join(WORKFLOWS, file), 'utf8');
 
   test('the release runs only after CI passed on the tagged commit: it calls ci.yml and its publishing job needs it', () => {

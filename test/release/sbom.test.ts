@@ -120,7 +120,7 @@ describe('the SBOM and notices the image ships', { timeout: 120_000 }, () => {
   });
 });
 
-describe('the production tree walk (controls on small lock files)', () => {
+describe('the production tree walk (controls on small lock files)', { timeout: 10_000 }, () => {
   const lock = (packages: Lock['packages']): Lock => ({ name: 'p', version: '1.0.0', lockfileVersion: 3, packages });
 
   test('resolves as Node does (nested first), follows peers, leaves dev packages out', () => {
