@@ -40,6 +40,13 @@ export function contourComponentUrl(tag: string): string {
   return `github.com/${REPOSITORY}//manifests/contour?ref=${tag}`;
 }
 
+/** The only signer a verification accepts: this repository's release workflow, run for that tag. */
+export function signerIdentity(tag: string): string {
+  return `https://github.com/${REPOSITORY}/.github/workflows/release.yml@refs/tags/${tag}`;
+}
+
+export const OIDC_ISSUER = 'https://token.actions.githubusercontent.com';
+
 function packageVersion(): string {
   return (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 }
@@ -89,7 +96,15 @@ function releaseNotes(version: string, tag: string): string {
     `Without cert-manager: \`kubectl apply -f ${downloadUrl(tag, 'install-self-signed.yaml')}\`.`,
     `The image: \`${IMAGE_REPOSITORY}:${version}\`. Contour's Envoy, as a kustomize Component: \`${contourComponentUrl(tag)}\`.`,
     '',
-    `Every asset is listed in SHA256SUMS, signed keyless by this repository's release workflow; docs/release.md at ${tag} says how to verify it and the image with cosign.`,
+    'Verify the image (signed keyless by this repository\'s release workflow at this tag, every platform):',
+    '',
+    '```sh',
+    `cosign verify ${IMAGE_REPOSITORY}:${version} \\`,
+    `  --certificate-identity=${signerIdentity(tag)} \\`,
+    `  --certificate-oidc-issuer=${OIDC_ISSUER}`,
+    '```',
+    '',
+    `Every asset is listed in SHA256SUMS, signed the same way (SHA256SUMS.sigstore.json); docs/release.md at ${tag} gives every check.`,
   ];
   return `${section}\n\n${install.join('\n')}\n`;
 }

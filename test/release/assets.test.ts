@@ -108,6 +108,8 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
     assert.ok(notes.includes(`kubectl apply -f ${downloadUrl(TAG, 'install.yaml')}`));
     assert.ok(notes.includes(downloadUrl(TAG, 'install-self-signed.yaml')));
     assert.ok(notes.includes(contourComponentUrl(TAG)));
+    assert.ok(notes.includes(`--certificate-identity=https://github.com/envoy-shutdown-manager/envoy-shutdown-manager/.github/workflows/release.yml@refs/tags/${TAG} \\\n`), 'the cosign check names this workflow at the tag');
+    assert.ok(notes.includes('--certificate-oidc-issuer=https://token.actions.githubusercontent.com\n'));
     assert.equal(contourComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/contour?ref=${TAG}`);
   });
 
