@@ -26,12 +26,28 @@ COPY package.json package-lock.json ./
 # No dependency needs an install script; refusing them all narrows what a compromised package can do.
 RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+# npm run build also writes dist/licenses (tools/sbom.ts): the CycloneDX SBOM of the npm packages it bundles,
+# from the lock file just installed, their licence texts read from node_modules, and LICENSE.
+COPY LICENSE ./
+COPY tools/sbom.ts ./tools/
 COPY src ./src
 COPY tools/bundle.mjs ./tools/
 RUN npm run build
 
 # --- runtime -------------------------------------------------------------------------------------
 FROM gcr.io/distroless/nodejs24-debian13:nonroot@sha256:9eeb7f5887d0e239e78264b06f7f11d2e14be534050481803a9e4728fcdd278e AS runtime
+# The release passes the package version and the commit (.github/workflows/release.yml); a local build says dev.
+ARG VERSION=dev
+ARG REVISION=unknown
+# OCI labels: where the image comes from and under which licence, for registries and scanners (GHCR links the
+# package to the repository by image.source).
+LABEL org.opencontainers.image.title="envoy-shutdown-manager" \
+      org.opencontainers.image.description="Kubernetes mutating webhook that injects a connection-draining shutdown-manager sidecar into Envoy pods, and the drain server itself" \
+      org.opencontainers.image.source="https://github.com/envoy-shutdown-manager/envoy-shutdown-manager" \
+      org.opencontainers.image.url="https://github.com/envoy-shutdown-manager/envoy-shutdown-manager" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 WORKDIR /app
 ENV NODE_ENV=production
 # The webhook's young generation, capped at 2 MiB a semi-space (V8's default grows to 32 MiB on Node 24): measured by
@@ -48,6 +64,9 @@ ENV NODE_OPTIONS=--max-semi-space-size=2
 COPY package.json ./
 COPY --from=build /app/dist/entry.cjs /app/dist/sidecar.cjs ./dist/
 COPY --from=build /app/dist/app ./dist/app
+# What the bundles contain, for scanners and for the licences' sake (the image has no node_modules, so nothing else
+# tells): sbom.cdx.json (CycloneDX, every npm package bundled), THIRD_PARTY_NOTICES and this project's LICENSE.
+COPY --from=build /app/dist/licenses /licenses
 # Numeric, so that the kubelet can enforce runAsNonRoot without looking the name up (65532 is the
 # conventional "nonroot" uid, also used by the manifests' securityContext).
 USER 65532:65532

@@ -4,7 +4,9 @@
  *
  * - dist/sidecar.cjs: the sidecar, one CommonJS file that dist/entry.cjs requires without Node's ES module
  *   loader (faster to start: src/sidecar/main.ts).
- * - dist/app/: every other mode, ES modules split into chunks that load on demand.
+ * - dist/app/: every other mode, ES modules split into chunks that load on demand;
+ * - dist/meta/: esbuild's metafiles of both, what test/release/sbom.test.ts holds the SBOM to;
+ * - dist/licenses/: the SBOM and licence notices of the npm packages bundled (tools/sbom.ts).
  *
  * It does nothing when the bundles are newer than everything they are made of (what tsc wrote, the lock file,
  * this script): `npm start`, `npm run inject` and the tests that run them call the build again, and a bundle
@@ -13,6 +15,7 @@
  *
  * Plain JavaScript run by node, so that the build needs nothing but tsc and esbuild (the Dockerfile copies it).
  */
+import { execFileSync } from 'node:child_process';
 import { build } from 'esbuild';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -22,7 +25,8 @@ const STAMP = join(DIST, '.bundled');
 const SIDECAR = join(DIST, 'sidecar.cjs');
 const APP = join(DIST, 'app');
 /** What the bundles are made of besides tsc's output. */
-const OTHER_INPUTS = ['package-lock.json', 'tools/bundle.mjs'];
+const OTHER_INPUTS = ['package-lock.json', 'tools/bundle.mjs', 'tools/sbom.ts', 'LICENSE'];
+const META = join(DIST, 'meta');
 
 /** The newest modification time among tsc's output (not the bundles) and the other inputs. */
 function newestInputMs() {
@@ -46,7 +50,12 @@ function upToDate() {
   return existsSync(STAMP) && existsSync(SIDECAR) && existsSync(APP) && statSync(STAMP).mtimeMs > newestInputMs();
 }
 
-const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', write: false };
+const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', write: false, metafile: true };
+
+function writeMeta(name, metafile) {
+  mkdirSync(META, { recursive: true });
+  writeFileSync(join(META, `${name}.json`), JSON.stringify(metafile));
+}
 
 /** esbuild's output files, as they would be written under `finalDir`, written under `asideDir` instead. */
 function writeAside(outputFiles, finalDir, asideDir) {
@@ -58,7 +67,7 @@ function writeAside(outputFiles, finalDir, asideDir) {
 }
 
 async function bundleSidecar() {
-  const { outputFiles } = await build({
+  const { outputFiles, metafile } = await build({
     ...common,
     entryPoints: [join(DIST, 'sidecar/command.js')],
     format: 'cjs',
@@ -66,6 +75,7 @@ async function bundleSidecar() {
     outfile: SIDECAR,
     define: { 'import.meta.url': '__filename' },
   });
+  writeMeta('sidecar', metafile);
   const aside = join(DIST, `.sidecar.${process.pid}`);
   writeAside(outputFiles, DIST, aside);
   for (const name of readdirSync(aside)) renameSync(join(aside, name), join(DIST, name));
@@ -73,9 +83,12 @@ async function bundleSidecar() {
 }
 
 async function bundleApp() {
-  const { outputFiles } = await build({
+  const { outputFiles, metafile } = await build({
     ...common,
     entryPoints: [join(DIST, 'main.js')],
+    // debug (of @kubernetes/client-node) tries require('supports-color'), which only devDependencies provide:
+    // left out, debug does without colours (see tools/sbom.ts).
+    external: ['supports-color'],
     format: 'esm',
     splitting: true,
     outdir: APP,
@@ -83,6 +96,7 @@ async function bundleApp() {
     // The ES module bundle still has CommonJS dependencies that call require.
     banner: { js: "import { createRequire as createRequireForBundle } from 'node:module'; const require = createRequireForBundle(import.meta.url);" },
   });
+  writeMeta('app', metafile);
   const aside = `${APP}.${process.pid}.new`;
   rmSync(aside, { recursive: true, force: true });
   writeAside(outputFiles, APP, aside);
@@ -95,5 +109,6 @@ async function bundleApp() {
 if (!upToDate()) {
   await bundleSidecar();
   await bundleApp();
+  execFileSync(process.execPath, ['--import', 'tsx', 'tools/sbom.ts', '--out', join(DIST, 'licenses')], { stdio: 'inherit' });
   writeFileSync(STAMP, '');
 }

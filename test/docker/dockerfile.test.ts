@@ -4,6 +4,7 @@
  * exec-form entrypoint at the file the TypeScript build really emits.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { access, readFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { describe, it } from 'node:test';
@@ -148,6 +149,36 @@ describe('Dockerfile', () => {
   it('reads ENV as Docker does: several pairs on a line, quotes, the legacy form, later ones winning', () => {
     const parsed = parseDockerfile('FROM node:24 AS build\nFROM x\nENV A=1 B="two words" \nENV D value with spaces\nENV A=3\n');
     assert.deepEqual(runtimeEnv(parsed), { A: '3', B: 'two words', D: 'value with spaces' });
+  });
+
+  it('labels the image as OCI says: title, description, source, licence (package.json\'s), version and revision from build args', () => {
+    const labels: Record<string, string> = {};
+    for (const label of all(final, 'LABEL')) {
+      for (const pair of label.args.matchAll(/([\w.-]+)="((?:[^"\\]|\\.)*)"/g)) labels[pair[1] as string] = pair[2] as string;
+    }
+    const { license, description } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { license: string; description: string };
+    assert.equal(labels['org.opencontainers.image.source'], 'https://github.com/envoy-shutdown-manager/envoy-shutdown-manager');
+    assert.equal(labels['org.opencontainers.image.licenses'], license);
+    assert.equal(labels['org.opencontainers.image.title'], 'envoy-shutdown-manager');
+    assert.equal(`${labels['org.opencontainers.image.description'] ?? ''}.`, description);
+    assert.equal(labels['org.opencontainers.image.version'], '${VERSION}');
+    assert.equal(labels['org.opencontainers.image.revision'], '${REVISION}');
+    const args = all(final, 'ARG').map((arg) => arg.args.split('=')[0]);
+    assert.ok(args.includes('VERSION') && args.includes('REVISION'), 'declared in the runtime stage, where LABEL reads them');
+  });
+
+  it('ships /licenses (SBOM, notices, LICENSE) that npm run build writes in the build stage from the lock file', async () => {
+    const copy = all(final, 'COPY')
+      .map(parseCopy)
+      .find((candidate) => candidate.from === 'build' && candidate.sources.includes(posix.join(workdir(stageNamed('build')), 'dist', 'licenses')));
+    assert.ok(copy, 'the runtime copies dist/licenses from the build stage');
+    assert.equal(copy.destination, '/licenses');
+    assert.match(packageJson.scripts.build ?? '', /node tools\/bundle\.mjs$/);
+    assert.match(readFileSync(new URL('../../tools/bundle.mjs', import.meta.url), 'utf8'), /'tools\/sbom\.ts', '--out', join\(DIST, 'licenses'\)/);
+    assert.match(packageJson.scripts['build:licenses'] ?? '', /tools\/sbom\.ts --out dist\/licenses$/);
+    const sources = all(stageNamed('build'), 'COPY').map(parseCopy).flatMap((candidate) => candidate.sources);
+    for (const needed of ['LICENSE', 'tools/sbom.ts', 'tools/bundle.mjs', 'package-lock.json']) assert.ok(sources.includes(needed), `the build stage copies ${needed}`);
+    await access(join(REPO_ROOT, 'LICENSE'));
   });
 
   it('never downloads with ADD', () => {

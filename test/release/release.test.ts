@@ -48,7 +48,7 @@ describe('the image reference', () => {
     assert.match(text, /platforms: linux\/amd64,linux\/arm64/);
     assert.match(text, /sbom: true/);
     assert.match(text, /provenance: mode=max/);
-    assert.match(text, /cosign sign --yes "\$\{IMAGE\}@\$\{DIGEST\}"/);
+    assert.match(text, /cosign sign --yes --recursive "\$\{IMAGE\}@\$\{DIGEST\}"/, 'the index and every platform manifest');
     assert.equal(getObject(release, ['jobs', 'image', 'permissions'])['id-token'], 'write', 'keyless signing needs the OIDC token');
   });
 
@@ -58,6 +58,67 @@ describe('the image reference', () => {
     const steps = getArray(ci, ['jobs', 'test', 'steps']) as { run?: string }[];
     assert.ok(steps.some((step) => /\bnpm test$/.test(step.run ?? '')), 'npm test');
     assert.ok(steps.some((step) => step.run === 'npm ci --no-audit --no-fund'), 'installs from the lock file');
+  });
+});
+
+/** `uses:` lines that are not a local workflow pinned to nothing else than a full commit SHA with its tag. */
+function unpinned(text: string): string[] {
+  return text
+    .split('\n')
+    .filter((line) => /^\s*(- )?uses:/.test(line))
+    .filter((line) => !/uses: \.\/\.github\/workflows\/[\w-]+\.ya?ml$/.test(line))
+    .filter((line) => !/uses: [\w.-]+\/[\w.\/-]+@[0-9a-f]{40} # v\d+(\.\d+){0,2}$/.test(line.trimEnd()));
+}
+
+describe('release trust', { timeout: 10_000 }, () => {
+  const read = (file: string): string => readFileSync(join(WORKFLOWS, file), 'utf8');
+
+  test('the release runs only after CI passed on the tagged commit: it calls ci.yml and its publishing job needs it', () => {
+    const release = parse(read('release.yml')) as Record<string, unknown>;
+    const ci = parse(read('ci.yml')) as Record<string, unknown>;
+    assert.ok('workflow_call' in getObject(ci, ['on']), 'ci.yml can be called by the release');
+    assert.equal(getObject(release, ['jobs', 'ci'])['uses'], './.github/workflows/ci.yml');
+    const jobs = getObject(release, ['jobs']);
+    for (const [name, job] of Object.entries(jobs)) {
+      if (name === 'ci') continue;
+      const needs = (job as { needs?: string | string[] }).needs;
+      assert.ok(needs === 'ci' || (Array.isArray(needs) && needs.includes('ci')), `job ${name} needs ci`);
+    }
+    assert.deepEqual(getObject(release, ['on']), { push: { tags: ['v*.*.*'] } }, 'tags only: nothing else triggers a publication');
+  });
+
+  test('every action of every workflow is pinned by full commit SHA with its tag; control: a tag pin is refused', () => {
+    const files = readdirSync(WORKFLOWS).filter((file) => /\.ya?ml$/.test(file));
+    const pins = new Map<string, string>();
+    for (const file of files) {
+      assert.deepEqual(unpinned(read(file)), [], file);
+      for (const match of read(file).matchAll(/uses: ([\w.-]+\/[\w.\/-]+)@([0-9a-f]{40}) # (v[\d.]+)/g)) {
+        const pin = `${match[2]} ${match[3]}`;
+        assert.equal(pins.get(match[1] as string) ?? pin, pin, `${match[1]} pinned alike in every workflow`);
+        pins.set(match[1] as string, pin);
+      }
+    }
+    assert.ok(pins.size >= 7, `the actions found: ${[...pins.keys()].join(', ')}`);
+    assert.deepEqual(unpinned('      - uses: actions/checkout@v4\n'), ['      - uses: actions/checkout@v4']);
+    assert.equal(unpinned('      - uses: actions/checkout@11d5960a326750d5838078e36cf38b85af677262\n').length, 1, 'a SHA without its tag');
+  });
+
+  test('Dependabot keeps the actions, the npm lock file and the base images current', () => {
+    const dependabot = parse(readFileSync(join(REPO_ROOT, '.github', 'dependabot.yml'), 'utf8')) as Record<string, unknown>;
+    assert.equal(dependabot['version'], 2);
+    const updates = getArray(dependabot, ['updates']) as { 'package-ecosystem': string; directory: string }[];
+    assert.deepEqual(updates.map((update) => update['package-ecosystem']).sort(), ['docker', 'github-actions', 'npm']);
+    for (const update of updates) assert.equal(update.directory, '/');
+  });
+
+  test('the release publishes the assets of npm run release:assets, SHA256SUMS signed, the SBOM attested, notes from CHANGELOG.md', () => {
+    const text = read('release.yml');
+    assert.match(text, /run: npm ci --no-audit --no-fund\n\s+# [^\n]+\n\s+- name: Release assets\n\s+run: npm run release:assets\n/);
+    assert.match(text, /cosign sign-blob --yes --bundle dist\/release\/SHA256SUMS\.sigstore\.json dist\/release\/SHA256SUMS/);
+    assert.match(text, /cosign attest --yes --type cyclonedx --predicate dist\/licenses\/sbom\.cdx\.json "\$\{IMAGE\}@\$\{DIGEST\}"/);
+    assert.match(text, /gh release create "\$\{GITHUB_REF_NAME\}" --verify-tag[^\n]*\n[^\n]*\n\s+--notes-file dist\/release\/release-notes\.md \\\n\s+dist\/release\/\*\n/);
+    assert.match(text, /build-args: \|\n\s+VERSION=\$\{\{ steps\.version\.outputs\.version \}\}\n\s+REVISION=\$\{\{ github\.sha \}\}/, 'the OCI version label gets the package version');
+    assert.doesNotMatch(text, /cache: npm/, 'no cache shared with other workflows reaches the release');
   });
 });
 
