@@ -58,7 +58,7 @@ export class WebhookMetrics {
    */
   private readonly certificateExpiry = new Gauge({
     name: 'shutdown_manager_webhook_certificate_expiry_timestamp_seconds',
-    help: 'When the serving certificate now served expires (its notAfter), in seconds since the epoch.',
+    help: 'When the serving certificate now served expires (its notAfter), in seconds since the epoch; 0 if unknown.',
     registers: [this.registry],
   });
 
@@ -68,12 +68,11 @@ export class WebhookMetrics {
 
   /**
    * Records the expiry of the certificate served from now on. One that cannot be read (never the case for one
-   * node:tls accepted) removes the series rather than keep the previous one's date, or a gauge's default 0.
+   * node:tls accepted) sets 0, unknown, rather than keep the previous one's date; the alerts ignore 0.
    */
   servingCertificate(pem: Buffer | string): void {
     const notAfter = certificateNotAfterSeconds(pem);
-    if (notAfter === undefined) this.certificateExpiry.reset();
-    else this.certificateExpiry.set(notAfter);
+    this.certificateExpiry.set(notAfter ?? 0);
   }
 
   /** A request that got no review: malformed (4xx) or a failure of ours (5xx). */
