@@ -2,10 +2,20 @@
  * The webhook's checks: its configuration, the Service and endpoints behind it, its replicas and their
  * PodDisruptionBudget, the certificate, and what failurePolicy and timeoutSeconds mean for Envoy pods.
  */
-import { fromObjectSelector, LabelSelectorError, matchesLabels } from '../config/label-selector.js';
+import {
+  canonicalLabelSelector,
+  formatLabelSelector,
+  fromObjectSelector,
+  LabelSelectorError,
+  labelSelectorProblem,
+  matchesLabels,
+  parseLabelSelector,
+} from '../config/label-selector.js';
+import { envName } from '../config/settings.js';
+import { DEFAULT_POD_SELECTOR } from '../config/webhook.js';
 import { certificateFindings } from './certificate.js';
 import type { V1Deployment, V1MutatingWebhook, V1Secret, WebhookObjects } from './cluster.js';
-import { selfManaged, servingSecretName } from './expectations.js';
+import { selfManaged, servingSecretName, webhookSetting } from './expectations.js';
 import type { Finding } from './report.js';
 
 const APPLY = 'kubectl apply -k manifests (or manifests/self-signed without cert-manager)';
@@ -38,6 +48,7 @@ export function webhookFindings({ objects, now }: WebhookCheckInput): Finding[] 
     replicasFinding(objects.deployment, ref.namespace),
     disruptionBudgetFinding(objects),
     ...certificateOf(objects, webhook, `${ref.name}.${ref.namespace}.svc`, now),
+    selectorFinding(objects, webhook),
     failurePolicyFinding(webhook),
     timeoutFinding(webhook),
   ];
@@ -117,6 +128,39 @@ function certificateOf(objects: WebhookObjects, webhook: V1MutatingWebhook, serv
 function secretText(secret: V1Secret, key: string): string | undefined {
   const value = secret.data?.[key];
   return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+}
+
+/**
+ * The API server sends the webhook the pods its objectSelector matches, and the webhook injects those its own
+ * selector (--pod-selector, from its Deployment) matches: where they differ, a pod one selects and the other does
+ * not is admitted without the sidecar and without a word (or, selected by the webhook only, never sent to it).
+ */
+function selectorFinding(objects: WebhookObjects, webhook: V1MutatingWebhook): Finding {
+  const configured = webhookSetting(objects.deployment, 'pod-selector');
+  const flagText = configured ?? DEFAULT_POD_SELECTOR;
+  const from = configured === undefined ? 'its default' : `${envName('pod-selector')} or --pod-selector of its Deployment`;
+  const problem = labelSelectorProblem(flagText);
+  const fix = `make the objectSelector of MutatingWebhookConfiguration ${objects.configurationName} and the webhook's ${envName('pod-selector')} select the same pods (manifests/base sets both from the Deployment's)`;
+  if (problem !== undefined) return finding('webhook.selector', 'failure', `the webhook's selector ${flagText} (${from}) is not a label selector: ${problem}`, fix);
+  let objectSelector: string;
+  try {
+    // No objectSelector: the API server sends every pod of the opted-in namespaces.
+    objectSelector = canonicalLabelSelector(fromObjectSelector(webhook.objectSelector ?? {}));
+  } catch (error) {
+    if (!(error instanceof LabelSelectorError)) throw error;
+    return finding('webhook.selector', 'failure', `the objectSelector of ${objects.configurationName} cannot be read: ${error.message}`, fix);
+  }
+  const shown = JSON.stringify(webhook.objectSelector ?? {});
+  const selector = parseLabelSelector(flagText);
+  if (objectSelector !== canonicalLabelSelector(selector)) {
+    return finding(
+      'webhook.selector',
+      'failure',
+      `the objectSelector ${shown} and the webhook's selector ${formatLabelSelector(selector)} (${from}) select different pods: those only one selects get no sidecar, silently`,
+      fix,
+    );
+  }
+  return finding('webhook.selector', 'ok', `the objectSelector and the webhook's selector (${formatLabelSelector(selector)}) select the same pods`);
 }
 
 function failurePolicyFinding(webhook: V1MutatingWebhook): Finding {
