@@ -1,6 +1,7 @@
 /**
  * The webhook's checks: its configuration, the Service and endpoints behind it, its replicas and their
- * PodDisruptionBudget, the certificate, and what failurePolicy and timeoutSeconds mean for Envoy pods.
+ * PodDisruptionBudget, the certificate and its CA, whether its objectSelector and its own selector agree, and
+ * what failurePolicy and timeoutSeconds mean for Envoy pods.
  */
 import {
   canonicalLabelSelector,
@@ -10,6 +11,7 @@ import {
   labelSelectorProblem,
   matchesLabels,
   parseLabelSelector,
+  type LabelSelector,
 } from '../config/label-selector.js';
 import { envName } from '../config/settings.js';
 import { DEFAULT_POD_SELECTOR } from '../config/webhook.js';
@@ -136,31 +138,38 @@ function secretText(secret: V1Secret, key: string): string | undefined {
  * not is admitted without the sidecar and without a word (or, selected by the webhook only, never sent to it).
  */
 function selectorFinding(objects: WebhookObjects, webhook: V1MutatingWebhook): Finding {
-  const configured = webhookSetting(objects.deployment, 'pod-selector');
-  const flagText = configured ?? DEFAULT_POD_SELECTOR;
-  const from = configured === undefined ? 'its default' : `${envName('pod-selector')} or --pod-selector of its Deployment`;
-  const problem = labelSelectorProblem(flagText);
   const fix = `make the objectSelector of MutatingWebhookConfiguration ${objects.configurationName} and the webhook's ${envName('pod-selector')} select the same pods (manifests/base sets both from the Deployment's)`;
-  if (problem !== undefined) return finding('webhook.selector', 'failure', `the webhook's selector ${flagText} (${from}) is not a label selector: ${problem}`, fix);
-  let objectSelector: string;
+  const ours = webhookSelector(objects.deployment);
+  if ('problem' in ours) return finding('webhook.selector', 'failure', ours.problem, fix);
+  const theirs = objectSelectorOf(webhook);
+  if ('problem' in theirs) return finding('webhook.selector', 'failure', `the objectSelector of ${objects.configurationName} cannot be read: ${theirs.problem}`, fix);
+  const shown = formatLabelSelector(ours.selector);
+  if (canonicalLabelSelector(theirs.selector) !== canonicalLabelSelector(ours.selector)) {
+    const message = `the objectSelector ${theirs.shown} and the webhook's selector ${shown} (${ours.from}) select different pods: those only one selects get no sidecar, silently`;
+    return finding('webhook.selector', 'failure', message, fix);
+  }
+  return finding('webhook.selector', 'ok', `the objectSelector and the webhook's selector (${shown}) select the same pods`);
+}
+
+/** The selector the webhook runs with, as its Deployment sets it (else its default), and where it comes from. */
+function webhookSelector(deployment: V1Deployment | undefined): { selector: LabelSelector; from: string } | { problem: string } {
+  const configured = webhookSetting(deployment, 'pod-selector');
+  const text = configured ?? DEFAULT_POD_SELECTOR;
+  const from = configured === undefined ? 'its default' : `${envName('pod-selector')} or --pod-selector of its Deployment`;
+  const problem = labelSelectorProblem(text);
+  if (problem !== undefined) return { problem: `the webhook's selector ${text} (${from}) is not a label selector: ${problem}` };
+  return { selector: parseLabelSelector(text), from };
+}
+
+/** The webhook's objectSelector as requirements; none is an empty selector (the API server then sends every pod). */
+function objectSelectorOf(webhook: V1MutatingWebhook): { selector: LabelSelector; shown: string } | { problem: string } {
+  const objectSelector = webhook.objectSelector ?? {};
   try {
-    // No objectSelector: the API server sends every pod of the opted-in namespaces.
-    objectSelector = canonicalLabelSelector(fromObjectSelector(webhook.objectSelector ?? {}));
+    return { selector: fromObjectSelector(objectSelector), shown: JSON.stringify(objectSelector) };
   } catch (error) {
     if (!(error instanceof LabelSelectorError)) throw error;
-    return finding('webhook.selector', 'failure', `the objectSelector of ${objects.configurationName} cannot be read: ${error.message}`, fix);
+    return { problem: error.message };
   }
-  const shown = JSON.stringify(webhook.objectSelector ?? {});
-  const selector = parseLabelSelector(flagText);
-  if (objectSelector !== canonicalLabelSelector(selector)) {
-    return finding(
-      'webhook.selector',
-      'failure',
-      `the objectSelector ${shown} and the webhook's selector ${formatLabelSelector(selector)} (${from}) select different pods: those only one selects get no sidecar, silently`,
-      fix,
-    );
-  }
-  return finding('webhook.selector', 'ok', `the objectSelector and the webhook's selector (${formatLabelSelector(selector)}) select the same pods`);
 }
 
 function failurePolicyFinding(webhook: V1MutatingWebhook): Finding {
