@@ -51,7 +51,32 @@ export function certificateFindings(input: CertificateInput): Finding[] {
   if (chain === undefined || leaf === undefined) {
     return [finding('webhook.certificate', 'failure', `tls.crt of ${secretRef} is not a PEM certificate`, renewal)];
   }
-  return [caBundleFinding(input, chain), namesFinding(leaf, input), expiryFinding(leaf, input)];
+  return [caBundleFinding(input, chain), ...caExpiryFinding(input, chain), namesFinding(leaf, input), expiryFinding(leaf, input)];
+}
+
+/**
+ * The CA of the caBundle that verifies the certificate expires too, on its own date (cert-manager's CA lives 10
+ * years, `npm run certs`' one year): once it has, the API server refuses a certificate that is itself still valid.
+ * None when no CA verifies it: caBundleFinding reports that.
+ */
+function caExpiryFinding(input: CertificateInput, chain: readonly X509Certificate[]): Finding[] {
+  const bundle = input.caBundlePem === undefined ? [] : (parseBundle(input.caBundlePem) ?? []);
+  const issuers = bundle.filter((ca) => verifiedBy(chain, [ca]));
+  if (issuers.length === 0) return [];
+  // With several (a CA being rotated), calls work until the last of them expires.
+  const latest = Math.max(...issuers.map((ca) => Date.parse(ca.validTo)));
+  const { status, text } = expiryText(new Date(latest), input.now);
+  const fix = status === 'ok' ? undefined : `renew the CA and the caBundle: ${input.renewal}`;
+  return [finding('webhook.ca-bundle-expiry', status, `the CA in the caBundle that verifies it ${text}`, fix)];
+}
+
+/** How long until `expires`, in the words of the expiry findings, and what that means. */
+function expiryText(expires: Date, now: Date): { status: Finding['status']; text: string } {
+  const daysLeft = Math.floor((expires.getTime() - now.getTime()) / DAY_MS);
+  const when = expires.toISOString().slice(0, 10);
+  if (daysLeft < 0) return { status: 'failure', text: `expired on ${when}: every call fails TLS` };
+  if (daysLeft < EXPIRY_WARNING_DAYS) return { status: 'warning', text: `expires in ${daysLeft} days (${when}) and has not been renewed` };
+  return { status: 'ok', text: `expires in ${daysLeft} days (${when})` };
 }
 
 function caBundleFinding(input: CertificateInput, chain: readonly X509Certificate[]): Finding {
@@ -83,14 +108,6 @@ function namesFinding(leaf: X509Certificate, input: CertificateInput): Finding {
 }
 
 function expiryFinding(leaf: X509Certificate, input: CertificateInput): Finding {
-  const expires = new Date(leaf.validTo);
-  const daysLeft = Math.floor((expires.getTime() - input.now.getTime()) / DAY_MS);
-  const when = expires.toISOString().slice(0, 10);
-  if (daysLeft < 0) {
-    return finding('webhook.certificate-expiry', 'failure', `the certificate expired on ${when}: every call fails TLS`, input.renewal);
-  }
-  if (daysLeft < EXPIRY_WARNING_DAYS) {
-    return finding('webhook.certificate-expiry', 'warning', `the certificate expires in ${daysLeft} days (${when}) and has not been renewed`, input.renewal);
-  }
-  return finding('webhook.certificate-expiry', 'ok', `the certificate expires in ${daysLeft} days (${when})`);
+  const { status, text } = expiryText(new Date(leaf.validTo), input.now);
+  return finding('webhook.certificate-expiry', status, `the certificate ${text}`, status === 'ok' ? undefined : input.renewal);
 }

@@ -1,11 +1,23 @@
 /**
  * The webhook's checks: its configuration, the Service and endpoints behind it, its replicas and their
- * PodDisruptionBudget, the certificate, and what failurePolicy and timeoutSeconds mean for Envoy pods.
+ * PodDisruptionBudget, the certificate and its CA, whether its objectSelector and its own selector agree, and
+ * what failurePolicy and timeoutSeconds mean for Envoy pods.
  */
-import { fromObjectSelector, LabelSelectorError, matchesLabels } from '../config/label-selector.js';
+import {
+  canonicalLabelSelector,
+  formatLabelSelector,
+  fromObjectSelector,
+  LabelSelectorError,
+  labelSelectorProblem,
+  matchesLabels,
+  parseLabelSelector,
+  type LabelSelector,
+} from '../config/label-selector.js';
+import { envName } from '../config/settings.js';
+import { DEFAULT_POD_SELECTOR } from '../config/webhook.js';
 import { certificateFindings } from './certificate.js';
 import type { V1Deployment, V1MutatingWebhook, V1Secret, WebhookObjects } from './cluster.js';
-import { selfManaged, servingSecretName } from './expectations.js';
+import { selfManaged, servingSecretName, webhookSetting } from './expectations.js';
 import type { Finding } from './report.js';
 
 const APPLY = 'kubectl apply -k manifests (or manifests/self-signed without cert-manager)';
@@ -38,6 +50,7 @@ export function webhookFindings({ objects, now }: WebhookCheckInput): Finding[] 
     replicasFinding(objects.deployment, ref.namespace),
     disruptionBudgetFinding(objects),
     ...certificateOf(objects, webhook, `${ref.name}.${ref.namespace}.svc`, now),
+    selectorFinding(objects, webhook),
     failurePolicyFinding(webhook),
     timeoutFinding(webhook),
   ];
@@ -117,6 +130,46 @@ function certificateOf(objects: WebhookObjects, webhook: V1MutatingWebhook, serv
 function secretText(secret: V1Secret, key: string): string | undefined {
   const value = secret.data?.[key];
   return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
+}
+
+/**
+ * The API server sends the webhook the pods its objectSelector matches, and the webhook injects those its own
+ * selector (--pod-selector, from its Deployment) matches: where they differ, a pod one selects and the other does
+ * not is admitted without the sidecar and without a word (or, selected by the webhook only, never sent to it).
+ */
+function selectorFinding(objects: WebhookObjects, webhook: V1MutatingWebhook): Finding {
+  const fix = `make the objectSelector of MutatingWebhookConfiguration ${objects.configurationName} and the webhook's ${envName('pod-selector')} select the same pods (manifests/base sets both from the Deployment's)`;
+  const ours = webhookSelector(objects.deployment);
+  if ('problem' in ours) return finding('webhook.selector', 'failure', ours.problem, fix);
+  const theirs = objectSelectorOf(webhook);
+  if ('problem' in theirs) return finding('webhook.selector', 'failure', `the objectSelector of ${objects.configurationName} cannot be read: ${theirs.problem}`, fix);
+  const shown = formatLabelSelector(ours.selector);
+  if (canonicalLabelSelector(theirs.selector) !== canonicalLabelSelector(ours.selector)) {
+    const message = `the objectSelector ${theirs.shown} and the webhook's selector ${shown} (${ours.from}) select different pods: those only one selects get no sidecar, silently`;
+    return finding('webhook.selector', 'failure', message, fix);
+  }
+  return finding('webhook.selector', 'ok', `the objectSelector and the webhook's selector (${shown}) select the same pods`);
+}
+
+/** The selector the webhook runs with, as its Deployment sets it (else its default), and where it comes from. */
+function webhookSelector(deployment: V1Deployment | undefined): { selector: LabelSelector; from: string } | { problem: string } {
+  const configured = webhookSetting(deployment, 'pod-selector');
+  const text = configured ?? DEFAULT_POD_SELECTOR;
+  const from = configured === undefined ? 'its default' : `${envName('pod-selector')} or --pod-selector of its Deployment`;
+  const problem = labelSelectorProblem(text);
+  if (problem !== undefined) return { problem: `the webhook's selector ${text} (${from}) is not a label selector: ${problem}` };
+  return { selector: parseLabelSelector(text), from };
+}
+
+/** The webhook's objectSelector as requirements; none is an empty selector (the API server then sends every pod). */
+function objectSelectorOf(webhook: V1MutatingWebhook): { selector: LabelSelector; shown: string } | { problem: string } {
+  const objectSelector = webhook.objectSelector ?? {};
+  try {
+    return { selector: fromObjectSelector(objectSelector), shown: JSON.stringify(objectSelector) };
+  } catch (error) {
+    if (!(error instanceof LabelSelectorError)) throw error;
+    return { problem: error.message };
+  }
 }
 
 function failurePolicyFinding(webhook: V1MutatingWebhook): Finding {

@@ -78,7 +78,8 @@ const CHECK_SETTINGS = {
 const USAGE = `Usage: envoy-shutdown-manager check [flags]
 
 Is every Envoy pod protected? Checks the webhook (configuration, endpoints, replicas, PodDisruptionBudget,
-certificate) and every pod matching the selector in the namespaces labelled shutdown-manager.io/inject=enabled.
+certificate and its CA's expiry, objectSelector against the webhook's selector) and every pod matching the selector
+in the namespaces labelled shutdown-manager.io/inject=enabled.
 Read-only; the RBAC it needs is manifests/check.
 
 With --prometheus-url or --prometheus, it also shows each workload's load-balancer lag (the time from Envoy's

@@ -21,7 +21,7 @@ export const INJECTION_SETTINGS = {
   'pod-selector': {
     kind: kinds.labelSelector,
     default: parseLabelSelector(DEFAULT_POD_SELECTOR),
-    help: "Which pods get the sidecar, in Kubernetes label-selector syntax (app=envoy; app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy; tier in (edge,gateway); !legacy). Every review is checked against it; keep the MutatingWebhookConfiguration's objectSelector the same.",
+    help: "Which pods get the sidecar, in Kubernetes label-selector syntax (app=envoy; app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy; tier in (edge,gateway); !legacy). Every review is checked against it; the MutatingWebhookConfiguration's objectSelector must select the same pods (manifests/base makes it from this variable; `check` reports a difference).",
   } satisfies Setting<LabelSelector>,
   ...POD_DRAIN_SETTINGS,
   'termination-grace-period': GRACE_PERIOD_SETTING,

@@ -1,6 +1,19 @@
 /** Prometheus metrics of webhook mode, on a registry of its own (no global state shared with tests). */
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AdmissionDecision } from './admission.js';
+
+/** Not imported: an ESM import of node:crypto reads all its exports (see src/envoy/admin-client.ts on node:tls). */
+const { X509Certificate } = process.getBuiltinModule('node:crypto');
+
+/** The notAfter of the first certificate of a PEM chain, in seconds since the epoch; undefined when it does not parse. */
+export function certificateNotAfterSeconds(pem: Buffer | string): number | undefined {
+  try {
+    const notAfter = Date.parse(new X509Certificate(pem).validTo);
+    return Number.isNaN(notAfter) ? undefined : notAfter / 1000;
+  } catch {
+    return undefined;
+  }
+}
 
 export class WebhookMetrics {
   readonly registry = new Registry();
@@ -39,8 +52,27 @@ export class WebhookMetrics {
     registers: [this.registry],
   });
 
+  /**
+   * The API server cannot call a webhook whose certificate expired, and with failurePolicy Ignore nothing else
+   * says so: the alerts read the expiry of what is served now, which a reload (rotated files, a renewal) updates.
+   */
+  private readonly certificateExpiry = new Gauge({
+    name: 'shutdown_manager_webhook_certificate_expiry_timestamp_seconds',
+    help: 'When the serving certificate now served expires (its notAfter), in seconds since the epoch; 0 if unknown.',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * Records the expiry of the certificate served from now on. One that cannot be read (never the case for one
+   * node:tls accepted) sets 0, unknown, rather than keep the previous one's date; the alerts ignore 0.
+   */
+  servingCertificate(pem: Buffer | string): void {
+    const notAfter = certificateNotAfterSeconds(pem);
+    this.certificateExpiry.set(notAfter ?? 0);
   }
 
   /** A request that got no review: malformed (4xx) or a failure of ours (5xx). */

@@ -104,12 +104,16 @@ export async function startWebhookServer(
     // Shutdown is timed by main (--shutdown-delay); requests that reach a closing server are answered, not 503.
     return503OnClosing: false,
   });
+  const metrics = new WebhookMetrics();
+  metrics.servingCertificate(options.certificate.cert);
   // Fastify types its server as http.Server whatever the options; with `https` it is an https.Server.
-  const useCertificate = (next: TlsMaterial): void =>
+  const useCertificate = (next: TlsMaterial): void => {
     (app.server as unknown as HttpsServer).setSecureContext({ ...TLS_OPTIONS, ...next });
+    metrics.servingCertificate(next.cert);
+  };
 
   const readiness = { ready: true };
-  registerRoutes(app, config, new WebhookMetrics(), readiness, await compileReviewChecks());
+  registerRoutes(app, config, metrics, readiness, await compileReviewChecks());
   const sockets = trackSockets(app.server);
   // close() comes once the shutdown delay has given every request its time: whatever is still open then (a
   // keep-alive connection, a slow upload, a TLS handshake) is cut rather than waited for.

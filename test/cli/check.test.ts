@@ -3,6 +3,7 @@
  * the real @kubernetes/client-node over TLS to the fake API server. Needs `npm run build` first.
  */
 import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { writeFile } from 'node:fs/promises';
 import { lagQuery, type WorkloadDrain } from '../../src/check/drains.js';
@@ -95,7 +96,7 @@ describe('check on a healthy cluster', () => {
       assert.equal(typeof finding.message, 'string');
       assert.equal(finding.section, finding.check.split('.')[0]);
     }
-    for (const name of ['configuration', 'endpoints', 'replicas', 'disruption-budget', 'ca-bundle', 'certificate-names', 'certificate-expiry']) {
+    for (const name of ['configuration', 'endpoints', 'replicas', 'disruption-budget', 'ca-bundle', 'ca-bundle-expiry', 'certificate-names', 'certificate-expiry', 'selector']) {
       assert.equal(statusOf(report, `webhook.${name}`), 'ok', name);
     }
     assert.match(only(report, 'webhook.failure-policy')[0]?.message ?? '', /failurePolicy Ignore: Envoy pods created while the webhook cannot be called start without the sidecar/);
@@ -153,11 +154,52 @@ describe('check on the webhook', () => {
     assert.match(only(report, 'webhook.certificate-expiry')[0]?.message ?? '', /expires in (9|10) days/);
   });
 
-  test('an expired certificate is a failure', async () => {
+  test('an expired certificate is a failure, and so is its expired CA in the caBundle', async () => {
     const certificate = await servingCertificate({ validityDays: 30, now: new Date(Date.now() - 60 * 86_400_000) });
-    const { report } = await checkJson(await healthy({ certificate }));
+    const { run, report } = await checkJson(await healthy({ certificate }));
+    assert.equal(run.code, 1);
     assert.equal(statusOf(report, 'webhook.certificate-expiry'), 'failure');
     assert.match(only(report, 'webhook.certificate-expiry')[0]?.message ?? '', /expired on/);
+    assert.equal(statusOf(report, 'webhook.ca-bundle-expiry'), 'failure');
+    assert.match(only(report, 'webhook.ca-bundle-expiry')[0]?.message ?? '', /^the CA in the caBundle that verifies it expired on \d{4}-\d\d-\d\d: every call fails TLS$/);
+  });
+
+  test("the certificate's expiry and its CA's: a warning within 30 days, with the date and how to renew; the text report shows it", async () => {
+    const certificate = await servingCertificate({ validityDays: 12 });
+    const target = await healthy({ certificate });
+    const { run, report } = await checkJson(target);
+    assert.equal(run.code, 0, 'warnings do not fail check');
+    const when = new Date(Date.parse(new X509Certificate(certificate.certPem).validTo)).toISOString().slice(0, 10);
+    for (const name of ['webhook.certificate-expiry', 'webhook.ca-bundle-expiry']) {
+      const [finding] = only(report, name);
+      assert.equal(finding?.status, 'warning', name);
+      assert.match(finding?.message ?? '', new RegExp(`expires in (11|12) days \\(${when}\\) and has not been renewed`), name);
+      assert.match(finding?.fix ?? '', /describe certificate envoy-shutdown-manager-tls/, name);
+    }
+    const text = await check(target);
+    assert.match(text.stdout, /the certificate expires in (11|12) days/);
+  });
+
+  test("the objectSelector against the webhook's selector: a mismatch is a failure naming both; the same pods written otherwise is ok", async () => {
+    const drifted = await checkJson(await healthy({ objectSelector: { matchLabels: { 'app.kubernetes.io/name': 'envoy' } } }));
+    assert.equal(drifted.run.code, 1);
+    const [finding] = only(drifted.report, 'webhook.selector');
+    assert.equal(finding?.status, 'failure');
+    assert.match(finding?.message ?? '', /the objectSelector \{"matchLabels":\{"app\.kubernetes\.io\/name":"envoy"\}\} and the webhook's selector app=envoy \(SHUTDOWN_MANAGER_POD_SELECTOR or --pod-selector of its Deployment\) select different pods/);
+    assert.match(finding?.fix ?? '', /SHUTDOWN_MANAGER_POD_SELECTOR/);
+
+    // The Deployment changed alone, the objectSelector left behind.
+    const flagOnly = await checkJson(await healthy({ podSelector: 'app=edge-proxy' }));
+    assert.equal(statusOf(flagOnly.report, 'webhook.selector'), 'failure');
+    // No objectSelector at all: the API server sends every pod, the webhook injects app=envoy only.
+    const none = await checkJson(await healthy({ objectSelector: null }));
+    assert.equal(statusOf(none.report, 'webhook.selector'), 'failure');
+    assert.match(only(none.report, 'webhook.selector')[0]?.message ?? '', /the objectSelector \{\} and/);
+
+    // matchLabels against app=envoy, and no flag at all (the webhook's default app=envoy): the same pods.
+    const same = await checkJson(await healthy({ objectSelector: { matchLabels: { app: 'envoy' } }, podSelector: null }));
+    assert.equal(statusOf(same.report, 'webhook.selector'), 'ok');
+    assert.match(only(same.report, 'webhook.selector')[0]?.message ?? '', /select the same pods/);
   });
 });
 

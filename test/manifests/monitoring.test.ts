@@ -117,6 +117,42 @@ function exposition(text: string): { names: Set<string>; labels: Map<string, Map
   return { names, labels };
 }
 
+/** Where each alert's runbook is, as its runbook_url links it. */
+const RUNBOOK_FILE = 'docs/operations/alerts.md';
+const RUNBOOK_BASE = `https://github.com/envoy-shutdown-manager/envoy-shutdown-manager/blob/main/${RUNBOOK_FILE}`;
+
+/** GitHub's anchor for a heading: lower case, punctuation other than - and _ dropped, spaces as -. */
+function githubAnchor(heading: string): string {
+  return heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+}
+
+/** The anchors of a Markdown file's ATX headings (outside code blocks). */
+function markdownAnchors(markdown: string): Set<string> {
+  const anchors = new Set<string>();
+  let fenced = false;
+  for (const line of markdown.split('\n')) {
+    if (line.startsWith('```')) fenced = !fenced;
+    const heading = fenced ? null : /^#{1,6}\s+(.+?)\s*#*\s*$/.exec(line);
+    if (heading) anchors.add(githubAnchor(heading[1] as string));
+  }
+  return anchors;
+}
+
+/**
+ * What the Kubernetes API server exports about its calls to admission webhooks, with its labels
+ * (k8s.io/apiserver/pkg/admission/metrics/metrics.go; the fail-open count since Kubernetes 1.24). The alerts
+ * that read them match `name` on the webhook's name and `type` on admit, the stepType of mutating webhooks.
+ */
+const API_SERVER_METRICS: Readonly<Record<string, readonly string[]>> = {
+  apiserver_admission_webhook_fail_open_count: ['name', 'type'],
+  apiserver_admission_webhook_rejection_count: ['name', 'type', 'operation', 'error_type', 'rejection_code'],
+};
+/** The values the API server gives those labels (error_type: the three WebhookRejectionErrorType constants). */
+const API_SERVER_LABEL_VALUES: Readonly<Record<string, readonly string[]>> = {
+  type: ['admit', 'validating'],
+  error_type: ['calling_webhook_error', 'apiserver_internal_error', 'no_error'],
+};
+
 /** The values a README Metrics table row lists in backticks for `metric`, e.g. the states of drain_state. */
 function documentedValues(readme: string, metric: string): Set<string> {
   const row = readme.split('\n').find((line) => line.startsWith(`| \`${metric}`));
@@ -193,20 +229,48 @@ describe('manifests/monitoring', () => {
     assert.ok(queries.some(({ expr }) => readPromql(expr).metrics.includes(LAG_METRIC)), 'an alert reads the lag check reads');
   });
 
-  test('the alerts: webhook down, webhook errors, denials, drains at their deadline, load-balancer lag near it, admin API unreachable; each with severity, summary and description', () => {
+  test('the alerts: webhook down, errors, denials, certificate expiry, fail-open and refused calls, drains at their deadline, load-balancer lag near it, admin API unreachable; each with severity, summary and description', () => {
     assert.deepEqual(rules.map((entry) => entry.alert).sort(), [
       'ShutdownManagerDrainAtDeadline',
       'ShutdownManagerEnvoyAdminUnreachable',
       'ShutdownManagerLoadBalancerLagNearDeadline',
       'ShutdownManagerPodsDenied',
+      'ShutdownManagerWebhookCallsRejected',
+      'ShutdownManagerWebhookCertificateExpiresSoon',
+      'ShutdownManagerWebhookCertificateNearlyExpired',
       'ShutdownManagerWebhookDown',
       'ShutdownManagerWebhookErrors',
+      'ShutdownManagerWebhookFailOpen',
     ]);
     for (const entry of rules) {
       assert.ok(['warning', 'critical', 'info'].includes(getString(entry, ['labels', 'severity'])), String(entry.alert));
       getString(entry, ['annotations', 'summary']);
       getString(entry, ['annotations', 'description']);
     }
+  });
+
+  test('every alert has a for: (0s only where keep_firing_for holds a condition that lasts one drain)', () => {
+    for (const entry of rules) {
+      const wait = getString(entry, ['for'], `alert ${String(entry.alert)}: `);
+      assert.match(wait, /^(\d+[smh])+$/, `alert ${String(entry.alert)}: for: ${wait}`);
+      if (/^0[smh]$/.test(wait)) assert.equal(typeof entry.keep_firing_for, 'string', `alert ${String(entry.alert)}: for: 0s without keep_firing_for`);
+    }
+  });
+
+  test("every alert's runbook_url is its own section of docs/operations/alerts.md on GitHub", async () => {
+    const headings = markdownAnchors(await readFile(join(REPO_ROOT, RUNBOOK_FILE), 'utf8'));
+    for (const entry of rules) {
+      const url = getString(entry, ['annotations', 'runbook_url'], `alert ${String(entry.alert)}: `);
+      assert.ok(url.startsWith(`${RUNBOOK_BASE}#`), `alert ${String(entry.alert)}: ${url} is not under ${RUNBOOK_BASE}`);
+      const anchor = url.slice(RUNBOOK_BASE.length + 1);
+      assert.equal(anchor, githubAnchor(String(entry.alert)), `alert ${String(entry.alert)}: links another alert's section (${anchor})`);
+      assert.ok(headings.has(anchor), `alert ${String(entry.alert)}: ${RUNBOOK_FILE} has no heading for #${anchor}`);
+    }
+  });
+
+  test('the runbook test can fail: a heading missing from the file is not an anchor of it', () => {
+    assert.equal(markdownAnchors('# Title\n\n## ShutdownManagerWebhookDown\n\ntext ## not a heading\n').has('not-a-heading'), false);
+    assert.deepEqual([...markdownAnchors('## ShutdownManagerWebhookDown\n### Two words, here\n')], ['shutdownmanagerwebhookdown', 'two-words-here']);
   });
 
   test('the dashboard: the panels asked for, a Prometheus data source variable, unique ids, no overlapping panels', () => {
@@ -243,13 +307,33 @@ describe('every query of the dashboard and the alerts, against what a running we
     exported = (await scrapeWebhook()) + [...sidecarScrapes.values()].join('');
   });
 
-  test('names only exported metrics', () => {
+  test("names only exported metrics: the webhook's and the sidecar's, or the API server's own", () => {
     const { names } = exposition(exported);
     for (const { where, expr } of queries) {
       const { metrics } = readPromql(expr);
       assert.ok(metrics.length > 0, `${where}: no metric in ${expr}`);
-      for (const metric of metrics) assert.ok(names.has(metric), `${where}: ${metric} is not exported`);
+      for (const metric of metrics) assert.ok(names.has(metric) || metric in API_SERVER_METRICS, `${where}: ${metric} is not exported`);
     }
+  });
+
+  test("the API server's metrics: their own labels, this webhook's name, and admit", async () => {
+    const configuration = findOne(await resolveKustomization(join(MANIFESTS_DIR, 'base')), 'MutatingWebhookConfiguration');
+    const webhookName = getString(configuration, ['webhooks', 0, 'name']);
+    let read = 0;
+    for (const { where, expr } of queries) {
+      const matchers = readPromql(expr).matchers.filter(({ metric }) => metric in API_SERVER_METRICS);
+      if (matchers.length === 0) continue;
+      read += 1;
+      for (const { metric, label, value } of matchers) {
+        assert.ok(API_SERVER_METRICS[metric]?.includes(label), `${where}: ${metric} has no label ${label}`);
+        const known = label === 'name' ? [webhookName] : (API_SERVER_LABEL_VALUES[label] ?? []);
+        assert.ok(known.includes(value), `${where}: ${metric}{${label}="${value}"} (expected one of ${known.join(', ')})`);
+      }
+      const get = (label: string): string | undefined => matchers.find((matcher) => matcher.label === label)?.value;
+      assert.equal(get('name'), webhookName, `${where}: matches the webhook by name`);
+      assert.equal(get('type'), 'admit', `${where}: a mutating webhook's calls are type admit`);
+    }
+    assert.equal(read, 2, 'the fail-open and the refused-calls alerts');
   });
 
   test("matches only labels the metric has, on values it exports or the README's Metrics table lists", async () => {
@@ -257,7 +341,7 @@ describe('every query of the dashboard and the alerts, against what a running we
     const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
     for (const { where, expr } of queries) {
       for (const { metric, label, op, value } of readPromql(expr).matchers) {
-        if (TARGET_LABELS.has(label)) continue;
+        if (TARGET_LABELS.has(label) || metric in API_SERVER_METRICS) continue;
         const values = labels.get(metric)?.get(label);
         assert.ok(values !== undefined, `${where}: ${metric} has no label ${label}`);
         const known = new Set([...values, ...documentedValues(readme, metric)]);
@@ -267,11 +351,15 @@ describe('every query of the dashboard and the alerts, against what a running we
     }
   });
 
-  test("the README's Metrics table lists every shutdown_manager metric exported, and the Monitoring section every alert", async () => {
+  test("the README's Metrics table lists every shutdown_manager metric exported, and docs/operations/alerts.md every alert", async () => {
     const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
     const ours = [...exposition(exported).names].filter((name) => name.startsWith('shutdown_manager_')).map((name) => name.replace(/_(bucket|sum|count)$/, ''));
     for (const name of new Set(ours)) assert.ok(readme.includes(`| \`${name}`), `README Metrics table: ${name}`);
-    for (const entry of rules) assert.ok(readme.includes(`| \`${String(entry.alert)}\` |`), `README Monitoring table: ${String(entry.alert)}`);
+    const runbooks = await readFile(join(REPO_ROOT, RUNBOOK_FILE), 'utf8');
+    for (const entry of rules) {
+      assert.ok(runbooks.includes(`\n## ${String(entry.alert)}\n`), `${RUNBOOK_FILE}: a section ## ${String(entry.alert)}`);
+      assert.ok(runbooks.includes(`| [${String(entry.alert)}](#${githubAnchor(String(entry.alert))}) |`), `${RUNBOOK_FILE}: a row of the table for ${String(entry.alert)}`);
+    }
   });
 
   test("the drain metrics behave as the deadline alert reads them: a drained sidecar has time left, a cut one none, with connections open", () => {
@@ -395,7 +483,11 @@ describe("promtool: the load-balancer lag alert, and check's query", { skip: pro
     const alert = { eval_time: '', alertname: 'ShutdownManagerLoadBalancerLagNearDeadline', exp_alerts: [] as JsonObject[] };
     const firing = {
       exp_labels: { namespace: 'edge', pod: 'envoy-7d9f-a', container: 'shutdown-manager', endpoint: 'shutdown-mgr', [CONTROLLER_KIND_LABEL]: 'ReplicaSet', [CONTROLLER_NAME_LABEL]: 'envoy-7d9f', severity: 'warning' },
-      exp_annotations: { summary: summary('envoy-7d9f-a', '4m 10s'), description: getString(lagRule, ['annotations', 'description']) },
+      exp_annotations: {
+        summary: summary('envoy-7d9f-a', '4m 10s'),
+        description: getString(lagRule, ['annotations', 'description']),
+        runbook_url: getString(lagRule, ['annotations', 'runbook_url']),
+      },
     };
     const result = await promtoolTest([
       {

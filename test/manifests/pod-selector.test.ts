@@ -5,8 +5,11 @@
  * call, injected against the configuration).
  */
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { parseAllDocuments } from 'yaml';
 import { describe, it } from 'node:test';
 import { canonicalLabelSelector, formatLabelSelector, fromObjectSelector, matchesLabels, parseLabelSelector, type LabelSelector } from '../../src/config/label-selector.js';
 import { envName } from '../../src/config/settings.js';
@@ -17,6 +20,7 @@ import {
   findOne,
   getArray,
   getObject,
+  isObject,
   MANIFESTS_DIR,
   resolveKustomization,
   selects,
@@ -78,6 +82,68 @@ describe('objectSelector and --pod-selector', () => {
     );
     assert.throws(() => assertAgree(drifted, 'drifted'), /select different pods/);
   });
+});
+
+/** `kubectl kustomize dir` (kustomize itself), or undefined without kubectl. */
+function kubectlKustomize(dir: string): JsonObject[] | undefined {
+  const result = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8', timeout: 20_000 });
+  if (result.error !== undefined) return undefined;
+  assert.equal(result.status, 0, result.stderr);
+  return parseAllDocuments(result.stdout).map((doc) => doc.toJS() as JsonObject);
+}
+
+/** kustomize drops the annotations a patch emptied (manifests/self-signed removes cert-manager's only one); JSON patch keeps {}. */
+function withoutEmptyAnnotations(value: JsonObject): JsonObject {
+  const metadata = getObject(value, ['metadata']);
+  if (!isObject(metadata.annotations) || Object.keys(metadata.annotations).length > 0) return value;
+  const { annotations: _, ...rest } = metadata;
+  return { ...value, metadata: rest };
+}
+
+const keyOf = (value: JsonObject): string => `${String(value.kind)}/${String(getObject(value, ['metadata']).name)}`;
+
+/** manifests/base copied to a temporary directory, with its Deployment's SHUTDOWN_MANAGER_POD_SELECTOR set to `selector`. */
+async function baseWithSelector(selector: string): Promise<{ dir: string; remove: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'esm-selector-'));
+  await cp(join(MANIFESTS_DIR, 'base'), dir, { recursive: true });
+  const path = join(dir, 'deployment.yaml');
+  const text = await readFile(path, 'utf8');
+  const edited = text.replace(/(- name: SHUTDOWN_MANAGER_POD_SELECTOR\n\s+value: ).*/, `$1${selector}`);
+  assert.notEqual(edited, text, 'deployment.yaml sets SHUTDOWN_MANAGER_POD_SELECTOR');
+  await writeFile(path, edited);
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+describe('one selector: the objectSelector is made from SHUTDOWN_MANAGER_POD_SELECTOR', () => {
+  it('a selector changed in the Deployment alone changes the objectSelector too (the replacements of manifests/base)', async (t) => {
+    const { dir, remove } = await baseWithSelector('app.kubernetes.io/name=envoy-proxy');
+    try {
+      const docs = await resolveKustomization(dir);
+      const { flag } = assertAgree(docs, 'base with another selector');
+      assert.equal(formatLabelSelector(flag), 'app.kubernetes.io/name=envoy-proxy');
+      const objectSelector = getObject(findOne(docs, 'MutatingWebhookConfiguration'), ['webhooks', 0, 'objectSelector']);
+      assert.equal(selects(objectSelector, { 'app.kubernetes.io/name': 'envoy-proxy' }), true);
+      assert.equal(selects(objectSelector, { app: 'envoy' }), false, 'the old selector is gone');
+
+      // kustomize itself, where kubectl is installed: the same objects.
+      const rendered = kubectlKustomize(dir);
+      if (rendered === undefined) return t.skip('kubectl is not installed: the replacement was checked with the tests\' own kustomize only');
+      const configuration = rendered.find((value) => value.kind === 'MutatingWebhookConfiguration');
+      assert.deepEqual(getObject(configuration, ['webhooks', 0, 'objectSelector']), objectSelector);
+    } finally {
+      await remove();
+    }
+  });
+
+  for (const dir of [MANIFESTS_DIR, join(MANIFESTS_DIR, 'base'), join(MANIFESTS_DIR, 'self-signed')]) {
+    it(`${relative(REPO_ROOT, dir)}: kubectl kustomize renders exactly what these tests resolve`, async (t) => {
+      const rendered = kubectlKustomize(dir);
+      if (rendered === undefined) return t.skip('kubectl is not installed');
+      const resolved = (await resolveKustomization(dir)).map(({ value }) => withoutEmptyAnnotations(value));
+      assert.deepEqual(rendered.map(keyOf).sort(), resolved.map(keyOf).sort());
+      for (const value of resolved) assert.deepEqual(rendered.find((other) => keyOf(other) === keyOf(value)), value, keyOf(value));
+    });
+  }
 });
 
 /** The YAML block that follows `<!-- overlay: name -->` in the README. */

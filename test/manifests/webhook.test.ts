@@ -57,7 +57,8 @@ describe('MutatingWebhookConfiguration', () => {
   });
 
   it('selects pods labelled app: envoy, and not the webhook itself', () => {
-    assert.deepEqual(getObject(webhook, ['objectSelector', 'matchLabels']), { app: 'envoy' });
+    // Written as an expression, whose key and value the base's replacements fill from SHUTDOWN_MANAGER_POD_SELECTOR.
+    assert.deepEqual(getObject(webhook, ['objectSelector']), { matchExpressions: [{ key: 'app', operator: 'In', values: ['envoy'] }] });
     assert.equal(selects(webhook.objectSelector, { app: 'envoy', 'pod-template-hash': 'abc' }), true);
     assert.equal(selects(webhook.objectSelector, { app: 'nginx' }), false);
     assert.equal(selects(webhook.objectSelector, podLabels), false, 'the webhook pods must not match');

@@ -27,7 +27,14 @@ export interface WebhookOptions {
   readonly caBundle?: string;
   /** No MutatingWebhookConfiguration at all. */
   readonly configuration?: boolean;
+  /** The webhook's objectSelector; by default what manifests/base renders (app In (envoy)); null: none. */
+  readonly objectSelector?: Record<string, unknown> | null;
+  /** The Deployment's SHUTDOWN_MANAGER_POD_SELECTOR; by default app=envoy; null: not set (the webhook's default). */
+  readonly podSelector?: string | null;
 }
+
+/** The objectSelector manifests/base renders from SHUTDOWN_MANAGER_POD_SELECTOR=app=envoy. */
+export const INSTALLED_OBJECT_SELECTOR = { matchExpressions: [{ key: 'app', operator: 'In', values: ['envoy'] }] };
 
 export interface CheckCluster {
   readonly fake: FakeKubeApi;
@@ -87,6 +94,8 @@ export async function installWebhook(fake: FakeKubeApi, options: WebhookOptions 
     fake.addWebhookConfiguration('shutdown-manager.io', ['inject.shutdown-manager.io'], options.caBundle ?? certificate.caCertPem);
     const webhook = fake.webhookConfigurations.get('shutdown-manager.io')?.webhooks[0] as Record<string, unknown>;
     Object.assign(webhook, { failurePolicy: 'Ignore', timeoutSeconds: 5 });
+    const objectSelector = options.objectSelector === undefined ? INSTALLED_OBJECT_SELECTOR : options.objectSelector;
+    if (objectSelector !== null) webhook.objectSelector = objectSelector;
   }
   const metadata = { name: SERVICE_NAME, namespace: WEBHOOK_NAMESPACE };
   fake.addObject({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: WEBHOOK_NAMESPACE } });
@@ -114,7 +123,10 @@ export async function installWebhook(fake: FakeKubeApi, options: WebhookOptions 
               name: 'webhook',
               image: DEFAULT_SIDECAR_IMAGE,
               args: ['mode=webhook', '--tls-cert-file=/etc/webhook/certs/tls.crt'],
-              env: [{ name: 'SHUTDOWN_MANAGER_SIDECAR_IMAGE', value: DEFAULT_SIDECAR_IMAGE }, { name: 'SHUTDOWN_MANAGER_POD_SELECTOR', value: 'app=envoy' }],
+              env: [
+                { name: 'SHUTDOWN_MANAGER_SIDECAR_IMAGE', value: DEFAULT_SIDECAR_IMAGE },
+                ...(options.podSelector === null ? [] : [{ name: 'SHUTDOWN_MANAGER_POD_SELECTOR', value: options.podSelector ?? 'app=envoy' }]),
+              ],
             },
           ],
           volumes: [{ name: 'tls', secret: { secretName: 'envoy-shutdown-manager-tls' } }],

@@ -99,11 +99,22 @@ export interface ConfigMapGenerator {
   readonly labels: Readonly<Record<string, string>>;
 }
 
+/**
+ * A kustomize replacement, the subset manifests/base uses: a source field (optionally one part of it, split on a
+ * delimiter) copied into fields of other objects, each selected by kind and name. Field paths are kustomize's:
+ * dot-separated keys, list indices, and `[key=value]` to pick a list item.
+ */
+export interface KustomizeReplacement {
+  readonly source: { readonly kind: string; readonly name: string; readonly fieldPath: string; readonly delimiter?: string; readonly index?: number };
+  readonly targets: readonly { readonly kind: string; readonly name: string; readonly fieldPaths: readonly string[] }[];
+}
+
 export interface Kustomization {
   readonly dir: string;
   readonly resources: readonly string[];
   readonly patches: readonly KustomizePatch[];
   readonly configMapGenerator: readonly ConfigMapGenerator[];
+  readonly replacements: readonly KustomizeReplacement[];
 }
 
 export async function loadKustomization(dir: string): Promise<Kustomization> {
@@ -115,15 +126,107 @@ export async function loadKustomization(dir: string): Promise<Kustomization> {
   assert.equal(doc.kind, 'Kustomization', `${name}: kind`);
   // The tests resolve resources and patches themselves; any other transformer (namespace:, images...)
   // would make what they check differ from what kubectl applies.
-  const keys = Object.keys(doc).filter((key) => key !== 'patches' && key !== 'configMapGenerator').sort();
-  assert.deepEqual(keys, ['apiVersion', 'kind', 'resources'], `${name}: only resources, patches and configMapGenerator are supported`);
+  const keys = Object.keys(doc).filter((key) => !['patches', 'configMapGenerator', 'replacements'].includes(key)).sort();
+  assert.deepEqual(keys, ['apiVersion', 'kind', 'resources'], `${name}: only resources, patches, configMapGenerator and replacements are supported`);
   const resources = getArray(doc, ['resources'], `${name}: `);
   for (const entry of resources) assert.equal(typeof entry, 'string', `${name}: resources entries are paths`);
   const patches = ((doc.patches ?? []) as unknown[]).map((patch, index) => loadPatch(patch, `${name} patches.${index}: `));
   const configMapGenerator = ((doc.configMapGenerator ?? []) as unknown[]).map((entry, index) =>
     loadConfigMapGenerator(entry, `${name} configMapGenerator.${index}: `),
   );
-  return { dir, resources: resources as string[], patches, configMapGenerator };
+  const replacements = ((doc.replacements ?? []) as unknown[]).map((entry, index) => loadReplacement(entry, `${name} replacements.${index}: `));
+  return { dir, resources: resources as string[], patches, configMapGenerator, replacements };
+}
+
+/** A replacement of the supported subset; anything else (a target's options, select by label...) fails. */
+function loadReplacement(entry: unknown, where: string): KustomizeReplacement {
+  assert.ok(isObject(entry), `${where}not a mapping`);
+  assert.deepEqual(Object.keys(entry).sort(), ['source', 'targets'], `${where}source and targets only`);
+  const source = getObject(entry, ['source'], where);
+  assert.deepEqual(Object.keys(source).filter((key) => !['kind', 'name', 'fieldPath', 'options'].includes(key)), [], `${where}source: kind, name, fieldPath and options only`);
+  const options = (source.options ?? {}) as Record<string, unknown>;
+  assert.deepEqual(Object.keys(options).filter((key) => key !== 'delimiter' && key !== 'index'), [], `${where}source options: delimiter and index only`);
+  const targets = getArray(entry, ['targets'], where).map((target, index) => {
+    const at = `${where}targets.${index}: `;
+    assert.ok(isObject(target), `${at}not a mapping`);
+    assert.deepEqual(Object.keys(target).sort(), ['fieldPaths', 'select'], `${at}select and fieldPaths only`);
+    const select = getObject(target, ['select'], at);
+    assert.deepEqual(Object.keys(select).sort(), ['kind', 'name'], `${at}select by kind and name only`);
+    const fieldPaths = getArray(target, ['fieldPaths'], at);
+    for (const path of fieldPaths) assert.equal(typeof path, 'string', `${at}fieldPaths are strings`);
+    return { kind: getString(select, ['kind'], at), name: getString(select, ['name'], at), fieldPaths: fieldPaths as string[] };
+  });
+  return {
+    source: {
+      kind: getString(source, ['kind'], where),
+      name: getString(source, ['name'], where),
+      fieldPath: getString(source, ['fieldPath'], where),
+      ...(typeof options.delimiter === 'string' ? { delimiter: options.delimiter } : {}),
+      ...(typeof options.index === 'number' ? { index: options.index } : {}),
+    },
+    targets,
+  };
+}
+
+/** A kustomize field path as steps: keys, list indices, and `[key=value]` list items. */
+function fieldSteps(path: string): string[] {
+  return path.match(/\[[^\]]*\]|[^.]+/g) ?? [];
+}
+
+/** Walks one step: the container the step names, where it is, or undefined. */
+function step(current: unknown, name: string): { holder: Record<string, unknown> | unknown[]; key: string | number } | undefined {
+  const item = /^\[([^=\]]+)=([^\]]*)\]$/.exec(name);
+  if (item) {
+    if (!Array.isArray(current)) return undefined;
+    const index = current.findIndex((candidate) => isObject(candidate) && candidate[item[1] as string] === item[2]);
+    return index === -1 ? undefined : { holder: current, key: index };
+  }
+  if (Array.isArray(current)) return /^\d+$/.test(name) && Number(name) < current.length ? { holder: current, key: Number(name) } : undefined;
+  return isObject(current) && Object.hasOwn(current, name) ? { holder: current, key: name } : undefined;
+}
+
+/** Where a field path ends (its last step's container and key); fails naming the path when a step is missing. */
+function locate(value: JsonObject, path: string, where: string): { holder: Record<string, unknown> | unknown[]; key: string | number } {
+  let current: unknown = value;
+  let found: ReturnType<typeof step>;
+  for (const name of fieldSteps(path)) {
+    found = step(current, name);
+    assert.ok(found, `${where}: ${path} not found (at ${name})`);
+    current = (found.holder as Record<string | number, unknown>)[found.key];
+  }
+  assert.ok(found, `${where}: empty field path`);
+  return found;
+}
+
+function findTarget(docs: readonly ManifestDoc[], kind: string, name: string, where: string): ManifestDoc {
+  const matches = docs.filter((doc) => doc.value.kind === kind && get(doc.value, ['metadata', 'name']) === name);
+  assert.equal(matches.length, 1, `${where}: ${kind} ${name} must match exactly one object`);
+  return matches[0] as ManifestDoc;
+}
+
+/** Applies replacements as kustomize does: the source's value (or its part) written over each target field. */
+function applyReplacements(docs: ManifestDoc[], replacements: readonly KustomizeReplacement[], where: string): ManifestDoc[] {
+  for (const { source, targets } of replacements) {
+    const from = findTarget(docs, source.kind, source.name, where);
+    const at = locate(from.value, source.fieldPath, `${where} source`);
+    let value = (at.holder as Record<string | number, unknown>)[at.key];
+    if (source.delimiter !== undefined) {
+      const parts = String(value).split(source.delimiter);
+      const index = source.index ?? 0;
+      assert.ok(index >= 0 && index < parts.length, `${where}: ${JSON.stringify(value)} has no part ${index} split on ${JSON.stringify(source.delimiter)}`);
+      value = parts[index];
+    }
+    for (const target of targets) {
+      const doc = findTarget(docs, target.kind, target.name, where);
+      const patched = structuredClone(doc.value);
+      for (const path of target.fieldPaths) {
+        const field = locate(patched, path, `${where} target`);
+        (field.holder as Record<string | number, unknown>)[field.key] = structuredClone(value);
+      }
+      docs[docs.indexOf(doc)] = { file: doc.file, value: patched };
+    }
+  }
+  return docs;
 }
 
 /** Files only, and a fixed name: a hashed name would differ from what the tests compare with by name. */
@@ -240,7 +343,7 @@ export async function isDirectory(path: string): Promise<boolean> {
 
 /** What `kubectl apply -k dir` sends, given that our kustomizations only list resources and inline patches. */
 export async function resolveKustomization(dir: string): Promise<ManifestDoc[]> {
-  const { resources, patches, configMapGenerator } = await loadKustomization(dir);
+  const { resources, patches, configMapGenerator, replacements } = await loadKustomization(dir);
   const docs: ManifestDoc[] = [];
   for (const entry of resources) {
     const path = join(dir, entry);
@@ -261,7 +364,8 @@ export async function resolveKustomization(dir: string): Promise<ManifestDoc[]> 
     if (Object.keys(generator.labels).length > 0) metadata.labels = { ...generator.labels };
     docs.push({ file: where, value: { apiVersion: 'v1', kind: 'ConfigMap', metadata, data } });
   }
-  return applyPatches(docs, patches, where);
+  // As kustomize orders its transformers: patches, then replacements.
+  return applyReplacements(applyPatches(docs, patches, where), replacements, where);
 }
 
 /** The one object of that kind (and name, if given); fails when there are none or several. */

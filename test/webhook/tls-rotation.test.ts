@@ -1,14 +1,25 @@
-/** cert-manager rotates the serving certificate in place: new TLS connections must see it without a restart. */
+/**
+ * cert-manager rotates the serving certificate in place: new TLS connections must see it without a restart, and
+ * the expiry the alerts read (shutdown_manager_webhook_certificate_expiry_timestamp_seconds) must be the new one's.
+ */
 import assert from 'node:assert/strict';
-import { rename, writeFile } from 'node:fs/promises';
+import { X509Certificate } from 'node:crypto';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { connect } from 'node:tls';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { localCertificates, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+import { generateCertificates } from '../../src/certs/generate.js';
+import { sampleOf } from '../support/prometheus.js';
+import { httpsRequest, localCertificates, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+
+const EXPIRY = 'shutdown_manager_webhook_certificate_expiry_timestamp_seconds';
 
 let webhook: RunningWebhook;
+/** The CA of the certificate served now: the first test rotates it. */
+let trustedCa = '';
 before(async () => {
   webhook = await startTestWebhook([], 100);
+  trustedCa = webhook.ca;
 });
 after(() => webhook.close());
 
@@ -54,6 +65,35 @@ test('a rotated certificate is served to new connections, a half-rotated pair is
   const rotated = await waitForFingerprintChange(original, 5_000);
   assert.notEqual(rotated, original, 'the new certificate was never served');
 
-  const expected = new (await import('node:crypto')).X509Certificate(next.certPem).fingerprint256;
+  const expected = new X509Certificate(next.certPem).fingerprint256;
   assert.equal(rotated, expected);
+  trustedCa = next.caCertPem;
+});
+
+/** The expiry the webhook exports, read over a connection that trusts `ca`. */
+async function exportedExpiry(ca: string): Promise<number | undefined> {
+  const answer = await httpsRequest(`${webhook.server.url}/metrics`, { ca, method: 'GET' });
+  assert.equal(answer.status, 200);
+  return sampleOf(answer.text, EXPIRY);
+}
+
+const notAfterSeconds = (pem: string): number => Date.parse(new X509Certificate(pem).validTo) / 1000;
+
+test('the expiry exported is the notAfter of the certificate served, before and after a rotation', async () => {
+  const servedNow = await readFile(webhook.certFile, 'utf8');
+  assert.equal(await exportedExpiry(trustedCa), notAfterSeconds(servedNow));
+
+  // Another validity than the served one's (2 days), so that a stale value cannot pass for the new one.
+  const next = await generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: 9 });
+  assert.notEqual(notAfterSeconds(next.certPem), notAfterSeconds(servedNow));
+  await replaceFile(webhook.keyFile, next.keyPem);
+  await replaceFile(webhook.certFile, next.certPem);
+  const deadline = Date.now() + 5_000;
+  let exported: number | undefined;
+  while (Date.now() < deadline) {
+    exported = await exportedExpiry(next.caCertPem).catch(() => undefined);
+    if (exported === notAfterSeconds(next.certPem)) break;
+    await sleep(50);
+  }
+  assert.equal(exported, notAfterSeconds(next.certPem), 'the expiry of the rotated certificate');
 });
