@@ -3,7 +3,8 @@
  * order the issue gives (what it does and why, install in three steps, verify with check, see it work, the
  * proof's headline, links into the docs, development last), and what it tells to run exists: the release's
  * manifests of this version, the kustomize directories, the Contour Component, check's flags, the demo's
- * scenarios, and `npm test` as the test command (the one CI runs: test/release/release.test.ts).
+ * scenarios, and `npm test` as the test command (the one CI runs: test/release/release.test.ts); and its
+ * headline of the proof is what docs/proof.md's committed table says.
  * Everything else lives in docs/, whose links test/docs/links.test.ts checks.
  */
 import assert from 'node:assert/strict';
@@ -11,6 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { readPatterns, type RowPattern } from '../e2e/fleet/proof-tables.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
@@ -95,4 +97,29 @@ test('the proof headline and the docs section link into docs/', () => {
   for (const page of ['docs/design.md', 'docs/distributions.md', 'docs/reference/configuration.md', 'docs/operations/monitoring.md', 'docs/operations/troubleshooting.md', 'docs/development.md']) {
     assert.ok(links.includes(page), page);
   }
+});
+
+test("the proof's headline is what docs/proof.md's load-balancer table says, row for row", () => {
+  const rows = readPatterns('lb-models', readFileSync(join(root, 'docs/proof.md'), 'utf8'));
+  const lost = (row: RowPattern): boolean => Object.entries(row.losses).some(([title, value]) => title !== 'killed' && value === 'non-zero');
+  const killed = (row: RowPattern): boolean => row.losses['killed'] === 'non-zero';
+  const of = (model: string, drain: string): RowPattern[] => rows.filter((row) => row.key.startsWith(model) && row.key.includes(drain));
+  assert.ok(rows.length > 0);
+  // "Without the sidecar, requests are lost behind every load balancer."
+  const controls = of('', 'no sidecar');
+  assert.ok(controls.length >= 5 && controls.every(lost), 'every control row lost requests');
+  // "A fixed check-delay above the load balancer's lag loses nothing."
+  const above = of('', 'fixed: check-delay').filter((row) => row.key.includes('(above the lag)'));
+  assert.ok(above.length >= 5 && above.every((row) => !lost(row) && row.checked === 'yes'), 'the fixed rule above the lag');
+  // "... lost nothing behind kube-proxy, the GKE-like L4 and the ALB-like L7 load balancers, and killed no pod."
+  for (const model of ['kube-proxy (Service)', 'kube-proxy, slow sync', 'L4, GKE-like', 'L7 pooling, ALB-like']) {
+    const [observed, ...more] = of(model, 'observed');
+    assert.ok(observed !== undefined && more.length === 0, model);
+    assert.ok(!lost(observed) && !killed(observed) && observed.checked === 'yes', `the observed rule behind ${model}`);
+  }
+  // "Behind a load balancer that keeps sending for about two minutes (AWS NLB-like IP targets), that rule does not protect reliably."
+  const [nlb] = of('L4, NLB-like', 'observed');
+  assert.ok(nlb?.key.includes('| 110-120 s |'), 'the NLB-like model keeps sending for about two minutes');
+  assert.match(nlb?.checked ?? '', /^no \(varies: 0 to [1-9]\d* lost/, 'and its verdict varies, with losses');
+  assert.match(readme, /about two minutes \(AWS NLB-like IP targets\), that rule does not\s+protect reliably/);
 });
