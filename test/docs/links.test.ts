@@ -62,6 +62,19 @@ for (const file of files) {
   });
 }
 
+test('every path of the repository the README and the docs name in code (`src/...`, `test/...`) exists', () => {
+  const missing: string[] = [];
+  let named = 0;
+  for (const file of files) {
+    for (const match of readFileSync(file, 'utf8').matchAll(/`((?:src|test|bench|tools|manifests|docs)\/[\w./-]+)`/g)) {
+      named += 1;
+      if (!existsSync(join(root, match[1] ?? ''))) missing.push(`${relative(root, file)}: ${match[1]}`);
+    }
+  }
+  assert.ok(named > 50, `the docs name ${named} paths: the pattern finds them`);
+  assert.deepEqual(missing, []);
+});
+
 test('every page of docs/ is reached from the README, through the links of the README and the docs', () => {
   const reached = new Set<string>();
   const queue = [join(root, 'README.md')];
