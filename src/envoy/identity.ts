@@ -41,8 +41,10 @@
  *   GET /ready, or a second stats read), so the first reads are judged by the counter alone, and a reset then
  *   is a doubt (the drain holds to its deadline), never a replacement.
  * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
- *   parent keeps serving its connections; whether the parent's accepted admin connections close then is not
- *   modelled here (issue 28, item 2).
+ *   parent keeps serving its connections and keeps the admin connections it accepted, the witness among them
+ *   (InstanceImpl::shutdownAdmin closes only the listen socket). So the child's reads arrive while the witness
+ *   stays open, and a counter that went down reads as a reset. The trail cannot tell; the drain does, from the
+ *   restart epoch read with the counts (drain.ts, followHotRestart).
  * - An idle admin connection closed by something else while Envoy lives (a proxy's idle timeout, Envoy's
  *   proactive drain of idle connections on a listener that proxies to the admin API): that close, with a counter
  *   reset in the same interval, reads as a replacement.

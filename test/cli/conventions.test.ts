@@ -263,17 +263,16 @@ describe('YAML errors are one line: the input, the document, the line', () => {
   });
 });
 
-describe("README's Offline injection usage lines", () => {
-  /** The section's sh commands that take several inputs, as `inject ARGS` with their redirections. */
-  async function readmeLines(): Promise<string[]> {
-    const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8');
-    const section = readme.slice(readme.indexOf('## Offline injection'), readme.indexOf('\n## ', readme.indexOf('## Offline injection') + 1));
-    const block = /^```sh\n([\s\S]*?)^```$/m.exec(section)?.[1] ?? '';
+describe("docs/offline-injection.md's usage lines", () => {
+  /** The page's first sh block's commands that take several inputs, as `inject ARGS` with their redirections. */
+  async function usageLines(): Promise<string[]> {
+    const page = await readFile(new URL('../../docs/offline-injection.md', import.meta.url), 'utf8');
+    const block = /^```sh\n([\s\S]*?)^```$/m.exec(page)?.[1] ?? '';
     return block.split('\n').filter((line) => line.startsWith('npm run -s inject -- ') && !/-f (envoy\.yaml|-) /.test(line));
   }
 
   test('run as written (files, a directory, -, -R, several -f), each input is in the output, in order', async () => {
-    const lines = await readmeLines();
+    const lines = await usageLines();
     assert.equal(lines.length, 2, lines.join('\n'));
     await writeFile(join(directory, 'envoy.yaml'), pod('envoy'));
     await mkdir(join(directory, 'gateway'), { recursive: true });

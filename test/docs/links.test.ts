@@ -62,6 +62,38 @@ for (const file of files) {
   });
 }
 
+test('every path of the repository the README and the docs name in code (`src/...`, `test/...`) exists', () => {
+  const missing: string[] = [];
+  let named = 0;
+  for (const file of files) {
+    for (const match of readFileSync(file, 'utf8').matchAll(/`((?:src|test|bench|tools|manifests|docs)\/[\w./-]+)`/g)) {
+      named += 1;
+      if (!existsSync(join(root, match[1] ?? ''))) missing.push(`${relative(root, file)}: ${match[1]}`);
+    }
+  }
+  assert.ok(named > 50, `the docs name ${named} paths: the pattern finds them`);
+  assert.deepEqual(missing, []);
+});
+
+test('every page of docs/ is reached from the README, through the links of the README and the docs', () => {
+  const reached = new Set<string>();
+  const queue = [join(root, 'README.md')];
+  while (queue.length > 0) {
+    const file = queue.shift() as string;
+    if (reached.has(file) || !existsSync(file) || !file.endsWith('.md')) continue;
+    reached.add(file);
+    for (const target of relativeLinks(readFileSync(file, 'utf8'))) {
+      const [path = ''] = target.split('#');
+      if (path !== '') queue.push(resolve(dirname(file), decodeURIComponent(path)));
+    }
+  }
+  assert.deepEqual(
+    files.filter((file) => !reached.has(file)).map((file) => relative(root, file)),
+    [],
+    'pages nothing links to',
+  );
+});
+
 test('the anchor rule, and a broken link is caught (a control on the checker)', () => {
   assert.deepEqual([...anchorsOf("## What the drain promises\n## Envoy's release\n## `/shutdown`, protected\n## A\n## A")], [
     'what-the-drain-promises',

@@ -1,5 +1,5 @@
 /**
- * Contour, end to end, as the README's recipe has a user do it: Contour's Envoy DaemonSet as Contour renders
+ * Contour, end to end, as the recipe of docs/distributions.md has a user do it: Contour's Envoy DaemonSet as Contour renders
  * it (test/fixtures/contour/03-envoy.yaml), the recipe's kustomize Component (manifests/contour) removing
  * Contour's shutdown-manager, `kubectl kustomize`, a pod of that DaemonSet sent to the running webhook over
  * HTTPS, and the injected pod run by the kubelet simulator with real mounts and users: the Envoy emulator
@@ -104,7 +104,7 @@ async function holdConnections(t: TestContext, simulated: SimulatedPod): Promise
   return held;
 }
 
-describe("Contour's Envoy with the README's recipe", () => {
+describe("Contour's Envoy with the documented recipe", () => {
   test('the webhook finds the socket, mounts its volume and runs the sidecar as Envoy\'s user; the drain goes over the socket and counts TCP-proxy connections', async (t) => {
     const reason = cannotRun();
     if (reason !== undefined) return t.skip(reason);

@@ -2,7 +2,7 @@
  * manifests/monitoring: the PodMonitors scrape what the webhook and the injected sidecar serve, and every
  * query of the dashboard and the alerts names only metrics, labels and label values that a running webhook
  * and sidecar export (scraped here after real reviews and real drains), so that no panel or alert is silently
- * empty. The README documents every metric exported and every alert.
+ * empty. docs/operations/monitoring.md documents every metric exported and every alert.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -153,9 +153,12 @@ const API_SERVER_LABEL_VALUES: Readonly<Record<string, readonly string[]>> = {
   error_type: ['calling_webhook_error', 'apiserver_internal_error', 'no_error'],
 };
 
-/** The values a README Metrics table row lists in backticks for `metric`, e.g. the states of drain_state. */
-function documentedValues(readme: string, metric: string): Set<string> {
-  const row = readme.split('\n').find((line) => line.startsWith(`| \`${metric}`));
+/** Where the metrics are documented. */
+const MONITORING_DOC = 'docs/operations/monitoring.md';
+
+/** The values a Metrics table row of docs/operations/monitoring.md lists in backticks for `metric`, e.g. the states of drain_state. */
+function documentedValues(page: string, metric: string): Set<string> {
+  const row = page.split('\n').find((line) => line.startsWith(`| \`${metric}`));
   return new Set([...(row ?? '').split('|').slice(3).join('|').matchAll(/`([^`]+)`/g)].map((match) => match[1] as string));
 }
 
@@ -336,25 +339,25 @@ describe('every query of the dashboard and the alerts, against what a running we
     assert.equal(read, 2, 'the fail-open and the refused-calls alerts');
   });
 
-  test("matches only labels the metric has, on values it exports or the README's Metrics table lists", async () => {
+  test("matches only labels the metric has, on values it exports or the Metrics table of the monitoring docs lists", async () => {
     const { labels } = exposition(exported);
-    const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
+    const page = await readFile(join(REPO_ROOT, MONITORING_DOC), 'utf8');
     for (const { where, expr } of queries) {
       for (const { metric, label, op, value } of readPromql(expr).matchers) {
         if (TARGET_LABELS.has(label) || metric in API_SERVER_METRICS) continue;
         const values = labels.get(metric)?.get(label);
         assert.ok(values !== undefined, `${where}: ${metric} has no label ${label}`);
-        const known = new Set([...values, ...documentedValues(readme, metric)]);
+        const known = new Set([...values, ...documentedValues(page, metric)]);
         const wanted = op === '=' || op === '!=' ? [value] : value.split('|');
         for (const one of wanted) assert.ok(known.has(one), `${where}: ${metric}{${label}} has no value ${JSON.stringify(one)}`);
       }
     }
   });
 
-  test("the README's Metrics table lists every shutdown_manager metric exported, and docs/operations/alerts.md every alert", async () => {
-    const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
+  test("the monitoring docs' Metrics table lists every shutdown_manager metric exported, and docs/operations/alerts.md every alert", async () => {
+    const page = await readFile(join(REPO_ROOT, MONITORING_DOC), 'utf8');
     const ours = [...exposition(exported).names].filter((name) => name.startsWith('shutdown_manager_')).map((name) => name.replace(/_(bucket|sum|count)$/, ''));
-    for (const name of new Set(ours)) assert.ok(readme.includes(`| \`${name}`), `README Metrics table: ${name}`);
+    for (const name of new Set(ours)) assert.ok(page.includes(`| \`${name}`), `${MONITORING_DOC} Metrics table: ${name}`);
     const runbooks = await readFile(join(REPO_ROOT, RUNBOOK_FILE), 'utf8');
     for (const entry of rules) {
       assert.ok(runbooks.includes(`\n## ${String(entry.alert)}\n`), `${RUNBOOK_FILE}: a section ## ${String(entry.alert)}`);

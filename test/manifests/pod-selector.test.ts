@@ -1,6 +1,6 @@
 /**
  * The API server sends the webhook the pods its objectSelector matches; the webhook injects the pods its
- * --pod-selector matches. Every install, and the overlay the README shows for changing them, keeps the two in
+ * --pod-selector matches. Every install, and the overlay docs/distributions.md shows for changing them, keeps the two in
  * agreement: a pod that one selects and the other does not would be skipped silently (or, with a manual
  * call, injected against the configuration).
  */
@@ -146,22 +146,25 @@ describe('one selector: the objectSelector is made from SHUTDOWN_MANAGER_POD_SEL
   }
 });
 
-/** The YAML block that follows `<!-- overlay: name -->` in the README. */
-async function readmeOverlay(name: string): Promise<string> {
-  const readme = await readFile(join(REPO_ROOT, 'README.md'), 'utf8');
+/** Where the overlays are documented. */
+const OVERLAY_DOC = 'docs/distributions.md';
+
+/** The YAML block that follows `<!-- overlay: name -->` in the distributions docs. */
+async function documentedOverlay(name: string): Promise<string> {
+  const page = await readFile(join(REPO_ROOT, OVERLAY_DOC), 'utf8');
   const marker = `<!-- overlay: ${name} -->`;
-  const at = readme.indexOf(marker);
-  assert.notEqual(at, -1, `README.md has no ${marker}`);
-  const block = /```yaml\n([\s\S]*?)```/.exec(readme.slice(at));
+  const at = page.indexOf(marker);
+  assert.notEqual(at, -1, `${OVERLAY_DOC} has no ${marker}`);
+  const block = /```yaml\n([\s\S]*?)```/.exec(page.slice(at));
   assert.ok(block, `a yaml block after ${marker}`);
   return block[1] as string;
 }
 
-describe("the README's overlay for Envoy Gateway", () => {
+describe("the documented overlay for Envoy Gateway (docs/distributions.md)", () => {
   it('changes the objectSelector and the flag together, and points the sidecar at admin port 19000', async () => {
     for (const dir of [MANIFESTS_DIR, join(MANIFESTS_DIR, 'self-signed')]) {
-      const docs = applyOverlay(await readmeOverlay('envoy-gateway'), 'README overlay envoy-gateway', await resolveKustomization(dir));
-      const { flag, config } = assertAgree(docs, `README overlay on ${relative(REPO_ROOT, dir)}`);
+      const docs = applyOverlay(await documentedOverlay('envoy-gateway'), 'documented overlay envoy-gateway', await resolveKustomization(dir));
+      const { flag, config } = assertAgree(docs, `documented overlay on ${relative(REPO_ROOT, dir)}`);
       assert.equal(config.injection.defaults['admin-port'], 19000, `${envName('admin-port')} set by the overlay`);
 
       // What Envoy Gateway puts on its proxy pods (labels of its rendered Deployment).

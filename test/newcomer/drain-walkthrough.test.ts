@@ -1,7 +1,7 @@
 /**
- * README "Watch a drain on your machine", run as written: `npm run envoy-emulator`, `npm start -- mode=sidecar
+ * docs/development.md "Watch a drain on your machine", run as written: `npm run envoy-emulator`, `npm start -- mode=sidecar
  * …`, the client that holds a connection, `curl localhost:8090/shutdown` (made with node's http client). Only the ports are moved, by flags
- * appended to the README's own (the programs take the last), so that a machine running Envoy on 9001 does
+ * appended to the documented ones (the programs take the last), so that a machine running Envoy on 9001 does
  * not matter. Then SIGTERM to each npm, as a process supervisor sends it, must stop the servers themselves.
  */
 import assert from 'node:assert/strict';
@@ -13,11 +13,12 @@ import { cleanEnvironment } from '../support/process.js';
 import { sampleOf } from '../support/prometheus.js';
 import { freePorts } from '../support/ports.js';
 import { waitUntil, within } from '../support/wait.js';
-import { flagValue, packageScripts, portIsFree, readmeCommands, readmeSection, spawnNpm, words } from './support.js';
+import { docCommands, docSection, flagValue, packageScripts, portIsFree, spawnNpm, words } from './support.js';
 
+const DOC = 'docs/development.md';
 const HEADING = 'Watch a drain on your machine';
 
-/** The README's terminal 3, for a port: a connection held open until the process is stopped. */
+/** The documented terminal 3, for a port: a connection held open until the process is stopped. */
 const clientCommand = (port: number): string => `node -e "require('net').connect(${port}, '127.0.0.1')"`;
 
 interface Answer {
@@ -37,8 +38,8 @@ function get(url: string): Promise<Answer> {
   });
 }
 
-test('the README block is four commands whose ports agree with each other and with the scripts', () => {
-  const [emulator, sidecar, client, shutdown, ...rest] = readmeCommands(HEADING);
+test('the documented block is four commands whose ports agree with each other and with the scripts', () => {
+  const [emulator, sidecar, client, shutdown, ...rest] = docCommands(DOC, HEADING);
   assert.deepEqual(rest, []);
   assert.equal(emulator, 'npm run envoy-emulator');
   assert.match(sidecar ?? '', /^npm start -- mode=sidecar /);
@@ -48,12 +49,12 @@ test('the README block is four commands whose ports agree with each other and wi
   assert.equal(shutdown, `curl localhost:${POD_DRAIN_SETTINGS['serve-port'].default}/shutdown`, "curl calls the sidecar's default serve port");
   // The prose names the ports too.
   for (const name of ['admin-port', 'http-port', 'tcp-port']) {
-    assert.ok(readmeSection(HEADING).includes(` ${flagValue(script, name)}`), `the README names the emulator's ${name}`);
+    assert.ok(docSection(DOC, HEADING).includes(` ${flagValue(script, name)}`), `the docs name the emulator's ${name}`);
   }
 });
 
 test('emulator + sidecar + a held connection: /shutdown blocks until it closes, then says drained; SIGTERM to npm stops both', { timeout: 90_000 }, async (t) => {
-  const [emulatorLine, sidecarLine] = readmeCommands(HEADING);
+  const [emulatorLine, sidecarLine] = docCommands(DOC, HEADING);
   const [adminPort, httpPort, tcpPort, servePort] = (await freePorts(4)) as [number, number, number, number];
 
   const emulator = spawnNpm([...words(emulatorLine ?? '').slice(1), '--', `--admin-port=${adminPort}`, `--http-port=${httpPort}`, `--tcp-port=${tcpPort}`]);
@@ -67,7 +68,7 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
   assert.equal(listening.address, '127.0.0.1', "dev.env keeps the sidecar's unprotected /shutdown on loopback");
   await sidecar.json((line) => line.event === 'envoy_admin_reachable');
 
-  // Terminal 3: the README's client line itself, on the test's port, in a process group as in a terminal.
+  // Terminal 3: the documented client line itself, on the test's port, in a process group as in a terminal.
   const client = spawn('sh', ['-c', clientCommand(tcpPort)], { stdio: 'ignore', env: cleanEnvironment(), detached: true });
   const signalClient = (signal: NodeJS.Signals): void => {
     try {
@@ -95,7 +96,7 @@ test('emulator + sidecar + a held connection: /shutdown blocks until it closes, 
   signalClient('SIGINT'); // Ctrl-C: to the terminal's foreground group
   const { status, body } = await within(answer, 10_000, '/shutdown answering once the client stopped');
   assert.equal(status, 200, body);
-  assert.match(body, /^drained: 0 open connections \(at most 0 allowed\) after /, 'what the README says curl prints');
+  assert.match(body, /^drained: 0 open connections \(at most 0 allowed\) after /, 'what the docs say curl prints');
   assert.ok((answeredAt ?? Infinity) - closedAt < 3_000, `answered ${(answeredAt ?? Infinity) - closedAt} ms after the close`);
 
   const metrics = (await get(`http://localhost:${servePort}/metrics`)).body;

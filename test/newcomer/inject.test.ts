@@ -1,5 +1,5 @@
 /**
- * README "Offline injection" run as written in a checkout: `npm run -s inject -- -f FILE` and the pipe with
+ * docs/offline-injection.md run as written in a checkout: `npm run -s inject -- -f FILE` and the pipe with
  * `-f -`. Its output is the manifest alone (no npm banner), and an edited document keeps the layout it came
  * with: kubectl's unindented sequences, four-space indentation, flow lists with or without inner padding.
  */
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { within } from '../support/wait.js';
-import { readmeCommands, spawnNpm, words } from './support.js';
+import { docCommands, spawnNpm, words } from './support.js';
 
 /** As `kubectl get deploy envoy -o yaml` lays it out, with Envoy's drain flags already set and a comment. */
 const KUBECTL_STYLE = `# the edge proxies
@@ -40,7 +40,7 @@ spec:
 `;
 
 /** Four-space indentation, indented sequences, padded flow lists; Envoy's drain flags get appended. The
- * spaces after `-` are not recorded by the YAML library: the README says this becomes `- name:`. */
+ * spaces after `-` are not recorded by the YAML library: docs/offline-injection.md says this becomes `- name:`. */
 const PADDED_STYLE = `apiVersion: v1
 kind: Pod
 metadata:
@@ -76,9 +76,9 @@ async function inject(args: readonly string[], input?: string): Promise<{ stdout
   }
 }
 
-const [fileCommand, pipeCommand] = readmeCommands('Offline injection');
+const [fileCommand, pipeCommand] = docCommands('docs/offline-injection.md', 'Offline injection');
 
-test('the README shows npm run -s inject, on a file and in a pipe', () => {
+test('docs/offline-injection.md shows npm run -s inject, on a file and in a pipe', () => {
   assert.equal(fileCommand, 'npm run -s inject -- -f envoy.yaml > envoy-injected.yaml');
   assert.match(pipeCommand ?? '', /^kubectl get deploy envoy -o yaml \| npm run -s inject -- -f - \| kubectl apply -f -$/);
 });

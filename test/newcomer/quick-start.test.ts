@@ -1,8 +1,8 @@
 /**
- * README "Quick start" as a newcomer runs it: `npm start` says it is compiling, serves the webhook on
- * 127.0.0.1 with development certificates, answers the README's curl, and stops on Ctrl-C (SIGINT to the
+ * docs/development.md "Quick start" as a newcomer runs it: `npm start` says it is compiling, serves the webhook on
+ * 127.0.0.1 with development certificates, answers the documented curl, and stops on Ctrl-C (SIGINT to the
  * terminal's process group) or on SIGTERM to npm alone. Certificates go to a temporary directory here
- * (flags after `--`, as the README allows); test/newcomer/certs.test.ts runs the default paths.
+ * (flags after `--`, as the docs allow); test/newcomer/certs.test.ts runs the default paths.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -16,7 +16,10 @@ import { freePorts } from '../support/ports.js';
 import { REPO_ROOT } from '../support/process.js';
 import { httpsRequest } from '../support/webhook.js';
 import { waitUntil, within } from '../support/wait.js';
-import { portIsFree, readme, readmeCommands, readmeSection, spawnNpm, words, type Npm } from './support.js';
+import { doc, docCommands, docSection, portIsFree, spawnNpm, words, type Npm } from './support.js';
+
+/** Where the quick start is written. */
+const DOC = 'docs/development.md';
 
 const devEnv = parseEnv(readFileSync(join(REPO_ROOT, 'dev.env'), 'utf8'));
 
@@ -32,25 +35,25 @@ async function startWebhook(t: TestContext, extra: readonly string[] = []): Prom
 }
 
 test('Quick start is npm install, then npm start', () => {
-  assert.deepEqual(readmeCommands('Quick start').slice(0, 2), ['npm install', 'npm start']);
+  assert.deepEqual(docCommands(DOC, 'Quick start').slice(0, 2), ['npm install', 'npm start']);
 });
 
-test("the README's curl matches what npm start serves: dev.env's address and certificate directory, the default port", () => {
-  const curl = readmeCommands('Quick start')[2] ?? '';
+test("the documented curl matches what npm start serves: dev.env's address and certificate directory, the default port", () => {
+  const curl = docCommands(DOC, 'Quick start')[2] ?? '';
   const certDir = posix.dirname(devEnv.SHUTDOWN_MANAGER_TLS_CERT_FILE ?? '');
   assert.equal(certDir, 'certs/dev');
   assert.ok(curl.includes(`--cacert ${certDir}/ca.crt`), curl);
   assert.ok(curl.includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}/mutate`), curl);
-  assert.ok(readmeSection('Quick start').includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}`));
+  assert.ok(docSection(DOC, 'Quick start').includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}`));
 });
 
-test('npm start says it compiles, serves the webhook on 127.0.0.1, answers the README curl, and stops on Ctrl-C', { timeout: 90_000 }, async (t) => {
+test('npm start says it compiles, serves the webhook on 127.0.0.1, answers the documented curl, and stops on Ctrl-C', { timeout: 90_000 }, async (t) => {
   const { npm, url, ca, port } = await startWebhook(t);
   assert.match(npm.stderr(), /^Compiling src\/ into dist\/ \(tsc -b: up to a minute the first time/m, 'it says what the wait is');
   assert.equal(url, `https://127.0.0.1:${port}`);
 
-  // The README's curl: the fixture review, the patch in the answer.
-  const curl = readmeCommands('Quick start')[2] ?? '';
+  // The documented curl: the fixture review, the patch in the answer.
+  const curl = docCommands(DOC, 'Quick start')[2] ?? '';
   const fixture = /--data @(\S+)/.exec(curl)?.[1];
   assert.ok(fixture !== undefined, curl);
   const answer = await httpsRequest(`${url}/mutate`, { ca, body: await readFile(join(REPO_ROOT, fixture)), contentType: 'application/json' });
@@ -72,12 +75,12 @@ test('SIGTERM to npm alone stops the webhook at once (dev.env: no shutdown delay
   await waitUntil(() => portIsFree(port), 1_000, 'the webhook releasing its port');
 });
 
-test('npm start -- --help and npm start -- mode=sidecar --help, as the README says, list the flags', { timeout: 60_000 }, async () => {
-  for (const [command, flag] of [
-    ['npm start -- --help', '--tls-cert-file'],
-    ['npm start -- mode=sidecar --help', '--check-interval'],
+test('npm start -- --help and npm start -- mode=sidecar --help, as the docs say, list the flags', { timeout: 60_000 }, async () => {
+  for (const [command, flag, path] of [
+    ['npm start -- --help', '--tls-cert-file', 'docs/reference/webhook.md'],
+    ['npm start -- mode=sidecar --help', '--check-interval', 'docs/reference/sidecar.md'],
   ] as const) {
-    assert.ok(readme().includes(`\`${command}\``), `the README shows ${command}`);
+    assert.ok(doc(path).includes(`\`${command}\``), `${path} shows ${command}`);
     const npm = spawnNpm(words(command).slice(1));
     const { code } = await within(npm.exited, 30_000, command);
     assert.equal(code, 0, npm.stderr());

@@ -1,5 +1,5 @@
 /**
- * Running the README's commands as a newcomer types them: its code blocks read from README.md, npm
+ * Running the documented commands as a newcomer types them: the code blocks read from README.md and docs/, npm
  * spawned in the checkout, its output collected line by line. npm scripts compile with `tsc -b`, which
  * skips an up-to-date dist/ (npm test builds first), so spawning `npm start` costs a second, not a build.
  */
@@ -10,17 +10,18 @@ import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { cleanEnvironment, REPO_ROOT } from '../support/process.js';
 
-export function readme(): string {
-  return readFileSync(resolve(REPO_ROOT, 'README.md'), 'utf8');
+/** A documentation file of the checkout, by its path from the root: README.md, docs/development.md, ... */
+export function doc(path: string): string {
+  return readFileSync(resolve(REPO_ROOT, path), 'utf8');
 }
 
 export function packageScripts(): Readonly<Record<string, string>> {
   return (JSON.parse(readFileSync(resolve(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
 }
 
-/** The text of the README section under `heading` (any level), up to the next heading of any level. */
-export function readmeSection(heading: string): string {
-  const lines = readme().split('\n');
+/** The text of the section of `path` under `heading` (any level), up to the next heading of any level. */
+export function docSection(path: string, heading: string): string {
+  const lines = doc(path).split('\n');
   // A `# comment` inside a code block is not a heading.
   let fenced = false;
   const isHeading = lines.map((line) => {
@@ -28,22 +29,22 @@ export function readmeSection(heading: string): string {
     return !fenced && /^#+ /.test(line);
   });
   const start = lines.findIndex((line, index) => isHeading[index] && line.replace(/^#+ /, '') === heading);
-  assert.ok(start !== -1, `README has no section "${heading}"`);
+  assert.ok(start !== -1, `${path} has no section "${heading}"`);
   const end = lines.findIndex((_, index) => index > start && isHeading[index]);
   return lines.slice(start + 1, end === -1 ? undefined : end).join('\n');
 }
 
-/** The commands of the `sh` code blocks of a README section (continued lines joined), neither blank nor comments. */
-export function readmeCommands(heading: string): string[] {
-  const blocks = [...readmeSection(heading).matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? '');
-  assert.ok(blocks.length > 0, `README section "${heading}" has no sh block`);
+/** The commands of the `sh` code blocks of a section (continued lines joined), neither blank nor comments. */
+export function docCommands(path: string, heading: string): string[] {
+  const blocks = [...docSection(path, heading).matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((match) => match[1] ?? '');
+  assert.ok(blocks.length > 0, `${path} section "${heading}" has no sh block`);
   return blocks
     .flatMap((block) => block.replaceAll('\\\n', ' ').split('\n'))
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('#'));
 }
 
-/** Words of a command line without quotes or expansions, as the README's local commands are written. */
+/** Words of a command line without quotes or expansions, as the documented local commands are written. */
 export function words(line: string): string[] {
   assert.doesNotMatch(line, /["'`$\\]/, `"${line}" needs a real shell to split`);
   return line.split(/\s+/).filter((word) => word !== '');

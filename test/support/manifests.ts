@@ -294,7 +294,7 @@ function applyPatches(docs: ManifestDoc[], patches: readonly KustomizePatch[], w
 }
 
 /**
- * A kustomization that is not a file of ours (an overlay shown in the README) applied to an install: its
+ * A kustomization that is not a file of ours (an overlay shown in docs/distributions.md) applied to an install: its
  * `resources` are where the install comes from and are not read; its inline patches are applied as kustomize
  * would, each to the one object it targets.
  */

@@ -1,5 +1,5 @@
 /**
- * The README's recipes, one per distribution: a pod as Contour, Envoy Gateway and a plain Envoy Deployment
+ * The recipes of docs/distributions.md, one per distribution: a pod as Contour, Envoy Gateway and a plain Envoy Deployment
  * render it is sent to the running webhook over HTTPS, and the answer (patch, warnings, metrics) is checked.
  */
 import assert from 'node:assert/strict';
@@ -12,7 +12,7 @@ import { admitReview, httpsRequest, loadReview, startTestWebhook, type RunningWe
 type Json = any; // fixtures are free-form JSON that the tests navigate
 
 const HAND_CONFIGURED = 'shutdown-manager: pod already has a container named "shutdown-manager" (configured by hand); not injecting';
-/** Envoy Gateway's labels on its proxies, as the README's overlay selects them. */
+/** Envoy Gateway's labels on its proxies, as the documented overlay selects them (docs/distributions.md). */
 const ENVOY_GATEWAY_SELECTOR = '--pod-selector=app.kubernetes.io/name=envoy,app.kubernetes.io/component=proxy';
 
 
@@ -59,7 +59,7 @@ describe('Contour (examples/contour/03-envoy.yaml, a DaemonSet pod)', () => {
     await assertSkipped(webhook, review, 'hand-configured', [HAND_CONFIGURED]);
   });
 
-  test("with the README's recipe (manifests/contour) is injected: Envoy's admin socket found, its volume mounted, the sidecar as Envoy's user", async () => {
+  test("with the documented recipe (manifests/contour) is injected: Envoy's admin socket found, its volume mounted, the sidecar as Envoy's user", async () => {
     const review = await loadReview('contour-envoy-daemonset-pod.json');
     const deleted = await recipeDeletes();
     assert.deepEqual(deleted, ['shutdown-manager']);
@@ -88,13 +88,13 @@ describe('Envoy Gateway (a proxy pod of a Gateway)', () => {
   let selectorOnly: RunningWebhook;
   before(async () => {
     byDefault = await startTestWebhook();
-    // The README's overlay: the selector and the admin port as webhook-wide settings.
+    // The documented overlay (docs/distributions.md): the selector and the admin port as webhook-wide settings.
     withOverlay = await startTestWebhook([ENVOY_GATEWAY_SELECTOR, '--admin-port=19000']);
     selectorOnly = await startTestWebhook([ENVOY_GATEWAY_SELECTOR]);
   });
   after(() => Promise.all([byDefault.close(), withOverlay.close(), selectorOnly.close()]));
 
-  /** The pod once the EnvoyProxy patch of the README has removed Envoy Gateway's shutdown-manager. */
+  /** The pod once the EnvoyProxy patch of docs/distributions.md has removed Envoy Gateway's shutdown-manager. */
   async function withoutOwnShutdownManager(annotations: Record<string, string> = {}): Promise<Json> {
     const review = await loadReview('envoy-gateway-proxy-pod.json');
     const pod = review.request.object;
