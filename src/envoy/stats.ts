@@ -74,17 +74,43 @@ function connectionCountOf(stat: string, value: number): number {
 }
 
 /**
+ * RE2 (and ECMAScript) for one segment of a stat name (no dot) other than `worker_<digits>` and `main_thread`: the
+ * segment before `.downstream_cx_active` or `.downstream_cx_total` of a listener's per-thread copies
+ * (`listener.<L>.worker_3.downstream_cx_active`). Envoy reports one copy per worker and listener, so that on a
+ * 16-worker Envoy they are 16 of every 17 names the drain would read; a filter without lookahead (RE2 has none)
+ * leaves them out by spelling "any other segment": one that differs from each word at some character, or is a
+ * shorter prefix of it, or (worker_) goes on with something other than digits. test/envoy/stats.test.ts checks it
+ * against isPerThreadCopy on generated segments.
+ */
+export const NOT_PER_THREAD_SEGMENT = notPerThreadSegment();
+
+function notPerThreadSegment(): string {
+  const rest = '[^.]*';
+  /** A segment that starts like `word` for i characters, then differs (or ends there: the group is optional). */
+  const divergences = (word: string): string[] =>
+    Array.from({ length: word.length - 1 }, (_, index) => index + 1).map((index) => `${word.slice(0, index)}(?:[^${word[index]}.]${rest})?`);
+  return [
+    `[^mw.]${rest}`,
+    ...divergences('worker_'),
+    `worker_(?:[0-9]*[^0-9.]${rest})?`,
+    ...divergences('main_thread'),
+    `main_thread[^.]+`,
+  ].join('|');
+}
+
+/**
  * The regex sent as `/stats?filter=`: keeps the answer small. Envoy evaluates it with RE2, partial match. It
- * takes every listener's `downstream_cx_active` gauge, the admin listener's `downstream_cx_total` counter,
- * which tells one Envoy process from the next (see ConnectionCount.adminConnectionsTotal), the HTTP
- * connection managers' gauges that tell drainable connections from long-lived ones (see splitLongLived), and
- * the counters new client traffic is told from (every listener's `downstream_cx_total`, the per-listener
- * `http.<prefix>.downstream_rq_completed`, the health-check filter's `request_total`: see arrivals.ts), and
- * the hot restart gauges (`server.hot_restart_epoch`, `server.parent_connections`: see HotRestartState):
- * one request, so that all of them describe the same moment.
+ * takes every listener's `downstream_cx_active` gauge (not its per-thread copies: NOT_PER_THREAD_SEGMENT), the
+ * admin listener's `downstream_cx_total` counter, which tells one Envoy process from the next (see
+ * ConnectionCount.adminConnectionsTotal), the HTTP connection managers' gauges that tell drainable connections from
+ * long-lived ones (see splitLongLived), the counters new client traffic is told from (every listener's
+ * `downstream_cx_total`, the per-listener `http.<prefix>.downstream_rq_completed`, the health-check filter's
+ * `request_total`: see arrivals.ts), and the hot restart gauges (`server.hot_restart_epoch`,
+ * `server.parent_connections`: see HotRestartState): one request, so that all of them describe the same moment.
  */
 export const CONNECTION_STATS_FILTER =
-  '^(listener\\.(.*\\.downstream_cx_(active|total)|.*\\.http\\..*\\.downstream_rq_completed)|http\\..*\\.(downstream_cx_(active|upgrades_active|http2_active|http3_active)|health_check\\.request_total)|server\\.(hot_restart_epoch|parent_connections))$';
+  `^(listener\\.((?:.*\\.)?(?:${NOT_PER_THREAD_SEGMENT})\\.downstream_cx_(active|total)|.*\\.http\\..*\\.downstream_rq_completed)` +
+  '|http\\..*\\.(downstream_cx_(active|upgrades_active|http2_active|http3_active)|health_check\\.request_total)|server\\.(hot_restart_epoch|parent_connections))$';
 
 /**
  * What a read says of Envoy's hot restart (docs/root/intro/arch_overview/operations/hot_restart.rst; server.cc
@@ -244,9 +270,24 @@ function counterValue(value: number): number | undefined {
   return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
 }
 
+/**
+ * Whether `name` is a per-thread copy of a listener's connection stat (`listener.<L>.worker_3.downstream_cx_active`,
+ * `listener.admin.main_thread.downstream_cx_total`): most of a listener-heavy Envoy's answer (one per worker and
+ * listener), so they are told by string operations, before any regex (issue 28, item 5: bench/listener-flood.ts).
+ */
+export function isPerThreadCopy(name: string): boolean {
+  if (!name.startsWith('listener.') || !(name.endsWith('.downstream_cx_active') || name.endsWith('.downstream_cx_total'))) return false;
+  const end = name.lastIndexOf('.');
+  const start = name.lastIndexOf('.', end - 1);
+  return PER_THREAD_SEGMENT.test(name.slice(start + 1, end));
+}
+const PER_THREAD_SEGMENT = /^(?:worker_\d+|main_thread)$/;
+
 /** Notes `name` if it is one of the arrival counters; whether it was. */
 function noteArrivalCounter(counters: ArrivalCounters, name: string, value: number): boolean {
-  const responses = LISTENER_RESPONSES.exec(name);
+  // The regexes below only on names of the right ending: most names are no arrival counter.
+  if (!name.endsWith('_total') && !name.endsWith('_completed')) return false;
+  const responses = name.endsWith('.downstream_rq_completed') ? LISTENER_RESPONSES.exec(name) : null;
   if (responses !== null) {
     const [, listener = '', prefix = ''] = responses;
     const count = counterValue(value);
@@ -257,14 +298,14 @@ function noteArrivalCounter(counters: ArrivalCounters, name: string, value: numb
     }
     return true;
   }
-  const total = LISTENER_TOTAL.exec(name);
+  const total = name.endsWith('.downstream_cx_total') ? LISTENER_TOTAL.exec(name) : null;
   if (total !== null) {
     const [, listener = ''] = total;
     const count = counterValue(value);
     if (count !== undefined && !PER_THREAD_SUFFIX.test(listener)) counters.connections.set(listener, count);
     return true;
   }
-  const checks = HEALTH_CHECK_REQUESTS.exec(name);
+  const checks = name.endsWith('.health_check.request_total') ? HEALTH_CHECK_REQUESTS.exec(name) : null;
   if (checks !== null) {
     const count = counterValue(value);
     if (count !== undefined) counters.healthChecks.set(checks[1] ?? '', count);
@@ -325,6 +366,7 @@ const ADMIN_MANAGER_PREFIX = 'admin';
 
 /** The stat prefix and gauge of an HTTP connection manager gauge the split reads; undefined for any other stat. */
 export function connectionManagerGauge(statName: string): { readonly prefix: string; readonly kind: ManagerGaugeKind } | undefined {
+  if (!statName.startsWith('http.')) return undefined;
   const match = CONNECTION_MANAGER_GAUGE.exec(statName);
   const [, prefix, kind] = match ?? [];
   return prefix === undefined || kind === undefined ? undefined : { prefix, kind: kind as ManagerGaugeKind };
@@ -400,7 +442,9 @@ export function countDownstreamConnections(
   options: ConnectionCountOptions = {},
 ): ConnectionCount {
   const wanted = options.listeners !== undefined && options.listeners.length > 0 ? new Set(options.listeners) : undefined;
-  const byListener: Record<string, number> = {};
+  // A Map while counting (thousands of listeners: an object grown key by key is much slower), an object once.
+  const byListener = new Map<string, number>();
+  /** Only when listeners are named: otherwise the listeners available are the ones counted. */
   const available = new Set<string>();
   let adminConnectionsTotal: number | null = null;
   const hotRestart = { epoch: null as number | null, parentConnections: null as number | null };
@@ -408,6 +452,7 @@ export function countDownstreamConnections(
   const managers: ManagerReadings = { byPrefix: new Map(), adminSeen: false, trusted: true };
   const arrivals: ArrivalCounters = { connections: new Map(), responses: new Map(), healthChecks: new Map() };
   for (const { name, value } of samples) {
+    if (isPerThreadCopy(name)) continue;
     if (name === ADMIN_CONNECTIONS_TOTAL) {
       adminConnectionsTotal = Number.isSafeInteger(value) && value >= 0 ? value : null;
       continue;
@@ -426,21 +471,22 @@ export function countDownstreamConnections(
     }
     const listener = listenerOfActiveConnections(name);
     if (listener === undefined) continue;
-    if (!isExcludedListener(listener)) available.add(listener);
+    if (wanted !== undefined && !isExcludedListener(listener)) available.add(listener);
     if (wanted === undefined ? isExcludedListener(listener) : !wanted.has(listener)) continue;
     const open = connectionCountOf(name, value);
-    byListener[listener] = (byListener[listener] ?? 0) + open;
+    byListener.set(listener, (byListener.get(listener) ?? 0) + open);
     total += open;
   }
-  const missingListeners = wanted === undefined ? [] : [...wanted].filter((listener) => !(listener in byListener));
+  const missingListeners = wanted === undefined ? [] : [...wanted].filter((listener) => !byListener.has(listener));
+  const counted = [...byListener.keys()];
   return {
     total,
-    byListener,
+    byListener: Object.fromEntries(byListener),
     missingListeners,
-    availableListeners: [...available].sort(),
+    availableListeners: wanted === undefined ? [...counted].sort() : [...available].sort(),
     adminConnectionsTotal,
     ...splitLongLived(total, managers),
-    arrivals: arrivalTally(arrivals, Object.keys(byListener), options.probePorts ?? []),
+    arrivals: arrivalTally(arrivals, counted, options.probePorts ?? []),
     hotRestart,
   };
 }

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import {
   countDownstreamConnections,
   CONNECTION_STATS_FILTER,
+  isPerThreadCopy,
   ImplausibleStatError,
   jsonDepthExceeds,
   listenerOfActiveConnections,
@@ -175,7 +177,8 @@ describe('counting open downstream connections', () => {
     const filter = new RegExp(CONNECTION_STATS_FILTER);
     const selected = parseJsonStats(fixture('stats.json')).filter((sample) => filter.test(sample.name));
     // stats-filtered.json is Envoy's answer to the listener part of the filter alone (see its README).
-    const listenerPart = parseJsonStats(fixture('stats-filtered.json'));
+    // Less the per-thread copies, which the filter leaves out (NOT_PER_THREAD_SEGMENT).
+    const listenerPart = parseJsonStats(fixture('stats-filtered.json')).filter((sample) => !isPerThreadCopy(sample.name));
     const isGaugeOrMark = (name: string): boolean => name.endsWith('.downstream_cx_active') || name === 'listener.admin.downstream_cx_total';
     assert.deepEqual(
       selected.filter((sample) => sample.name.startsWith('listener.') && isGaugeOrMark(sample.name)),
@@ -199,6 +202,28 @@ describe('counting open downstream connections', () => {
     for (const name of ['http.p.downstream_cx_http1_active', 'http.p.downstream_cx_upgrades_total', 'http.p.user_agent.ios.downstream_cx_total', 'tcp.p.downstream_cx_total']) {
       assert.equal(filter.test(name), false, name);
     }
+  });
+});
+
+describe("the filter leaves out listeners' per-thread copies (worker_<n>, main_thread), nothing else", () => {
+  test('on generated segments: a name is selected exactly when it is no per-thread copy', () => {
+    const filter = new RegExp(CONNECTION_STATS_FILTER);
+    const letters = fc.constantFrom(...'worke_main_thd0129x[].'.split(''));
+    const segment = fc.oneof(
+      fc.string({ unit: letters, minLength: 1, maxLength: 14 }),
+      fc.integer({ min: 0, max: 999 }).map((worker) => `worker_${worker}`),
+      fc.constantFrom('main_thread', 'main_threads', 'worker_', 'worker', 'main', 'w', 'm', 'admin', '0_8080'),
+    );
+    fc.assert(
+      fc.property(segment, fc.constantFrom('active', 'total'), (name, kind) => {
+        fc.pre(!name.includes('.'));
+        const stat = `listener.0.0.0.0_8080.${name}.downstream_cx_${kind}`;
+        return filter.test(stat) === !isPerThreadCopy(stat);
+      }),
+      { numRuns: 2_000 },
+    );
+    assert.equal(filter.test('listener.0.0.0.0_8080.worker_3.downstream_cx_active'), false);
+    assert.equal(filter.test('listener.admin.downstream_cx_total'), true, 'the process mark');
   });
 });
 
