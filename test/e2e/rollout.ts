@@ -4,7 +4,7 @@
  * tests and `npm run demo`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1Pod, V1Probe } from '@kubernetes/client-node';
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 import jsonPatch from 'fast-json-patch';
 import { closeAll, openTcpConnection, type HeldConnection } from '../support/connections.js';
@@ -104,7 +104,13 @@ export async function startPod(options: PodOptions = {}): Promise<RunningPod> {
 async function startPodOnce(options: PodOptions): Promise<RunningPod> {
   const [servePort, adminPort] = (await freePorts(2)) as [number, number];
   const webhookArgs = [...FAST_DRAIN_DEFAULTS, `--serve-port=${servePort}`, `--admin-port=${adminPort}`, ...(options.webhookArgs ?? [])];
-  const admitted = await admitEnvoyPod(webhookArgs, options.annotations ?? {}, options.prepare);
+  // The fixture's Envoy declares its admin port 9001, which the injector finds: moved to a free port, so that two
+  // pods of tests running at once (npm test runs two files at a time) never share it.
+  const prepare = async (fixture: V1Pod): Promise<V1Pod> => {
+    const moved = withEnvoyAdminPort(fixture, adminPort);
+    return options.prepare === undefined ? moved : options.prepare(moved);
+  };
+  const admitted = await admitEnvoyPod(webhookArgs, options.annotations ?? {}, prepare);
   const pod = options.edit === undefined ? admitted : options.edit(admitted);
   const secondReplica = await EnvoyEmulator.start();
   let simulated: SimulatedPod;
@@ -130,6 +136,25 @@ async function startPodOnce(options: PodOptions): Promise<RunningPod> {
       await secondReplica.close();
     },
   };
+}
+
+/** The pod with its Envoy container's `admin` port, and the probes on it, moved to `port`. */
+function withEnvoyAdminPort(pod: V1Pod, port: number): V1Pod {
+  const containers = (pod.spec?.containers ?? []).map((container) => {
+    const admin = container.ports?.find((declared) => declared.name === 'admin');
+    if (admin === undefined) return container;
+    const moveProbe = (probe: V1Probe | undefined): V1Probe | undefined =>
+      probe?.httpGet?.port === admin.containerPort ? { ...probe, httpGet: { ...probe.httpGet, port } } : probe;
+    const readinessProbe = moveProbe(container.readinessProbe);
+    const livenessProbe = moveProbe(container.livenessProbe);
+    return {
+      ...container,
+      ports: container.ports?.map((declared) => (declared === admin ? { ...declared, containerPort: port } : declared)),
+      ...(readinessProbe === undefined ? {} : { readinessProbe }),
+      ...(livenessProbe === undefined ? {} : { livenessProbe }),
+    };
+  });
+  return { ...pod, spec: { ...pod.spec, containers } };
 }
 
 export async function runRollout(options: RolloutOptions = {}): Promise<RolloutResult> {
