@@ -217,6 +217,11 @@ export class EnvoyEmulator {
   /** In a hot restart child: its parent's stats, merged at each flush (hot-restart.ts). */
   private parentStats: ParentStatsMerger | undefined;
 
+  /** In a hot restart child: whether it has terminated its parent (see ParentStatsMerger). */
+  get terminatedParent(): boolean {
+    return this.parentStats?.terminatedParent ?? false;
+  }
+
   private constructor(
     private readonly options: EnvoyEmulatorOptions,
     private readonly inherited?: { readonly http: net.Server; readonly tcp: net.Server },

@@ -51,6 +51,11 @@ async function start(): Promise<EnvoyEmulator> {
 try {
   const emulator = await start();
   process.once('SIGTERM', () => void emulator.close());
+  // A parent that goes away before this child terminated it crashed, or was a test process that ended without
+  // stopping this child: an emulator must not outlive its test (real Envoy would go on serving).
+  channel.once('disconnect', () => {
+    if (!emulator.terminatedParent) void emulator.close();
+  });
   void emulator.exited.then(() => process.exit(0));
   send({ type: 'child-ready', pid: process.pid, ports: emulator.ports });
 } catch (error) {

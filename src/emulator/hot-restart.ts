@@ -138,6 +138,8 @@ export class ParentStatsMerger {
   private latest: ParentStats | undefined;
   private firstCounters: Readonly<Record<string, number>> | undefined;
   private parentGone = false;
+  /** Whether this child has terminated its parent (after which the parent's going away is expected). */
+  terminatedParent = false;
   private readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -160,6 +162,7 @@ export class ParentStatsMerger {
     this.timer = setInterval(flush, intervalMs);
     this.timer.unref();
     const terminate = setTimeout(() => {
+      this.terminatedParent = true;
       if (channel.connected) channel.send?.({ type: 'terminate-parent' } satisfies HotRestartMessage);
     }, parentShutdownTimeMs);
     terminate.unref();

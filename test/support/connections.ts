@@ -25,11 +25,19 @@ function hold(socket: net.Socket): HeldConnection {
 }
 
 /** Opens a raw TCP connection (to the emulator's tcp_proxy listener) and keeps it open. */
+/** How long a connect may take: a SYN dropped by a full listen backlog is retried for up to two minutes. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 export function openTcpConnection(port: number, host = '127.0.0.1'): Promise<HeldConnection> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ port, host }, () => {
+      socket.setTimeout(0);
       socket.off('error', reject);
       resolve(hold(socket));
+    });
+    socket.setTimeout(CONNECT_TIMEOUT_MS, () => {
+      socket.destroy();
+      reject(new Error(`connecting to ${host}:${port} took more than ${CONNECT_TIMEOUT_MS} ms`));
     });
     socket.once('error', reject);
   });
