@@ -120,11 +120,11 @@ describe('Envoy emulator: stats', () => {
     const { body } = await httpRequest(adminUrl(emulator, '/stats/prometheus'));
     const tcp = emulator.listenerNames.tcp;
     assert.match(body, /^# TYPE envoy_listener_downstream_cx_active gauge$/m);
-    assert.ok(body.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="${tcp}"} 1\n`));
-    assert.ok(body.includes(`envoy_listener_worker_downstream_cx_active{envoy_worker_id="0",envoy_listener_address="${tcp}"} 1\n`));
-    assert.ok(body.includes('envoy_http_downstream_cx_active{envoy_http_conn_manager_prefix="ingress_http"} 0\n'));
-    assert.ok(body.includes('envoy_listener_admin_downstream_cx_active{} 1\n'));
-    assert.ok(body.includes('envoy_server_total_connections{} 2\n'));
+    assert.ok(body.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="${tcp}"} 1\n`), 'body.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="${tcp}"} 1\\n`)');
+    assert.ok(body.includes(`envoy_listener_worker_downstream_cx_active{envoy_worker_id="0",envoy_listener_address="${tcp}"} 1\n`), 'body.includes(`envoy_listener_worker_downstream_cx_active{envoy_worker_id="0",envoy_listener_addr...');
+    assert.ok(body.includes('envoy_http_downstream_cx_active{envoy_http_conn_manager_prefix="ingress_http"} 0\n'), 'body.includes(\'envoy_http_downstream_cx_active{envoy_http_conn_manager_prefix="ingress_http"} 0\\n\')');
+    assert.ok(body.includes('envoy_listener_admin_downstream_cx_active{} 1\n'), 'body.includes(\'envoy_listener_admin_downstream_cx_active{} 1\\n\')');
+    assert.ok(body.includes('envoy_server_total_connections{} 2\n'), 'body.includes(\'envoy_server_total_connections{} 2\\n\')');
     assert.match(body, /^# TYPE envoy_http_downstream_cx_length_ms histogram$/m);
   });
 
@@ -377,7 +377,7 @@ describe('Envoy emulator: an upstream behind the HTTP listener (a sidecar Envoy 
     await httpRequest(adminUrl(emulator, '/healthcheck/fail'), { method: 'POST' });
     const draining = await httpRequest(url('/'));
     assert.equal(draining.status, 200);
-    assert.equal(draining.headers['connection'], 'close', 'the drain-close decision is the listener\'s, upstream or not');
+    assert.equal(draining.headers['connection'], 'close', "the drain-close decision is the listener's, upstream or not");
 
     app.closeAllConnections();
     app.close();

@@ -34,7 +34,7 @@ function podAnnotations(): Record<string, string> {
 
 /** The ConfigMap the Envoy container reads its --config-path from, parsed. */
 function bootstrap(): JsonObject {
-  assert.ok(envoy);
+  assert.ok(envoy, 'envoy');
   const args = getArray(envoy, ['args']) as string[];
   const configPath = args[args.indexOf('--config-path') + 1];
   assert.ok(configPath, 'envoy is started with --config-path');
@@ -69,7 +69,7 @@ describe('example Envoy', () => {
   });
 
   it('listens on the container port the Service targets, with readiness answered by that listener', () => {
-    assert.ok(envoy);
+    assert.ok(envoy, 'envoy');
     const listeners = getArray(bootstrap(), ['static_resources', 'listeners']) as JsonObject[];
     const listenerPorts = listeners.map((l) => get(l, ['address', 'socket_address', 'port_value']));
     const service = findOne(docs, 'Service');
@@ -86,7 +86,7 @@ describe('example Envoy', () => {
   });
 
   it("leaves the sidecar's port free", () => {
-    assert.ok(envoy);
+    assert.ok(envoy, 'envoy');
     const { plan } = resolvePodDrainPlan(podAnnotations(), defaults, undefined);
     const ports = (getArray(envoy, ['ports']) as JsonObject[]).map((p) => p.containerPort);
     assert.ok(!ports.includes(plan['serve-port']), `port ${plan['serve-port']} is the shutdown-manager's`);

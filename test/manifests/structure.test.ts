@@ -79,7 +79,7 @@ describe('manifests/ layout', () => {
     assert.deepEqual(components.map((dir) => relative(REPO_ROOT, dir)), ['manifests/contour']);
     for (const dir of components) {
       const [doc] = await loadYamlFile(join(dir, 'kustomization.yaml'));
-      assert.ok(isObject(doc));
+      assert.ok(isObject(doc), 'isObject(doc)');
       assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
       assert.equal(doc.resources, undefined, 'a recipe adds nothing of its own');
       const patchFiles = ((doc.patches ?? []) as { path?: string }[]).map((patch) => patch.path);

@@ -96,7 +96,7 @@ describe('MutatingWebhookConfiguration', () => {
     assert.equal(webhook.sideEffects, 'None');
     assert.deepEqual(webhook.admissionReviewVersions, ['v1']);
     assert.equal(typeof webhook.timeoutSeconds, 'number');
-    assert.ok((webhook.timeoutSeconds as number) >= 1 && (webhook.timeoutSeconds as number) <= 10);
+    assert.ok((webhook.timeoutSeconds as number) >= 1 && (webhook.timeoutSeconds as number) <= 10, '(webhook.timeoutSeconds as number) >= 1 && (webhook.timeoutSeconds as number) <= 10');
     assert.equal(webhook.reinvocationPolicy, 'IfNeeded');
     // Stated explicitly: the API server's default is Fail, see the comment in the manifest.
     assert.equal(webhook.failurePolicy, 'Ignore');
@@ -163,7 +163,7 @@ describe('webhook Deployment', () => {
   it('sets only environment variables of known settings, with valid values', () => {
     const known = new Map(Object.keys(WEBHOOK_SETTINGS).map((name) => [envName(name), name as keyof typeof WEBHOOK_SETTINGS]));
     const env = getArray(container, ['env']) as JsonObject[];
-    assert.ok(env.length > 0);
+    assert.ok(env.length > 0, 'env.length > 0');
     for (const variable of env) {
       const name = getString(variable, ['name']);
       const setting = known.get(name);
@@ -191,7 +191,7 @@ describe('webhook Deployment', () => {
 
   it('mounts the TLS Secret that cert-manager writes and `npm run certs` tells users to create', () => {
     const volume = (getArray(podSpec, ['volumes']) as JsonObject[]).find((v) => v.name === 'tls');
-    assert.ok(volume);
+    assert.ok(volume, 'volume');
     assert.equal(getString(volume, ['secret', 'secretName']), TLS_SECRET_NAME);
   });
 
@@ -203,7 +203,7 @@ describe('webhook Deployment', () => {
     assert.equal(effective('runAsUser'), 65532);
     assert.equal(own.readOnlyRootFilesystem, true);
     assert.equal(own.allowPrivilegeEscalation, false);
-    assert.ok((getArray(own, ['capabilities', 'drop']) as string[]).includes('ALL'));
+    assert.ok((getArray(own, ['capabilities', 'drop']) as string[]).includes('ALL'), "(getArray(own, ['capabilities', 'drop']) as string[]).includes('ALL')");
     assert.equal(own.privileged ?? false, false);
     assert.equal(get(effective('seccompProfile'), ['type']), 'RuntimeDefault');
   });
@@ -261,7 +261,7 @@ describe('cert-manager TLS', () => {
     const dnsNames = getArray(serving, ['spec', 'dnsNames']);
     const expected = serviceDnsNames(getString(service, ['metadata', 'name']), getString(service, ['metadata', 'namespace']));
     for (const name of expected) assert.ok(dnsNames.includes(name), `${name} in dnsNames`);
-    assert.ok((getArray(serving, ['spec', 'usages']) as string[]).includes('server auth'));
+    assert.ok((getArray(serving, ['spec', 'usages']) as string[]).includes('server auth'), "(getArray(serving, ['spec', 'usages']) as string[]).includes('server auth')");
   });
 
   it('signs it with a CA Issuer whose CA comes from the self-signed Issuer', () => {
@@ -281,7 +281,7 @@ describe('cert-manager TLS', () => {
       base.filter(({ value }) => String(value.apiVersion).startsWith('cert-manager.io/')).map(({ file }) => file),
       [],
     );
-    assert.ok(install.some(({ value }) => value.kind === 'Certificate'));
+    assert.ok(install.some(({ value }) => value.kind === 'Certificate'), "install.some(({ value }) => value.kind === 'Certificate')");
   });
 });
 

@@ -124,7 +124,7 @@ describe('sidecar process: the observed rule lets go only once the load balancer
     const { lagMs, lagAtLeastMs, quiet, observable } = outcome.loadBalancer;
     assert.deepEqual([observable, quiet], [true, true]);
     assert.ok(lagMs !== null && lagMs >= 2_000 && lagMs <= tookMs, `lag ${lagMs} ms`);
-    assert.ok(lagAtLeastMs !== null && lagAtLeastMs <= lagMs);
+    assert.ok(lagAtLeastMs !== null && lagAtLeastMs <= lagMs, 'lagAtLeastMs !== null && lagAtLeastMs <= lagMs');
     assert.match(outcome.description, /last new client traffic reached Envoy \d+\.\d-\d+\.\ds after its health checks failed \(then quiet for 1s\)/);
     const finished = await process.waitForLog((line) => line['event'] === 'drain_finished');
     assert.equal(finished['load_balancer_lag_ms'], lagMs, 'the log line carries the lag');
@@ -165,7 +165,7 @@ describe('sidecar process: the observed rule lets go only once the load balancer
       t.diagnostic(`probe ports ${probed ? probePort : 'not given'}: /shutdown after ${tookMs} ms, ${outcome.reason}`);
       if (probed) {
         assert.equal(outcome.reason, 'connections-closed');
-        assert.ok(!outcome.loadBalancer.watchedListeners.some((listener) => listener.endsWith(`_${probePort}`)));
+        assert.ok(!outcome.loadBalancer.watchedListeners.some((listener) => listener.endsWith(`_${probePort}`)), '!outcome.loadBalancer.watchedListeners.some((listener) => listener.endsWith(`_${probePort}`))');
       } else {
         assert.equal(outcome.reason, 'deadline', 'the probes pass for clients');
       }

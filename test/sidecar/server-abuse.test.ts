@@ -151,8 +151,8 @@ describe('sidecar process: strangers on the port', () => {
     t.diagnostic(`20,000 refusals in ${(performance.now() - started).toFixed(0)} ms; /healthz then ${healthz.ms.toFixed(1)} ms; peak ${residentMemory(pid).peakMiB.toFixed(1)} MiB`);
     assert.deepEqual([...shutdowns], [[401, 10_000]]);
     assert.deepEqual([...waits], [[401, 10_000]]);
-    assert.ok(healthz.ms < PROBE_TIMEOUT_MS);
-    assert.ok(residentMemory(pid).peakMiB < RSS_BUDGET_MIB);
+    assert.ok(healthz.ms < PROBE_TIMEOUT_MS, 'healthz.ms < PROBE_TIMEOUT_MS');
+    assert.ok(residentMemory(pid).peakMiB < RSS_BUDGET_MIB, 'residentMemory(pid).peakMiB < RSS_BUDGET_MIB');
     assert.deepEqual(emulator.adminRequests.filter((request) => request.method === 'POST'), [], 'Envoy was not touched');
 
     // The first refusal at once; the next line would come a minute later: stopping the sidecar writes it now.
@@ -164,7 +164,7 @@ describe('sidecar process: strangers on the port', () => {
     const last = refusals().at(-1)!;
     assert.equal(refusals().length, 2, JSON.stringify(refusals()));
     assert.deepEqual([last['refused'], last['total'], last['remote']], [19_999, 20_000, '127.0.0.1']);
-    assert.ok(['/shutdown', '/wait'].includes(String(last['path'])));
+    assert.ok(['/shutdown', '/wait'].includes(String(last['path'])), "['/shutdown', '/wait'].includes(String(last['path']))");
     assert.equal(last['level'], 'info');
   });
 });
@@ -198,8 +198,8 @@ describe('drain server process: negative control, the bounds lifted', () => {
     const probe = await timedCall(`http://127.0.0.1:${bounded.port}/healthz`);
     const { peakMiB } = residentMemory(bounded.child.pid!);
     t.diagnostic(`with the bounds: peak ${peakMiB.toFixed(1)} MiB, /healthz ${probe.ms.toFixed(1)} ms`);
-    assert.ok(peakMiB < RSS_BUDGET_MIB);
-    assert.ok(probe.ms < PROBE_TIMEOUT_MS);
+    assert.ok(peakMiB < RSS_BUDGET_MIB, 'peakMiB < RSS_BUDGET_MIB');
+    assert.ok(probe.ms < PROBE_TIMEOUT_MS, 'probe.ms < PROBE_TIMEOUT_MS');
   });
 });
 

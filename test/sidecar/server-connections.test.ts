@@ -99,7 +99,7 @@ describe('sidecar process: a port flooded with silent connections', () => {
     await silent.open(sidecar.port, 600);
     const duringDrain = await measureHealthz(sidecar.url('/healthz'), 3);
     t.diagnostic(`/healthz during the drain, 600 more silent connections: ${duringDrain.map((ms) => ms.toFixed(1)).join(', ')} ms`);
-    assert.ok(Math.max(...duringDrain) < PROBE_TIMEOUT_MS);
+    assert.ok(Math.max(...duringDrain) < PROBE_TIMEOUT_MS, 'Math.max(...duringDrain) < PROBE_TIMEOUT_MS');
 
     await envoyClient.close();
     const releasedAt = performance.now();
@@ -212,7 +212,7 @@ describe('drain server: connections without a request', () => {
     assert.equal((await requestOn(keepAlive.socket, '/healthz')).status, 200);
     const answeredAt = performance.now();
     await within(keepAlive.closed, 5_000, 'the idle keep-alive connection to be closed');
-    assert.ok(performance.now() - answeredAt >= requestWithinMs - 1);
+    assert.ok(performance.now() - answeredAt >= requestWithinMs - 1, 'performance.now() - answeredAt >= requestWithinMs - 1');
 
     // The /shutdown answer has now been held several times the limit: it is still waiting for the drain.
     await waitUntil(() => performance.now() - openedAt >= 3 * requestWithinMs, 5_000, 'three limits elapsed');
@@ -222,7 +222,7 @@ describe('drain server: connections without a request', () => {
     assert.equal(answer.status, 200, answer.body);
 
     const reports = log.events('connections_closed');
-    assert.ok(reports.length >= 1);
+    assert.ok(reports.length >= 1, 'reports.length >= 1');
     assert.equal(reports[0]!['timed_out'], 1, 'the first close is reported at once');
     assert.equal(server.counters.connectionsClosed.timedOut, 5, 'three silent, one partial head, one idle keep-alive');
   });
@@ -268,7 +268,7 @@ describe('drain server: connections without a request', () => {
     assert.deepEqual(log.events('connections_closed').map((report) => report['refused']), [1]);
     assert.equal(server.counters.connectionsClosed.refused, 1);
     assert.deepEqual(server.connections, { waiting: 0, busy: 2 });
-    assert.ok(calls.every((call) => !call.settled()));
+    assert.ok(calls.every((call) => !call.settled()), 'calls.every((call) => !call.settled())');
 
     await envoyClient.close();
     assert.deepEqual((await Promise.all(calls.map((call) => call.response))).map((answer) => answer.status), [200, 200]);

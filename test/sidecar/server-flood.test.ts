@@ -93,7 +93,7 @@ function assertWithinBudget(t: TestContext, watched: WatchedFlood<Awaited<Return
     assert.ok(durations.length >= FLOOD_SECONDS, `${path}: ${durations.length} calls`);
     assert.ok(Math.max(...durations) < PROBE_TIMEOUT_MS, `${path}: ${summary(durations)}`);
   }
-  assert.ok(shutdown !== undefined);
+  assert.ok(shutdown !== undefined, 'shutdown !== undefined');
   assert.equal(shutdown.status, 200, shutdown.body);
   assert.match(shutdown.body, /^drained: 0 open connections/);
   assert.ok(shutdown.ms < PROBE_TIMEOUT_MS, `/shutdown took ${shutdown.ms.toFixed(0)} ms`);
