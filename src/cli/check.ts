@@ -246,7 +246,7 @@ function failing({ report, lagProblem }: Attempt): string[] {
 }
 
 /** Errors a later attempt may not meet: the API server starting or restarting. A refusal or a bad flag stays. */
-function passing(error: unknown): boolean {
+function transient(error: unknown): boolean {
   return error instanceof UnreachableError || error instanceof ApiAnswerError;
 }
 
@@ -264,7 +264,7 @@ async function untilPassing(attempt: () => Promise<Attempt>, waitMs: number, io:
       outcome = await attempt();
       if (failing(outcome).length === 0) return outcome;
     } catch (caught) {
-      if (waitMs === 0 || !passing(caught)) throw caught;
+      if (waitMs === 0 || !transient(caught)) throw caught;
       error = caught;
     }
     const still = outcome === undefined ? (error instanceof Error ? error.message : String(error)) : failing(outcome).join(', ');
