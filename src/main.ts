@@ -50,7 +50,7 @@ Modes (one image runs both):
 Commands:
   inject         Injects the shutdown-manager into manifests offline, as the webhook would (files, directories, -).
   uninject       Removes what inject or the webhook added to manifests.
-  check          Reports whether every Envoy pod in the cluster is protected (read-only).
+  check          Reports whether every Envoy pod in the cluster is protected (read-only); --pre: whether it can take the install.
 
 Each one's flags: envoy-shutdown-manager mode=webhook --help, envoy-shutdown-manager mode=sidecar --help,
 envoy-shutdown-manager inject --help (and so on). The version: envoy-shutdown-manager --version.

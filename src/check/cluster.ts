@@ -46,4 +46,6 @@ export interface ClusterSnapshot {
   readonly webhook: WebhookObjects;
   readonly namespaces: readonly NamespacePods[];
   readonly replicaSetOwners: ReplicaSetOwners;
+  /** -n/--namespace: the one namespace scanned; absent when every opted-in one was. */
+  readonly scope?: string;
 }

@@ -6,7 +6,7 @@ import { EXIT_USAGE, UserFacingError } from '../errors.js';
 
 /** One read, as RBAC rules name it: `list pods in namespace edge`, `get mutatingwebhookconfigurations/x`. */
 export interface ReadOperation {
-  readonly verb: 'get' | 'list';
+  readonly verb: 'get' | 'list' | 'create';
   readonly resource: string;
   /** The API group, '' for the core group: RBAC rules need it. */
   readonly group: string;
@@ -64,6 +64,16 @@ export class ForbiddenError extends CheckError {
         'Bind the ClusterRole of manifests/check to yourself: kubectl apply -k manifests/check && ' +
         'kubectl create clusterrolebinding envoy-shutdown-manager-check --clusterrole=envoy-shutdown-manager-check --user=<you>',
     );
+  }
+}
+
+/** -n/--namespace names a namespace the cluster does not have. */
+export class NamespaceNotFoundError extends CheckError {
+  override readonly name = 'NamespaceNotFoundError';
+
+  constructor(namespace: string, closest: string | undefined, optedIn: readonly string[]) {
+    const hint = closest === undefined ? '' : `; did you mean ${closest}?`;
+    super(`--namespace ${namespace}: no such namespace in the cluster${hint} (namespaces opted in: ${optedIn.join(', ') || 'none'})`);
   }
 }
 

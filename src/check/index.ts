@@ -7,10 +7,10 @@ import { makeReport, type CheckReport } from './report.js';
 import { webhookFindings } from './webhook.js';
 
 export function checkCluster(snapshot: ClusterSnapshot, expected: Expectations, now: Date, lag: LagReading = { status: 'unknown' }): CheckReport {
-  const { namespaces, replicaSetOwners } = snapshot;
+  const { namespaces, replicaSetOwners, scope } = snapshot;
   const drains = drainFindings({ namespaces, replicaSetOwners, expected, lag });
   return makeReport(
-    [...webhookFindings({ objects: snapshot.webhook, now }), ...podFindings({ namespaces, replicaSetOwners, expected }), ...drains.findings],
+    [...webhookFindings({ objects: snapshot.webhook, now }), ...podFindings({ namespaces, replicaSetOwners, expected, ...(scope === undefined ? {} : { scope }) }), ...drains.findings],
     drains.report,
   );
 }

@@ -57,13 +57,23 @@ export interface PodCheckInput {
   readonly namespaces: readonly NamespacePods[];
   readonly replicaSetOwners: ReplicaSetOwners;
   readonly expected: Expectations;
+  /** -n/--namespace: the one namespace scanned. */
+  readonly scope?: string;
 }
 
-export function podFindings({ namespaces, replicaSetOwners, expected }: PodCheckInput): Finding[] {
+export function podFindings({ namespaces, replicaSetOwners, expected, scope }: PodCheckInput): Finding[] {
   const optedIn = namespaces.filter((scan) => scan.optedIn);
   const selector = formatLabelSelector(expected.podSelector);
   const findings: Finding[] = [];
-  if (optedIn.length === 0) {
+  if (optedIn.length === 0 && scope !== undefined) {
+    findings.push({
+      check: 'pods.namespaces',
+      section: 'pods',
+      status: 'warning',
+      message: `namespace ${scope} is not labelled ${OPT_IN_LABEL}: the webhook injects no pod there`,
+      fix: `kubectl label namespace ${scope} ${OPT_IN_LABEL}, then restart its Envoy workloads`,
+    });
+  } else if (optedIn.length === 0) {
     findings.push({
       check: 'pods.namespaces',
       section: 'pods',

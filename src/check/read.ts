@@ -8,12 +8,16 @@ import {
   AdmissionregistrationV1Api,
   ApiException,
   AppsV1Api,
+  AuthorizationV1Api,
   CoreV1Api,
+  CustomObjectsApi,
   DiscoveryV1Api,
   KubeConfig,
   PolicyV1Api,
+  VersionApi,
   type ConfigurationOptions,
   type V1ListMeta,
+  type V1Namespace,
   type V1OwnerReference,
 } from '@kubernetes/client-node';
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE } from '../certs/names.js';
@@ -22,10 +26,12 @@ import { formatLabelSelector, type LabelSelector } from '../config/label-selecto
 import type { RequestOptions } from 'node:https';
 import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
 import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, type LagReading } from './drains.js';
-import { ApiAnswerError, causeOf, describeRead, ForbiddenError, KubeconfigError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
+import { ApiAnswerError, causeOf, describeRead, ForbiddenError, KubeconfigError, NamespaceNotFoundError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
 import { expectationsOf, servingSecretName, type Expectations } from './expectations.js';
 import { judgePod } from './pod-state.js';
 import { needsWorkload, OPT_IN_LABEL, replicaSetOf } from './pods.js';
+import { accessQuestions, BASE_RESOURCES, CERT_MANAGER_RESOURCES, type AccessQuestion, type PreInstallReading } from './pre.js';
+import { closestName } from '../config/settings.js';
 import { describeSource, directTransport, PrometheusError, queryVector, type PrometheusSource, type QueryTransport } from './prometheus.js';
 
 export interface KubeconfigChoice {
@@ -38,6 +44,8 @@ export interface KubeconfigChoice {
 export interface ReadSettings {
   readonly configurationName: string;
   readonly allNamespaces: boolean;
+  /** -n/--namespace: only this namespace's pods, opted in or not. */
+  readonly namespace?: string;
   readonly podSelectorFlag: string | undefined;
   /** Items per page of every list (the `limit` parameter). */
   readonly pageSize: number;
@@ -83,6 +91,9 @@ class ClusterReader {
   private readonly admission: AdmissionregistrationV1Api;
   private readonly discovery: DiscoveryV1Api;
   private readonly policy: PolicyV1Api;
+  private readonly version: VersionApi;
+  private readonly authorization: AuthorizationV1Api;
+  private readonly custom: CustomObjectsApi;
   private readonly server: string;
 
   constructor(
@@ -94,6 +105,9 @@ class ClusterReader {
     this.admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
     this.discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
     this.policy = kubeConfig.makeApiClient(PolicyV1Api);
+    this.version = kubeConfig.makeApiClient(VersionApi);
+    this.authorization = kubeConfig.makeApiClient(AuthorizationV1Api);
+    this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.server = kubeConfig.getCurrentCluster()?.server ?? 'the API server';
   }
 
@@ -102,7 +116,8 @@ class ClusterReader {
     const expected = expectationsOf(webhook.deployment, this.settings.podSelectorFlag);
     const namespaces = await this.scanNamespaces(expected.podSelector);
     const replicaSetOwners = await this.replicaSetOwners(namespaces, expected);
-    return { snapshot: { webhook, namespaces, replicaSetOwners }, expected };
+    const scope = this.settings.namespace === undefined ? {} : { scope: this.settings.namespace };
+    return { snapshot: { webhook, namespaces, replicaSetOwners, ...scope }, expected };
   }
 
   private async webhookObjects(): Promise<WebhookObjects> {
@@ -136,11 +151,9 @@ class ClusterReader {
     return { configurationName, configuration, service, endpointSlices, deployment, disruptionBudgets, secret };
   }
 
-  /** The opted-in namespaces, and with --all-namespaces every other one, each with its matching pods. */
+  /** The opted-in namespaces (with --all-namespaces every one; with --namespace that one), each with its matching pods. */
   private async scanNamespaces(selector: LabelSelector): Promise<NamespacePods[]> {
-    const namespaces = await this.listAll({ verb: 'list', resource: 'namespaces', group: '' }, (page, config) =>
-      this.core.listNamespace({ ...(this.settings.allNamespaces ? {} : { labelSelector: OPT_IN_LABEL }), ...page }, config),
-    );
+    const namespaces = await this.listNamespaces();
     const [key, value] = OPT_IN_LABEL.split('=') as [string, string];
     const targets = namespaces.map((namespace) => ({
       namespace: namespace.metadata?.name ?? '',
@@ -154,6 +167,54 @@ class ClusterReader {
         this.core.listNamespacedPod({ namespace, labelSelector, ...page }, config),
       ),
     }));
+  }
+
+  /**
+   * The namespaces to scan. One named by --namespace is listed by field selector, not read by name: `list
+   * namespaces` is what manifests/check grants (and a `get` would need another rule).
+   */
+  private async listNamespaces(): Promise<V1Namespace[]> {
+    const only = this.settings.namespace;
+    const filter = only !== undefined ? { fieldSelector: `metadata.name=${only}` } : this.settings.allNamespaces ? {} : { labelSelector: OPT_IN_LABEL };
+    const namespaces = await this.listAll({ verb: 'list', resource: 'namespaces', group: '' }, (page, config) => this.core.listNamespace({ ...filter, ...page }, config));
+    if (only === undefined || namespaces.length > 0) return namespaces;
+    const optedIn = await this.listAll({ verb: 'list', resource: 'namespaces', group: '' }, (page, config) =>
+      this.core.listNamespace({ labelSelector: OPT_IN_LABEL, ...page }, config),
+    );
+    const names = optedIn.map((namespace) => namespace.metadata?.name ?? '');
+    throw new NamespaceNotFoundError(only, closestName(only, names), names);
+  }
+
+  /** `kubectl version`'s server half, and a SelfSubjectAccessReview for each verb kubectl apply needs on each kind. */
+  async preInstall(certManager: boolean): Promise<PreInstallReading> {
+    const version = await this.call({ verb: 'get', resource: 'version', group: '' }, (config) => this.version.getCode({}, config));
+    const questions = accessQuestions([...BASE_RESOURCES, ...(certManager ? CERT_MANAGER_RESOURCES : [])]);
+    const access = await this.pooled(questions, async (question) => ({ question, allowed: await this.mayI(question) }));
+    const reading = { version: { major: version.major, minor: version.minor, gitVersion: version.gitVersion }, access };
+    return certManager ? { ...reading, certManager: { served: await this.certManagerResources() } } : reading;
+  }
+
+  private async mayI({ verb, group, resource, namespace }: AccessQuestion): Promise<boolean> {
+    const body = {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SelfSubjectAccessReview',
+      spec: { resourceAttributes: { verb, group, resource, ...(namespace === undefined ? {} : { namespace }) } },
+    };
+    const review = await this.call({ verb: 'create', resource: 'selfsubjectaccessreviews', group: 'authorization.k8s.io' }, (config) =>
+      this.authorization.createSelfSubjectAccessReview({ body }, config),
+    );
+    return review.status?.allowed === true;
+  }
+
+  /**
+   * The resources of cert-manager.io/v1 as discovery lists them (what kubectl reads to know a kind exists; every
+   * authenticated user may read discovery); undefined when the group is not served (404).
+   */
+  private async certManagerResources(): Promise<readonly string[] | undefined> {
+    const list = await this.getOptional({ verb: 'get', resource: 'discovery of cert-manager.io/v1', group: '' }, (config) =>
+      this.custom.getAPIResources({ group: 'cert-manager.io', version: 'v1' }, config),
+    );
+    return list?.resources.map((resource) => resource.name);
   }
 
   /**
@@ -278,6 +339,11 @@ export async function readCluster(
   if (unknown.size === 0) return { snapshot, expected, lag };
   const more = await reader.ownersOf([...unknown]);
   return { snapshot: { ...snapshot, replicaSetOwners: new Map([...snapshot.replicaSetOwners, ...more]) }, expected, lag };
+}
+
+/** What check --pre reads: the server's version, the caller's permissions for the install, cert-manager when asked. */
+export function readPreInstall(kubeConfig: KubeConfig, settings: ReadSettings, certManager: boolean): Promise<PreInstallReading> {
+  return new ClusterReader(kubeConfig, settings).preInstall(certManager);
 }
 
 /** The lag's query, answered; every failure is a `failed` reading whose message names what went wrong. */

@@ -72,6 +72,9 @@ function findingLines(finding: Finding, paint: (status: CheckStatus, text: strin
 
 function summaryLine(report: CheckReport, paint: (status: CheckStatus, text: string) => string): string {
   const { ok, info, warning, failure } = report.counts;
-  const verdict = report.failed ? paint('failure', 'Not every Envoy pod is protected:') : 'No check failed:';
+  // check --pre reports on the cluster before install: no Envoy pod is concerned yet.
+  const before = report.findings.length > 0 && report.findings.every((finding) => finding.section === 'pre');
+  const failed = before ? 'Not ready to install:' : 'Not every Envoy pod is protected:';
+  const verdict = report.failed ? paint('failure', failed) : 'No check failed:';
   return `${verdict} ${failure} failed, ${warning} warning${warning === 1 ? '' : 's'}, ${ok} ok, ${info} for information.`;
 }

@@ -7,7 +7,8 @@ import type { DrainsReport } from './drains.js';
 /** `info` is neither good nor bad: something the reader should know (an opted-out pod, a failurePolicy). */
 export type CheckStatus = 'ok' | 'info' | 'warning' | 'failure';
 
-export type SectionName = 'webhook' | 'pods' | 'drains';
+/** `pre`: check --pre, before install; the others: the installed webhook and the pods it protects. */
+export type SectionName = 'pre' | 'webhook' | 'pods' | 'drains';
 
 export interface Finding {
   /** Stable, for scripts: `webhook.endpoints`, `pods.missing-sidecar`... */
@@ -37,6 +38,7 @@ export interface CheckReport {
 }
 
 export const SECTION_TITLES: Readonly<Record<SectionName, string>> = {
+  pre: 'Before install',
   webhook: 'The webhook',
   pods: 'Envoy pods',
   drains: "Drains and the load balancer's lag",

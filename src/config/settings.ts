@@ -15,6 +15,11 @@ export interface Setting<T> {
   readonly kind: ValueKind<T>;
   readonly default: T;
   readonly help: string;
+  /**
+   * false: a flag only, never read from the environment. For a flag whose variable another mode sets for its own
+   * meaning (check's --namespace against the webhook pod's SHUTDOWN_MANAGER_NAMESPACE).
+   */
+  readonly env?: false;
 }
 
 export type SettingTable = Record<string, Setting<any>>; // eslint-disable-line @typescript-eslint/no-explicit-any -- each row has its own value type
@@ -60,7 +65,7 @@ export function readSettings<Table extends SettingTable>(
   for (const [name, setting] of Object.entries(table)) {
     const fromFlag = flags[name];
     // An empty variable counts as unset: manifests often declare a variable and leave its value empty.
-    const fromEnv = env[envName(name)] || undefined;
+    const fromEnv = setting.env === false ? undefined : env[envName(name)] || undefined;
     const [raw, source] =
       fromFlag !== undefined ? [fromFlag, `flag --${name}`] : [fromEnv, `environment variable ${envName(name)}`];
     if (raw === undefined) {
@@ -141,7 +146,8 @@ export function describeSettings(table: SettingTable): string {
   return Object.entries(table)
     .map(([name, setting]) => {
       const fallback = setting.kind.format(setting.default);
-      return `  --${name}\n      ${setting.help}\n      env ${envName(name)}, default ${fallback === '' ? '(none)' : fallback}`;
+      const variable = setting.env === false ? 'no environment variable' : `env ${envName(name)}`;
+      return `  --${name}\n      ${setting.help}\n      ${variable}, default ${fallback === '' ? '(none)' : fallback}`;
     })
     .join('\n');
 }

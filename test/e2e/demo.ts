@@ -7,26 +7,56 @@
  *   npm run demo -- --scenario=sidecar-restart     the kubelet restarts the sidecar alone (liveness failure)
  *   npm run demo -- --scenario=modify-only         deletion with MODIFY_ONLY listeners (Envoy Gateway's)
  *
- * Add `--unprotected` to see the same with the protection undone: the sidecar's old draining hook, or
- * Envoy left with its default drain flags. Prints what happened.
+ * Add `--unprotected` to see the same without the protection, and what it costs: a deletion runs the pod
+ * without the shutdown-manager (Envoy gets SIGTERM at once: requests are lost), modify-only leaves Envoy its
+ * default drain flags (requests lost), sidecar-restart gives the sidecar the old draining hook (a healthy pod
+ * drained). Prints what happened. Exit status: 0 when the outcome is the one the scenario shows (no loss, or
+ * with --unprotected the loss), 1 when it is not, 2 on a usage error.
  */
 import { parseArgs } from 'node:util';
+import { closestName } from '../../src/config/settings.js';
 import { httpRequest } from '../support/connections.js';
 import type { TimelineEvent } from './kubelet.js';
 import type { LoadReport } from './load.js';
-import { FAST_DRAIN_DEFAULTS, shortWaitWindow, startPod, withDrainingSidecarHook, type RunningPod } from './rollout.js';
+import { FAST_DRAIN_DEFAULTS, shortWaitWindow, startPod, withDrainingSidecarHook, withoutSidecar, type RunningPod } from './rollout.js';
 
 const SCENARIOS = ['deletion', 'sidecar-restart', 'modify-only'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
+const FLAGS = { scenario: { type: 'string', default: 'deletion' }, unprotected: { type: 'boolean', default: false } } as const;
+const FLAG_LIST = `flags: --scenario=${SCENARIOS.join('|')}, --unprotected`;
+
+/** A usage error: one line naming the bad flag or value, exit 2, no stack trace (a demo is a first contact). */
+function usageError(message: string): never {
+  process.stderr.write(`npm run demo: ${message}\n`);
+  process.exit(2);
+}
+
 function options(): { scenario: Scenario; unprotected: boolean } {
-  const { values } = parseArgs({ options: { scenario: { type: 'string', default: 'deletion' }, unprotected: { type: 'boolean', default: false } } });
+  let values;
+  try {
+    ({ values } = parseArgs({ args: process.argv.slice(2), options: FLAGS, strict: true, allowPositionals: false }));
+  } catch (error) {
+    usageError(flagProblem(error instanceof Error ? error.message : String(error)));
+  }
   const scenario = SCENARIOS.find((name) => name === values.scenario);
   if (scenario === undefined) {
-    process.stderr.write(`npm run demo: unknown --scenario=${String(values.scenario)}; expected one of ${SCENARIOS.join(', ')}\n`);
-    process.exit(2);
+    const closest = closestName(String(values.scenario), SCENARIOS);
+    usageError(`unknown --scenario=${String(values.scenario)}${closest === undefined ? '' : `; did you mean --scenario=${closest}?`} (expected one of ${SCENARIOS.join(', ')})`);
   }
   return { scenario, unprotected: values.unprotected === true };
+}
+
+/** parseArgs's reason, said in one line with the flag it names, and the closest known flag when it is a typo. */
+function flagProblem(reason: string): string {
+  const unknown = /^Unknown option '(-[^']*)'/.exec(reason)?.[1];
+  if (unknown !== undefined) {
+    const closest = closestName(unknown.replace(/^--?/, ''), Object.keys(FLAGS));
+    return `unknown flag ${unknown}${closest === undefined ? '' : `; did you mean --${closest}?`} (${FLAG_LIST})`;
+  }
+  const positional = /^Unexpected argument '([^']*)'/.exec(reason)?.[1];
+  if (positional !== undefined) return `unexpected argument "${positional}": the demo takes flags only (${FLAG_LIST})`;
+  return `${reason.split('\n')[0] ?? reason} (${FLAG_LIST})`;
 }
 
 function printTimeline(events: readonly TimelineEvent[], title: string): void {
@@ -74,18 +104,22 @@ async function sidecarRestart(unprotected: boolean): Promise<number> {
 async function deletion(modifyOnly: boolean, unprotected: boolean): Promise<number> {
   const annotations: Record<string, string> = { 'shutdown-manager.io/termination-grace-period': modifyOnly ? '4' : '10' };
   if (unprotected) annotations['shutdown-manager.io/envoy-drain-flags'] = 'false';
+  // A plain deletion is unprotected without the sidecar at all: Envoy's own drain flags matter only once something drains it.
+  const bare = unprotected && !modifyOnly;
   console.log(modifyOnly ? 'Deleting an Envoy pod whose listeners are MODIFY_ONLY (they ignore /healthcheck/fail), under load from 8 clients.' : 'Rolling one Envoy pod under load from 16 keep-alive clients.');
   if (modifyOnly) console.log(unprotected ? "Unprotected: Envoy keeps its default drain (gradual over 600 s).\n" : 'Envoy gets --drain-strategy immediate and --drain-time-s from the injector.\n');
+  if (bare) console.log('Unprotected: the same pod without the shutdown-manager, as without this project: Envoy gets SIGTERM at once and closes every connection.\n');
   console.log(`Webhook drain defaults for the demo: ${FAST_DRAIN_DEFAULTS.join(' ')} (a pod may override them)\n`);
-  const pod = await startPod({ annotations, ...(modifyOnly ? { kubelet: { envoyConfig: ['--http-drain-type=modify_only'] } } : {}) });
+  const kubelet = { ...(modifyOnly ? { envoyConfig: ['--http-drain-type=modify_only'] } : {}), ...(bare ? { withoutSidecar: true } : {}) };
+  const pod = await startPod({ annotations, kubelet, ...(bare ? { edit: withoutSidecar } : {}) });
   try {
     const load = modifyOnly ? pod.startLoad(8, { path: '/delay/150' }) : pod.startLoad(16);
     await load.warmedUp(modifyOnly ? 16 : 100);
     const envoy = pod.pod.spec?.containers.find((c) => c.name === 'envoy');
     const sidecar = pod.pod.spec?.containers.find((c) => c.name === 'shutdown-manager');
-    console.log('Injected by the webhook:');
+    console.log(bare ? 'Injected by the webhook, then the shutdown-manager and its hooks removed:' : 'Injected by the webhook:');
     console.log(`  envoy args:   ${envoy?.args?.join(' ')}`);
-    console.log(`  sidecar args: ${sidecar?.args?.join(' ')}`);
+    console.log(`  sidecar args: ${sidecar === undefined ? '(no shutdown-manager container)' : (sidecar.args?.join(' ') ?? '')}`);
     console.log(`  terminationGracePeriodSeconds: ${pod.pod.spec?.terminationGracePeriodSeconds}`);
     const termination = await pod.simulated.terminate();
     const startedAt = termination.startedAt;
@@ -107,6 +141,7 @@ async function deletion(modifyOnly: boolean, unprotected: boolean): Promise<numb
     if (lastClose !== undefined) console.log(`  last client connection to the old pod closed at ${Math.round(lastClose - startedAt)} ms`);
     console.log(`  pod gone after ${termination.podGoneAtMs} ms of a ${termination.gracePeriodMs} ms grace period`);
     console.log(report.failures.length === 0 ? '\nZero requests lost.' : `\n${report.failures.length} requests lost.`);
+    if (unprotected) console.log(report.failures.length > 0 ? 'That is the loss the shutdown-manager prevents: run it without --unprotected.' : 'Expected a loss without the protection, and saw none.');
     return (report.failures.length > 0) === unprotected ? 0 : 1;
   } finally {
     await pod.close();

@@ -112,6 +112,12 @@ export interface SimulatedPodOptions {
    * read-only `envoy-admin` listener.
    */
   readonly envoyAdminSocket?: string;
+  /**
+   * Runs a pod that has no shutdown-manager container (a negative control: the same pod unprotected); Envoy's
+   * admin API then listens on a port of its own choosing. Without it, a pod without the sidecar is an error,
+   * so that a test cannot run an uninjected pod by mistake.
+   */
+  readonly withoutSidecar?: boolean;
 }
 
 interface Running {
@@ -197,7 +203,7 @@ export class SimulatedPod {
     const native = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always');
     const specs = [...native, ...(pod.spec?.containers ?? [])];
     const sidecarSpec = specs.find((c) => c.name === SIDECAR_CONTAINER_NAME);
-    if (sidecarSpec === undefined) throw new Error('the pod has no shutdown-manager container: was it injected?');
+    if (sidecarSpec === undefined && options.withoutSidecar !== true) throw new Error('the pod has no shutdown-manager container: was it injected?');
     if (options.mountNamespaces === true) {
       const problem = mountNamespaceProblem();
       if (problem !== undefined) throw new Error(problem);
@@ -218,10 +224,10 @@ export class SimulatedPod {
     const apps = (pod.spec?.containers ?? []).filter((c) => c !== envoySpec && c !== sidecarSpec);
     const containers = [
       new Container(envoySpec, 'envoy', native.includes(envoySpec)),
-      new Container(sidecarSpec, 'sidecar', native.includes(sidecarSpec)),
+      ...(sidecarSpec === undefined ? [] : [new Container(sidecarSpec, 'sidecar', native.includes(sidecarSpec))]),
       ...apps.map((spec) => new Container(spec, 'app', false)),
     ];
-    const mountPoints = options.mountNamespaces === true ? (sidecarSpec.volumeMounts ?? []).filter((mount) => volumeDirs.has(mount.name)).map((mount) => mount.mountPath) : [];
+    const mountPoints = options.mountNamespaces === true && sidecarSpec !== undefined ? (sidecarSpec.volumeMounts ?? []).filter((mount) => volumeDirs.has(mount.name)).map((mount) => mount.mountPath) : [];
     const simulated = new SimulatedPod(pod, containers, volumeDirs, options, ensureMountPoints(mountPoints));
     try {
       // Envoy first: its ports become fixed, so that a restarted Envoy comes back on them.
@@ -406,7 +412,7 @@ export class SimulatedPod {
   private envoyAdminFlags(spec: V1Container): string[] {
     const socket = this.options.envoyAdminSocket;
     if (socket === undefined) {
-      return [`--admin-port=${this.envoyPorts?.admin ?? Number(flagValue(this.byRole('sidecar').spec.args ?? [], '--admin-port'))}`];
+      return [`--admin-port=${this.envoyPorts?.admin ?? this.sidecarAdminPort()}`];
     }
     const hostPath = this.hostPathOf(spec, socket);
     if (hostPath === undefined) throw new Error(`the Envoy container ${spec.name} mounts no emptyDir volume at the directory of ${socket}`);
@@ -483,6 +489,12 @@ export class SimulatedPod {
     const found = this.containers.find((c) => c.name === name);
     if (found === undefined) throw new Error(`no container ${name} in the pod`);
     return found;
+  }
+
+  /** The admin port the sidecar's args name; 0 (any free port) in a pod without the sidecar. */
+  private sidecarAdminPort(): number {
+    const sidecar = this.containers.find((c) => c.role === 'sidecar');
+    return sidecar === undefined ? 0 : Number(flagValue(sidecar.spec.args ?? [], '--admin-port'));
   }
 
   private byRole(role: Role): Container {

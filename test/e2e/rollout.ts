@@ -188,6 +188,24 @@ function editSidecar(pod: V1Pod, edit: (container: V1Container) => V1Container):
   return { ...pod, spec: { ...pod.spec, containers } };
 }
 
+/**
+ * The pod as it runs without this project: no shutdown-manager container, and no preStop hook calling it (Envoy's
+ * and any wait-container's). The kubelet then sends Envoy SIGTERM at once, and Envoy closes every connection
+ * (run it with the kubelet's `withoutSidecar`).
+ */
+export function withoutSidecar(pod: V1Pod): V1Pod {
+  const sidecar = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])].find((c) => c.name === SIDECAR_CONTAINER_NAME);
+  const servePort = /^--serve-port=(\d+)$/.exec(sidecar?.args?.find((arg) => arg.startsWith('--serve-port=')) ?? '')?.[1];
+  const unhooked = (container: V1Container): V1Container => {
+    const port = container.lifecycle?.preStop?.httpGet?.port;
+    if (port === undefined || String(port) !== servePort) return container;
+    const { preStop: _removed, ...lifecycle } = container.lifecycle ?? {};
+    return { ...container, lifecycle };
+  };
+  const keep = (containers: readonly V1Container[] | undefined): V1Container[] => (containers ?? []).filter((c) => c.name !== SIDECAR_CONTAINER_NAME).map(unhooked);
+  return { ...pod, spec: { ...pod.spec, containers: keep(pod.spec?.containers), initContainers: keep(pod.spec?.initContainers) } };
+}
+
 /** The sidecar hook as it was before this design: it started a drain (Contour #4851, Envoy Gateway #5832). */
 export function withDrainingSidecarHook(pod: V1Pod): V1Pod {
   return editSidecar(pod, (container) => {

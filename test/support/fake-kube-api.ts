@@ -2,7 +2,9 @@
  * A fake Kubernetes API server for the few endpoints self-managed TLS uses: Secrets (get, create, update
  * with resourceVersion) and MutatingWebhookConfigurations (get, JSON patch), and the reads of `check`: get and
  * list (label selector, `limit`/`continue`) of namespaces, pods, services, deployments, replicasets,
- * daemonsets, statefulsets, endpointslices and poddisruptionbudgets (addObject). It is a real node:https server on
+ * daemonsets, statefulsets, endpointslices and poddisruptionbudgets (addObject, removeObject; lists by label selector
+ * and by the field selector metadata.name), and those of `check --pre`: /version (serverVersion), discovery of
+ * API groups added with serveApiGroup, and SelfSubjectAccessReviews (allowed unless `denies` says otherwise). It is a real node:https server on
  * 127.0.0.1, so the real @kubernetes/client-node code path (TLS, bearer token, serialisation, middleware)
  * is exercised. Every request is recorded; faults, stalls and barriers can be injected.
  */
@@ -60,8 +62,24 @@ const RESOURCES: Readonly<Record<string, string>> = {
   PodDisruptionBudget: 'poddisruptionbudgets',
 };
 
+/** The resourceAttributes of a SelfSubjectAccessReview. */
+export interface AccessAttributes {
+  readonly verb: string;
+  readonly group: string;
+  readonly resource: string;
+  readonly namespace?: string;
+}
+
+const ACCESS_REVIEWS = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews';
+
 export class FakeKubeApi {
   readonly requests: RecordedRequest[] = [];
+  /** What GET /version answers. */
+  serverVersion = { major: '1', minor: '31', gitVersion: 'v1.31.2', platform: 'linux/amd64' };
+  /** Which SelfSubjectAccessReviews are answered allowed: false; by default every one is allowed. */
+  denies: (attributes: AccessAttributes) => boolean = () => false;
+  /** Discovery documents by group/version ("cert-manager.io/v1"): the resources each serves. */
+  private readonly apiGroups = new Map<string, readonly string[]>();
   readonly secrets = new Map<string, KubeObject>();
   readonly webhookConfigurations = new Map<string, KubeObject>();
   /** Objects of addObject, by collection ("api/v1|edge|pods"; cluster-scoped ones with an empty namespace). */
@@ -162,6 +180,20 @@ export class FakeKubeApi {
     this.collections.set(key, [...(this.collections.get(key) ?? []), stored]);
   }
 
+  /** Removes an object stored by addObject (as a rollout replaces a pod); false when there was none. */
+  removeObject(apiVersion: string, kind: string, namespace: string, name: string): boolean {
+    const key = `${apiVersion === 'v1' ? 'api/v1' : `apis/${apiVersion}`}|${kind === 'Namespace' ? '' : namespace}|${RESOURCES[kind] ?? ''}`;
+    const all = this.collections.get(key) ?? [];
+    const kept = all.filter((object) => object.metadata?.name !== name);
+    this.collections.set(key, kept);
+    return kept.length < all.length;
+  }
+
+  /** Serves GET /apis/GROUP/VERSION (discovery) with these resources, as a CRD's group is once installed. */
+  serveApiGroup(groupVersion: string, resources: readonly string[]): void {
+    this.apiGroups.set(groupVersion, resources);
+  }
+
   fail(fault: Fault): void {
     this.faults.push(fault);
   }
@@ -232,6 +264,14 @@ export class FakeKubeApi {
     if (secret) return this.secretRoute(request, response, secret[1] as string, secret[2]);
     const webhook = WEBHOOKS.exec(request.path);
     if (webhook) return this.webhookRoute(request, response, webhook[1] as string);
+    if (request.path === '/version' && request.method === 'GET') return this.json(response, 200, this.serverVersion);
+    if (request.path === ACCESS_REVIEWS && request.method === 'POST') return this.accessReview(request, response);
+    const discovery = this.apiGroups.get(request.path.replace(/^\/apis\//, ''));
+    if (discovery !== undefined && request.method === 'GET') {
+      const groupVersion = request.path.replace(/^\/apis\//, '');
+      const resources = discovery.map((name) => ({ name, singularName: '', namespaced: true, kind: name, verbs: ['get', 'list', 'create', 'patch'] }));
+      return this.json(response, 200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources });
+    }
     const object = OBJECTS.exec(request.path);
     if (object && request.method === 'GET') {
       const [, prefix, namespace = '', resource, name] = object as unknown as [string, string, string | undefined, string, string | undefined];
@@ -288,6 +328,20 @@ export class FakeKubeApi {
     }
   }
 
+  /** A SelfSubjectAccessReview, answered as the API server does: the review back, with its status. */
+  private accessReview(request: RecordedRequest, response: ServerResponse): void {
+    const review = request.body as KubeObject;
+    const attributes = (review.spec?.resourceAttributes ?? {}) as Record<string, string | undefined>;
+    const asked: AccessAttributes = {
+      verb: attributes.verb ?? '',
+      group: attributes.group ?? '',
+      resource: attributes.resource ?? '',
+      ...(attributes.namespace === undefined ? {} : { namespace: attributes.namespace }),
+    };
+    const allowed = !this.denies(asked);
+    this.json(response, 201, { ...review, status: allowed ? { allowed } : { allowed, reason: 'no RBAC policy matched' } });
+  }
+
   /** GET of one object, or a list with labelSelector, limit and continue (the offset, as an opaque token). */
   private objectRoute(request: RecordedRequest, response: ServerResponse, key: string, resource: string, name: string | undefined): void {
     const all = this.collections.get(key) ?? [];
@@ -299,7 +353,14 @@ export class FakeKubeApi {
     // No selector selects everything (the project's parser refuses an empty one, as the webhook must).
     const text = query.get('labelSelector') ?? '';
     const selector = text === '' ? undefined : parseLabelSelector(text);
-    const matching = all.filter((candidate) => selector === undefined || matchesLabels(selector, candidate.metadata?.labels as Record<string, string> | undefined));
+    // The one field selector check uses: metadata.name=NAME (the API server serves it on every resource).
+    const field = /^metadata\.name=(.*)$/.exec(query.get('fieldSelector') ?? '');
+    if (query.has('fieldSelector') && field === null) return this.status(response, 400, 'BadRequest', `the fake serves no field selector ${query.get('fieldSelector')}`);
+    const matching = all.filter(
+      (candidate) =>
+        (selector === undefined || matchesLabels(selector, candidate.metadata?.labels as Record<string, string> | undefined)) &&
+        (field === null || candidate.metadata?.name === field[1]),
+    );
     const offset = Number(Buffer.from(query.get('continue') ?? '', 'base64url').toString('utf8') || '0');
     const limit = Number(query.get('limit') ?? '0') || matching.length;
     const items = matching.slice(offset, offset + limit);
