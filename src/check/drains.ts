@@ -41,11 +41,29 @@ export function lagQuery(window: string): string {
   return `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}) (max_over_time(${LAG_METRIC}[${window}]))`;
 }
 
-/** What is known of the lag: nothing asked, a failed read, or the samples of the query. */
+/** The sidecars' report of the stats the drain needs that Envoy lacks (1 per missing stat, 0 when present). */
+export const STATS_MISSING_METRIC = 'shutdown_manager_envoy_stats_missing';
+
+/** The second query: per workload, the stats the drain needs that some pod's Envoy lacked over the window. */
+export function statsMissingQuery(window: string): string {
+  return `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}, stat) (max_over_time(${STATS_MISSING_METRIC}[${window}])) == 1`;
+}
+
+/**
+ * What is known of the lag: nothing asked, a failed read, or the samples of the query; with it, the samples of
+ * statsMissingQuery (null when that query failed: the lag is still worth showing).
+ */
 export type LagReading =
   | { readonly status: 'unknown' }
   | { readonly status: 'failed'; readonly source: string; readonly window: string; readonly query: string; readonly message: string }
-  | { readonly status: 'read'; readonly source: string; readonly window: string; readonly query: string; readonly samples: readonly VectorSample[] };
+  | {
+      readonly status: 'read';
+      readonly source: string;
+      readonly window: string;
+      readonly query: string;
+      readonly samples: readonly VectorSample[];
+      readonly missingStats?: readonly VectorSample[] | null;
+    };
 
 /** One workload's drain settings (the most demanding of its pods', when they differ) and its lag. */
 export interface WorkloadDrain {
@@ -152,6 +170,7 @@ export function drainFindings(input: DrainsInput): { findings: Finding[]; report
   const findings = [readFinding(lag, workloads.length, seen)];
   if (unattributed.length > 0) findings.push(unattributedFinding(unattributed));
   for (const row of workloads) findings.push(...lagFindings(row, lag.window));
+  findings.push(...missingStatsFindings(lag.missingStats ?? [], input.replicaSetOwners, rows, lag.window));
   return { findings, report: { lag: lagReport, workloads } };
 }
 
@@ -310,6 +329,43 @@ function lagFindings(row: WorkloadDrain, window: string): Finding[] {
     );
   }
   return findings;
+}
+
+/** What each missing stat costs a drain (the sidecar's own words: src/sidecar/supervisor.ts checkNeededStats). */
+const MISSING_STAT_COST: Readonly<Record<string, string>> = {
+  'listener.<listener>.downstream_cx_active': 'no connection can be counted, so a drain ends only at its deadline or when Envoy exits',
+  'listener.admin.downstream_cx_total': 'a drain cannot tell the drained process from a replacement but by the connection it holds open',
+  'listener.<listener>.downstream_cx_total': 'the load balancer letting go cannot be observed: the quiet period holds nothing',
+};
+
+/**
+ * `drains.envoy-stats-missing`: workloads whose Envoy lacked stats the drain needs (a stats_matcher trimming
+ * them), as their sidecars reported at start. A warning: the pods are protected, but their drains are blind in part.
+ */
+function missingStatsFindings(samples: readonly VectorSample[], owners: ReplicaSetOwners, rows: ReadonlyMap<string, { workload: Workload }>, window: string): Finding[] {
+  const byWorkload = new Map<string, { who: string; stats: Set<string> }>();
+  for (const sample of samples) {
+    const namespace = sample.labels.namespace ?? '';
+    const kind = sample.labels[CONTROLLER_KIND_LABEL] ?? '';
+    const name = sample.labels[CONTROLLER_NAME_LABEL] ?? '';
+    const stat = sample.labels.stat ?? '';
+    if (namespace === '' || kind === '' || name === '' || stat === '') continue;
+    const workload = kind === 'ReplicaSet' ? replicaSetWorkload(namespace, name, owners, rows) : { kind, name, namespace };
+    const id = key(workload);
+    const entry = byWorkload.get(id) ?? { who: `${workload.kind} ${workload.namespace}/${workload.name}`, stats: new Set<string>() };
+    entry.stats.add(stat);
+    byWorkload.set(id, entry);
+  }
+  return [...byWorkload.values()].map(({ who, stats }) => {
+    const listed = [...stats].sort();
+    const costs = listed.map((stat) => `${stat}: ${MISSING_STAT_COST[stat] ?? 'the drain cannot use it'}`);
+    return finding(
+      'drains.envoy-stats-missing',
+      'warning',
+      `${who}: Envoy's stats lack what the drain needs (seen by its sidecars over ${window}): ${costs.join('; ')}`,
+      `keep ${listed.join(', ')} in the Envoy bootstrap's stats_config.stats_matcher (an inclusion_list, or an exclusion_list that does not match them)`,
+    );
+  });
 }
 
 /** The shortest grace period (whole seconds) whose deadline puts `arrivalSeconds` below NEAR_DEADLINE_SHARE of it. */

@@ -25,7 +25,7 @@ import { statusOf, withSignal } from '../kube/requests.js';
 import { formatLabelSelector, type LabelSelector } from '../config/label-selector.js';
 import type { RequestOptions } from 'node:https';
 import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
-import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, type LagReading } from './drains.js';
+import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, statsMissingQuery, type LagReading } from './drains.js';
 import { ApiAnswerError, causeOf, describeRead, ForbiddenError, KubeconfigError, NamespaceNotFoundError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
 import { expectationsOf, servingSecretName, type Expectations } from './expectations.js';
 import { judgePod } from './pod-state.js';
@@ -354,7 +354,12 @@ async function readLag(kubeConfig: KubeConfig, { source, window }: NonNullable<R
   try {
     const transport = source.kind === 'url' ? directTransport(source.url) : await apiServerTransport(kubeConfig, source, shown);
     const samples = await queryVector(source, transport, query, timeoutMs);
-    return { status: 'read', source: shown, window, query, samples };
+    // The stats the drains lacked: a query of its own, whose failure leaves the lag shown.
+    const missingStats = await queryVector(source, transport, statsMissingQuery(window), timeoutMs).catch((error: unknown) => {
+      if (error instanceof PrometheusError) return null;
+      throw error;
+    });
+    return { status: 'read', source: shown, window, query, samples, missingStats };
   } catch (error) {
     if (!(error instanceof PrometheusError)) throw error;
     return { status: 'failed', source: shown, window, query, message: error.message };

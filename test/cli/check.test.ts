@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { writeFile } from 'node:fs/promises';
-import { lagQuery, type WorkloadDrain } from '../../src/check/drains.js';
+import { lagQuery, statsMissingQuery, type WorkloadDrain } from '../../src/check/drains.js';
 import type { CheckReport, Finding } from '../../src/check/report.js';
 import {
   addNamespace,
@@ -318,7 +318,7 @@ describe('manifests/check', () => {
     ];
     const rules = roles.flatMap((role) => role.rules);
     const used = new Set<Rule>();
-    assert.equal(front.proxied.length, 1, 'one query');
+    assert.equal(front.proxied.length, 2, 'the lag and the stats the drains lacked');
     for (const path of [...target.fake.requests.map((request) => request.path), ...front.proxied.map((proxied) => proxied.split('?')[0] as string)]) {
       const read = rbacOf(path);
       const rule = rules.find((candidate) => grants(candidate, read));
@@ -438,6 +438,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     prometheusServers.push(server);
     server.expectedQuery = lagQuery(window);
     server.samples = samples;
+    server.answers.set(statsMissingQuery(window), []);
     return server;
   }
 
@@ -504,7 +505,10 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     const server = await prometheus(SAMPLES);
     const { run, report } = await checkJson(target, '--prometheus-url', `${server.url}/`);
     assert.equal(run.code, 1, 'still the missing sidecar');
-    assert.deepEqual(server.queries.map(({ path, query }) => ({ path, query })), [{ path: '/api/v1/query', query: lagQuery('7d') }]);
+    assert.deepEqual(server.queries.map(({ path, query }) => ({ path, query })), [
+      { path: '/api/v1/query', query: lagQuery('7d') },
+      { path: '/api/v1/query', query: statsMissingQuery('7d') },
+    ]);
     assert.deepEqual(report.drains.lag, { status: 'read', source: server.url, window: '7d', query: lagQuery('7d') });
     assert.equal(row(report, 'envoy')?.loadBalancerLagSeconds, 12.5, 'the largest of its ReplicaSets, the deleted one found by its name');
     assert.equal(row(report, 'ingress')?.loadBalancerLagSeconds, 95);
@@ -544,7 +548,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.equal(server.queries[0]?.authorization, undefined);
     // Credentials in the URL: sent as Basic authentication, never shown.
     const withUser = await checkJson(target, '--prometheus-url', server.url.replace('http://', 'http://reader:xy%3Azzy@'), '--lag-window', '2d');
-    assert.equal(server.queries[1]?.authorization, `Basic ${Buffer.from('reader:xy:zzy').toString('base64')}`);
+    assert.equal(server.queries[2]?.authorization, `Basic ${Buffer.from('reader:xy:zzy').toString('base64')}`, "the second run's first query");
     assert.equal(withUser.report.drains.lag.source, server.url);
     assert.doesNotMatch(JSON.stringify(withUser.report), /xy:?zzy|reader/);
     server.samples = [];
@@ -552,6 +556,27 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.equal(empty.run.code, 0);
     assert.equal(statusOf(empty.report, 'drains.prometheus'), 'info');
     assert.match(only(empty.report, 'drains.prometheus')[0]?.message ?? '', /no drain seen \(no shutdown_manager_load_balancer_lag_seconds sample in 2d\)/);
+  });
+
+  test("the stats the drain needs that a workload's Envoy lacked: a warning naming them and what they cost; a failed query leaves the lag shown", async () => {
+    const target = await drainCluster();
+    const server = await prometheus(SAMPLES);
+    server.answers.set(statsMissingQuery('7d'), [
+      { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-7d9f', stat: 'listener.admin.downstream_cx_total' }, value: 1 },
+      { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-7d9f', stat: 'listener.<listener>.downstream_cx_total' }, value: 1 },
+      { metric: { namespace: 'edge', controller_kind: 'DaemonSet', controller_name: 'ingress' }, value: 1 },
+    ]);
+    const { report } = await checkJson(target, '--prometheus-url', server.url);
+    const missing = only(report, 'drains.envoy-stats-missing');
+    assert.deepEqual(missing.map((entry) => [entry.status, entry.message.split(':')[0]]), [['warning', 'Deployment edge/envoy']], 'a sample without its stat label says nothing');
+    assert.match(missing[0]?.message ?? '', /listener\.<listener>\.downstream_cx_total: the load balancer letting go cannot be observed.*; listener\.admin\.downstream_cx_total: a drain cannot tell the drained process from a replacement/);
+    assert.match(missing[0]?.fix ?? '', /stats_config\.stats_matcher/);
+
+    // Control: the query failing (a Prometheus that cannot answer it) says nothing of stats, and the lag is still read.
+    server.answers.delete(statsMissingQuery('7d'));
+    const failed = await checkJson(target, '--prometheus-url', server.url);
+    assert.deepEqual(only(failed.report, 'drains.envoy-stats-missing'), []);
+    assert.equal(row(failed.report, 'ingress')?.loadBalancerLagSeconds, 95);
   });
 
   test('--prometheus: through the API server\'s service proxy, with the kubeconfig\'s token; a refusal names the RBAC it needs', async () => {
@@ -568,7 +593,10 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     const report = JSON.parse(run.stdout) as CheckReport;
     assert.equal(row(report, 'ingress')?.loadBalancerLagSeconds, 95);
     assert.match(report.drains.lag.source ?? '', /^Service monitoring\/prometheus-operated:9090 \(through the API server https:\/\/127\.0\.0\.1:\d+\)$/);
-    assert.deepEqual(front.proxied, [`/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy/api/v1/query?${new URLSearchParams({ query: lagQuery('7d') }).toString()}`]);
+    assert.deepEqual(
+      front.proxied,
+      [lagQuery('7d'), statsMissingQuery('7d')].map((query) => `/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy/api/v1/query?${new URLSearchParams({ query }).toString()}`),
+    );
 
     front.refuse = { code: 403, message: 'services "prometheus-operated:9090" is forbidden: User "alice" cannot get resource "services/proxy" in API group "" in the namespace "monitoring"' };
     const refused = await viaProxy('--prometheus', 'monitoring/prometheus-operated:9090');

@@ -35,6 +35,8 @@ export class FakePrometheus {
   /** The one query answered; null answers any (for tests of what is sent). */
   expectedQuery: string | null = null;
   samples: PrometheusSample[] = [];
+  /** Other queries it answers, with their samples (before `expectedQuery` is looked at). */
+  readonly answers = new Map<string, PrometheusSample[]>();
   fault: PrometheusFault | undefined;
 
   private constructor(
@@ -71,12 +73,18 @@ export class FakePrometheus {
       response.writeHead(404, { 'content-type': 'text/plain' });
       return void response.end('404 page not found\n');
     }
+    const other = query === null ? undefined : this.answers.get(query);
+    if (other !== undefined) return this.vector(response, other);
     if (query === null || (this.expectedQuery !== null && query !== this.expectedQuery)) {
       const error = query === null ? 'invalid parameter "query": query is empty' : `unexpected query ${JSON.stringify(query)} (the fake expects ${JSON.stringify(this.expectedQuery)})`;
       return this.json(response, 400, { status: 'error', errorType: 'bad_data', error });
     }
+    this.vector(response, this.samples);
+  }
+
+  private vector(response: ServerResponse, samples: readonly PrometheusSample[]): void {
     const now = Date.now() / 1000;
-    const result = this.samples.map(({ metric, value }) => ({ metric, value: [now, String(value)] }));
+    const result = samples.map(({ metric, value }) => ({ metric, value: [now, String(value)] }));
     this.json(response, 200, { status: 'success', data: { resultType: 'vector', result } });
   }
 
