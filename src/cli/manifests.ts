@@ -15,7 +15,7 @@ import { injectPod, type InjectionOutcome, type SkipReason } from '../inject/inj
 import { podPatch, type Operation } from '../inject/patch.js';
 import { uninjectPod, type UninjectionOutcome } from '../inject/uninjector.js';
 import { isJsonObject, type JsonObject } from '../json.js';
-import { isOptedIn, OPT_IN_KEY, unlabelNamespace, withoutOptIn } from './opt-in.js';
+import { isOptedIn, OPT_IN_KEY, withoutOptIn } from './opt-in.js';
 
 /** Where the pod template sits in each kind of workload (a Pod is its own template). */
 const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
@@ -51,14 +51,9 @@ export type TemplateEdit =
  */
 export type EditTemplate = (template: V1Pod, workload: string, namespace: string | undefined) => TemplateEdit;
 
-/** What becomes of a Namespace object: the edit for the webhook's opt-in label (`inject`, `uninject`). */
-export type NamespaceEdit =
-  | { readonly action: 'change'; readonly namespace: JsonObject; readonly status: string }
-  | { readonly action: 'keep'; readonly status: string };
-
-/** Edits of the resources other than pod templates; a Namespace without one is "skipped (not a workload)". */
+/** What a run wants to hear of besides pod templates: each Namespace read (never edited). */
 export interface ObjectEdits {
-  readonly namespace?: (namespace: JsonObject) => NamespaceEdit;
+  readonly namespace?: (namespace: JsonObject) => void;
 }
 
 export interface EditedManifests {
@@ -132,12 +127,11 @@ export function injectManifests(text: string, config: InjectionConfig, tokenFor:
 }
 
 /**
- * Every injected pod template with its injection undone (`uninject`), and the webhook's opt-in that `inject`
- * writes by default removed: the annotation from templates not injected here, the label from Namespaces.
- * Templates with neither are left alone.
+ * Every injected pod template with its injection undone (`uninject`), and the webhook's opt-in annotation that
+ * `inject` writes by default removed from templates not injected here. Templates with neither are left alone.
  */
 export function uninjectManifests(text: string, source: SourceName = 'stdin'): EditedManifests {
-  return editManifests(text, (template) => uninjectionEdit(uninjectPod(template), template), source, { namespace: unlabelNamespace });
+  return editManifests(text, (template) => uninjectionEdit(uninjectPod(template), template), source);
 }
 
 function injectionEdit(outcome: InjectionOutcome, template: V1Pod, config: InjectionConfig): TemplateEdit {
@@ -324,16 +318,7 @@ function editDocument(document: Document, edit: Edits, note: (text: string) => v
     const kind = typeof object.kind === 'string' && object.kind !== '' ? object.kind : undefined;
     const recordAs = (status: string): void => record({ kind: kind ?? 'object', name: nameOf(object), status });
     const templatePath = kind === undefined ? undefined : TEMPLATE_PATHS[kind];
-    if (kind === 'Namespace' && edit.namespace !== undefined) {
-      const outcome = edit.namespace(object);
-      if (outcome.action === 'change') {
-        const operations = podPatch(object, outcome.namespace);
-        for (const operation of operations) applyToDocument(document, base, operation);
-        if (operations.length > 0) count += 1;
-      }
-      recordAs(outcome.status);
-      continue;
-    }
+    if (kind === 'Namespace') edit.namespace?.(object);
     if (templatePath === undefined) {
       recordAs(kind === undefined ? 'skipped (no kind: not a Kubernetes resource)' : 'skipped (not a workload)');
       continue;

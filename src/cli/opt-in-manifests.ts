@@ -1,7 +1,7 @@
 /**
  * Offline `inject` without --manual: each pod template the webhook would inject gets its opt-in annotation
- * instead of the sidecar, and each Namespace its opt-in label; the webhook injects the pods when they are
- * created. The template is first run through the same injector as the webhook, with a throwaway token, so that
+ * instead of the sidecar; the webhook injects the pods when they are created, in namespaces labelled for it
+ * (named in notes when the input does not show them labelled). The template is first run through the same injector as the webhook, with a throwaway token, so that
  * what the webhook would deny (a bad annotation) or skip (no Envoy container, a Job without a native sidecar)
  * is said here, as `--manual` says it. A template injected offline before loses that injection (and with it
  * its token): the webhook draws a fresh one for every pod it creates.
@@ -12,7 +12,7 @@ import type { InjectionConfig } from '../config/webhook.js';
 import { injectPod } from '../inject/injector.js';
 import { uninjectPod } from '../inject/uninjector.js';
 import { editManifests, skippedStatus, type InjectedManifests, type SourceName, type TemplateEdit } from './manifests.js';
-import { isOptedIn, labelCommand, labelNamespace, namespaceName, OPT_IN_KEY, withOptIn } from './opt-in.js';
+import { isOptedIn, labelCommand, namespaceName, namespaceOptIn, OPT_IN_KEY, withOptIn } from './opt-in.js';
 
 /** Never written anywhere: the injector needs a token to build the pod that is then thrown away. */
 const DRY_RUN_TOKEN = 'dry-run';
@@ -22,14 +22,17 @@ export interface OptInManifests extends InjectedManifests {
   readonly workloadNamespaces: ReadonlySet<string>;
   /** Templates left to the webhook that name no namespace. */
   readonly unnamespaced: number;
-  /** Namespaces in the input that carry the opt-in label (added or already there). */
+  /** Namespaces in the input that carry the opt-in label. */
   readonly labelled: ReadonlySet<string>;
+  /** Namespaces in the input labelled with another value: the webhook injects none of their pods. */
+  readonly optedOut: ReadonlySet<string>;
 }
 
 export function optInManifests(text: string, config: InjectionConfig, source: SourceName = 'stdin'): OptInManifests {
   const tally = { templates: 0, selected: 0, injected: 0, upToDate: 0 };
   const workloadNamespaces = new Set<string>();
   const labelled = new Set<string>();
+  const optedOut = new Set<string>();
   let unnamespaced = 0;
   const edited = editManifests(
     text,
@@ -48,13 +51,13 @@ export function optInManifests(text: string, config: InjectionConfig, source: So
     source,
     {
       namespace: (object) => {
-        const edit = labelNamespace(object);
-        if (edit.action === 'change' || edit.status === 'unchanged (already labelled)') labelled.add(namespaceName(object));
-        return edit;
+        const optIn = namespaceOptIn(object);
+        if (optIn === 'in') labelled.add(namespaceName(object));
+        if (optIn === 'out') optedOut.add(namespaceName(object));
       },
     },
   );
-  return { ...edited, tally, workloadNamespaces, unnamespaced, labelled };
+  return { ...edited, tally, workloadNamespaces, unnamespaced, labelled, optedOut };
 }
 
 const ALREADY = 'unchanged (already left to the webhook)';
@@ -86,15 +89,21 @@ function optInEdit(template: V1Pod, config: InjectionConfig): { edit: TemplateEd
 
 /**
  * The notes after the summary: the webhook injects only in labelled namespaces, so each namespace of a
- * template left to it that the input does not label is named with the command that labels it.
+ * template left to it that the input does not show labelled is named, with the command that labels it.
  */
 export function namespaceNotes(results: readonly OptInManifests[]): string[] {
-  const labelled = new Set(results.flatMap((result) => [...result.labelled]));
-  const missing = [...new Set(results.flatMap((result) => [...result.workloadNamespaces]))].filter((name) => !labelled.has(name)).sort();
+  const all = (pick: (result: OptInManifests) => ReadonlySet<string>): Set<string> => new Set(results.flatMap((result) => [...pick(result)]));
+  const labelled = all((result) => result.labelled);
+  const optedOut = all((result) => result.optedOut);
+  const named = [...all((result) => result.workloadNamespaces)].sort();
+  const notes = named
+    .filter((name) => !labelled.has(name))
+    .map((name) =>
+      optedOut.has(name)
+        ? `namespace ${name} is labelled ${OPT_IN_KEY} with another value than enabled: the webhook injects none of its pods`
+        : `the webhook injects only in namespaces labelled ${OPT_IN_KEY}=enabled: unless ${name} is, ${labelCommand(name)} (or add the label to its manifest)`,
+    );
   const unnamespaced = results.reduce((sum, result) => sum + result.unnamespaced, 0);
-  const notes = missing.map(
-    (name) => `the webhook injects only in namespaces labelled ${OPT_IN_KEY}=enabled, and namespace ${name} is not in the input: if it is not labelled yet: ${labelCommand(name)}`,
-  );
   if (unnamespaced > 0) {
     notes.push(`${unnamespaced} pod template(s) name no namespace: the one they are applied to must be labelled ${OPT_IN_KEY}=enabled for the webhook to inject them`);
   }

@@ -1,7 +1,7 @@
 /**
  * The webhook's opt-in, as offline `inject` writes it by default and `uninject` removes it: the annotation
- * `shutdown-manager.io/inject: enabled` on a pod template and the label `shutdown-manager.io/inject=enabled` on
- * a Namespace (the MutatingWebhookConfiguration's namespaceSelector). Like `linkerd inject`, which adds
+ * `shutdown-manager.io/inject: enabled` on a pod template; the label `shutdown-manager.io/inject=enabled` on
+ * its Namespace (the MutatingWebhookConfiguration's namespaceSelector) is only read. Like `linkerd inject`, which adds
  * `linkerd.io/inject: enabled` and leaves the rest to its proxy injector: the webhook then draws each pod's
  * /shutdown token at creation, so that no token is ever written into a manifest (and so into Git).
  */
@@ -9,7 +9,6 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ANNOTATIONS } from '../config/annotation-names.js';
 import { injectSwitch } from '../config/values.js';
 import { isJsonObject, type JsonObject } from '../json.js';
-import type { NamespaceEdit } from './manifests.js';
 
 /** The same key on both: the pod annotation and the namespace label take the same words. */
 export const OPT_IN_KEY = ANNOTATIONS.inject;
@@ -40,33 +39,15 @@ export function withoutOptIn(pod: V1Pod): V1Pod {
   return { ...pod, metadata: Object.keys(annotations).length > 0 ? { ...metadata, annotations } : metadata };
 }
 
-/** `inject`: a Namespace gets the label, unless it has one (an explicit "disabled" is the user's choice, kept). */
-export function labelNamespace(namespace: JsonObject): NamespaceEdit {
-  const labels = labelsOf(namespace);
-  const value = labels[OPT_IN_KEY];
-  if (isOptedIn(value)) return { action: 'keep', status: 'unchanged (already labelled)' };
-  if (value !== undefined) {
-    return { action: 'keep', status: `skipped (labelled ${OPT_IN_KEY}=${String(value)}: the webhook injects none of its pods)` };
-  }
-  const metadata = isJsonObject(namespace.metadata) ? namespace.metadata : {};
-  return {
-    action: 'change',
-    namespace: { ...namespace, metadata: { ...metadata, labels: { ...labels, [OPT_IN_KEY]: OPT_IN_VALUE } } },
-    status: `labelled ${OPT_IN_KEY}=${OPT_IN_VALUE}`,
-  };
-}
-
-/** `uninject`: the label that opts a Namespace in is removed; any other value is left alone. */
-export function unlabelNamespace(namespace: JsonObject): NamespaceEdit {
-  const labels = labelsOf(namespace);
-  if (!isOptedIn(labels[OPT_IN_KEY])) return { action: 'keep', status: 'skipped (not labelled)' };
-  const { [OPT_IN_KEY]: _removed, ...rest } = labels;
-  const { labels: _all, ...metadata } = isJsonObject(namespace.metadata) ? namespace.metadata : {};
-  return {
-    action: 'change',
-    namespace: { ...namespace, metadata: Object.keys(rest).length > 0 ? { ...metadata, labels: rest } : metadata },
-    status: `unlabelled (label ${OPT_IN_KEY} removed)`,
-  };
+/**
+ * What a Namespace in the input says of the webhook: opted in (labelled enabled or "true"), opted out (another
+ * value, the user's choice), or not labelled. `inject` does not label it: which namespaces the webhook acts in
+ * stays the cluster operator's explicit choice, and `uninject` can then give back any input byte for byte.
+ */
+export function namespaceOptIn(namespace: JsonObject): 'in' | 'out' | 'unlabelled' {
+  const value = labelsOf(namespace)[OPT_IN_KEY];
+  if (value === undefined) return 'unlabelled';
+  return isOptedIn(value) ? 'in' : 'out';
 }
 
 /** The Namespace's name, as the notes name it. */
