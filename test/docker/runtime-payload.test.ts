@@ -89,9 +89,9 @@ describe('the runtime payload (what the image ships), every mode from it', () =>
     assert.ok(answer.json().response.patch, 'a patch');
   });
 
-  test('inject injects a manifest', () => {
+  test('inject --manual injects a manifest', () => {
     const manifest = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: envoy\n  labels: {app: envoy}\nspec:\n  containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.31.2\n    args: ["-c", "/etc/envoy.yaml"]\n';
-    const result = spawnSync(process.execPath, [entry, 'inject', '-f', '-'], { input: manifest, encoding: 'utf8', timeout: 20_000, cwd: dirname(entry) });
+    const result = spawnSync(process.execPath, [entry, 'inject', '--manual', '-f', '-'], { input: manifest, encoding: 'utf8', timeout: 20_000, cwd: dirname(entry) });
     assert.equal(result.status, 0, result.stderr);
     assert.match(result.stdout, /name: shutdown-manager/);
     assert.match(result.stdout, /mode=sidecar/);
