@@ -26,6 +26,8 @@ const PAYLOAD_LIMIT_BYTES = 10 * 1024 * 1024;
 
 let root: string;
 let entry: string;
+/** The payload's size in bytes, as measured in before(). */
+let payloadBytes: number;
 const dockerfile = parseDockerfile(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
 /** What the image's ENV gives every process (NODE_ENV, the webhook's NODE_OPTIONS); a pod's env adds to it or replaces it. */
 const IMAGE_ENV = runtimeEnv(dockerfile);
@@ -72,11 +74,24 @@ describe('the runtime payload (what the image ships), every mode from it', () =>
     const installed = installPayload();
     root = installed.root;
     entry = installed.entry;
+    payloadBytes = installed.bytes;
     assert.equal(nodeModulesAbove(dirname(entry)), undefined, 'no node_modules reachable from the payload');
     assert.ok(installed.bytes <= PAYLOAD_LIMIT_BYTES, `${(installed.bytes / 1048576).toFixed(1)} MiB over the 10 MiB the image may add`);
     process.stdout.write(`# runtime payload: ${(installed.bytes / 1048576).toFixed(2)} MiB\n`);
   });
   after(() => rmSync(root, { recursive: true, force: true }));
+
+  test('the docs state the payload as measured here (within 0.5 MiB)', () => {
+    const measured = payloadBytes / 1048576;
+    for (const [file, figure] of [
+      ['docs/install.md', /plus ([\d.]+) MiB of its own/],
+      ['docs/performance.md', /The runtime stage adds ([\d.]+) MiB/],
+    ] as const) {
+      const stated = Number(figure.exec(readFileSync(join(REPO_ROOT, file), 'utf8'))?.[1]);
+      assert.ok(Number.isFinite(stated), `${file} states the payload (${String(figure)})`);
+      assert.ok(Math.abs(stated - measured) <= 0.5, `${file} says ${stated} MiB; the payload measures ${measured.toFixed(2)} MiB`);
+    }
+  });
 
   test('the webhook answers an AdmissionReview over HTTPS with a patch', async (t) => {
     const certs = mkdtempSync(join(tmpdir(), 'esm-image-certs-'));
