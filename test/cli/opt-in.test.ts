@@ -5,10 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { runBuiltEntry, type Finished } from '../support/process.js';
+import { admitReview, loadReview, startTestWebhook } from '../support/webhook.js';
 
 type Json = any; // parsed manifests, navigated freely by the assertions
 
@@ -157,5 +158,26 @@ describe('uninject undoes both', () => {
     assert.equal(removed.code, 0, removed.stderr);
     assert.equal(removed.stdout, input);
     assert.match(removed.stderr, /^deployment "edge\/a" uninjected$/m);
+  });
+});
+
+describe('what inject writes, the webhook injects', () => {
+  test('a pod from the annotated template, over HTTPS: the sidecar, with a token drawn by the webhook', { timeout: 30_000 }, async (t: TestContext) => {
+    const webhook = await startTestWebhook();
+    t.after(() => webhook.close());
+    const review = await loadReview('deployment-envoy-pod.json');
+    const annotated = await run(['inject', '-'], JSON.stringify(review.request.object));
+    assert.equal(annotated.code, 0, annotated.stderr);
+    const pod: Json = JSON.parse(annotated.stdout);
+    assert.equal(pod.metadata.annotations[OPT_IN], 'enabled');
+    assert.ok(!pod.spec.containers.some((container: Json) => container.name === 'shutdown-manager'), 'no sidecar written');
+
+    const { response, pod: admitted } = await admitReview(webhook, { ...review, request: { ...review.request, object: pod } });
+    assert.equal(response.allowed, true);
+    assert.doesNotMatch(JSON.stringify(response.warnings ?? []), /unknown annotation/);
+    const sidecar = admitted.spec.containers.find((container: Json) => container.name === 'shutdown-manager');
+    assert.ok(sidecar, 'the webhook injected the sidecar');
+    const token: string = sidecar.env.find((variable: Json) => variable.name === 'SHUTDOWN_MANAGER_SHUTDOWN_TOKEN').value;
+    assert.ok(token.length >= 32, 'a token of its own');
   });
 });
