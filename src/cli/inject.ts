@@ -18,7 +18,7 @@ const INJECT_SETTINGS = {
   manual: {
     kind: kinds.boolean,
     default: false,
-    help: 'Inject the sidecar here, /shutdown token included, as the webhook would (full offline injection, for clusters without the webhook). Without it, inject writes only the opt-in the webhook selects on (annotation shutdown-manager.io/inject: enabled on pod templates, label shutdown-manager.io/inject=enabled on Namespaces) and the webhook injects the pods when they are created: no token in the manifests.',
+    help: 'Inject the sidecar here, /shutdown token included, as the webhook would (full offline injection, for clusters without the webhook; the token is then in the manifests). Without it, inject writes only the opt-in annotation shutdown-manager.io/inject: enabled on the pod templates, and the webhook injects their pods when they are created, in namespaces labelled shutdown-manager.io/inject=enabled: no token in the manifests.',
   } satisfies Setting<boolean>,
   'token-seed': {
     kind: kinds.text,
@@ -38,9 +38,9 @@ const USAGE = `Usage: envoy-shutdown-manager inject [flags] FILE|DIRECTORY|- ...
 
 For Pods and the pod templates of Deployments, DaemonSets, StatefulSets, ReplicaSets, Jobs and CronJobs
 that match --pod-selector (app=envoy unless set) and that the webhook would inject, writes the webhook's
-opt-in: annotation shutdown-manager.io/inject: enabled on the template, label
-shutdown-manager.io/inject=enabled on every Namespace in the input. The webhook injects the pods when they
-are created, each with a token of its own: no /shutdown token is written. With --manual, injects the
+opt-in, annotation shutdown-manager.io/inject: enabled. The webhook injects the pods when they are created,
+each with a token of its own, in namespaces labelled shutdown-manager.io/inject=enabled (a note names each
+namespace the input does not show labelled): no /shutdown token is written. With --manual, injects the
 sidecar itself, token included, exactly as the webhook would. The injection flags below are the webhook's:
 with --manual they set what is injected; without, they say how the webhook is configured, for the same
 checks (a Job's template is left alone unless --native-sidecar, ...).
