@@ -52,7 +52,7 @@ export type TemplateEdit =
 export type EditTemplate = (template: V1Pod, workload: string, namespace: string | undefined) => TemplateEdit;
 
 /** What a run wants to hear of besides pod templates: each Namespace read (never edited). */
-export interface ObjectEdits {
+export interface ObjectReads {
   readonly namespace?: (namespace: JsonObject) => void;
 }
 
@@ -180,14 +180,14 @@ function uninjectionEdit(outcome: UninjectionOutcome, template: V1Pod): Template
   }
 }
 
-export function editManifests(text: string, edit: EditTemplate, source: SourceName = 'stdin', objects: ObjectEdits = {}): EditedManifests {
+export function editManifests(text: string, edit: EditTemplate, source: SourceName = 'stdin', objects: ObjectReads = {}): EditedManifests {
   const json = /^\s*[[{]/.test(text) ? parseJson(text) : undefined;
   const edits = { template: edit, ...objects };
   return json === undefined ? editYaml(text, edits, source) : editJson(json, text, edits, source);
 }
 
-/** Every edit one run makes: of pod templates, and of the other objects it knows. */
-interface Edits extends ObjectEdits {
+/** What one run does: edit pod templates, and read the other objects it asks for. */
+interface Edits extends ObjectReads {
   readonly template: EditTemplate;
 }
 
