@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * One image, two modes. `mode=sidecar` runs the drain server injected next to Envoy; anything else (or
- * `mode=webhook`) runs the admission webhook. The commands (COMMANDS below): `inject FILE...` is the offline
- * injector, `uninject FILE...` its inverse, `check` reports whether every Envoy pod is protected. `--version`
+ * `mode=webhook`) runs the admission webhook. The commands (COMMANDS below): `inject FILE...` writes the
+ * webhook's opt-in into manifests (with --manual, the offline injector), `uninject FILE...` its inverse, `check` reports whether every Envoy pod is protected. `--version`
  * works in every mode and command; `--help` alone (no mode, no command) lists them all. Each mode and
  * command is imported lazily so that the sidecar never pays for the webhook's dependencies in memory or start-up
  * time (the sidecar's is one bundled file: see src/sidecar/main.ts). Keep this module's own imports to what every
@@ -48,7 +48,7 @@ Modes (one image runs both):
   mode=sidecar   The drain server injected next to Envoy: drains it before the pod stops.
 
 Commands:
-  inject         Injects the shutdown-manager into manifests offline, as the webhook would (files, directories, -).
+  inject         Marks manifests for the webhook to inject (files, directories, -); --manual injects offline.
   uninject       Removes what inject or the webhook added to manifests.
   check          Reports whether every Envoy pod in the cluster is protected (read-only); --pre: whether it can take the install.
 

@@ -11,8 +11,9 @@
  *
  *   node --import tsx tools/release-assets.ts --out DIR [--tag vX.Y.Z]
  *
- * The directory is emptied first: what is in it afterwards is what gets published. The Contour Component is not
- * a file to download: kustomize fetches it remotely at the tag, and the release notes name its URL.
+ * The directory is emptied first: what is in it afterwards is what gets published. The kustomize Components (Contour,
+ * Envoy Gateway) are not files to download: kustomize fetches them remotely at the tag, and the release notes name
+ * their URLs.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -37,7 +38,16 @@ export function downloadUrl(tag: string, file: string): string {
 }
 
 export function contourComponentUrl(tag: string): string {
-  return `github.com/${REPOSITORY}//manifests/contour?ref=${tag}`;
+  return componentUrl('contour', tag);
+}
+
+export function envoyGatewayComponentUrl(tag: string): string {
+  return componentUrl('envoy-gateway', tag);
+}
+
+/** A Component of manifests/ as kustomize fetches it remotely: this repository at the tag. */
+function componentUrl(name: string, tag: string): string {
+  return `github.com/${REPOSITORY}//manifests/${name}?ref=${tag}`;
 }
 
 /** The only signer a verification accepts: this repository's release workflow, run for that tag. */
@@ -95,6 +105,7 @@ function releaseNotes(version: string, tag: string): string {
     '',
     `Without cert-manager: \`kubectl apply -f ${downloadUrl(tag, 'install-self-signed.yaml')}\`.`,
     `The image: \`${IMAGE_REPOSITORY}:${version}\`. Contour's Envoy, as a kustomize Component: \`${contourComponentUrl(tag)}\`.`,
+    `Envoy Gateway's proxies, as a kustomize Component added to the install: \`${envoyGatewayComponentUrl(tag)}\`.`,
     '',
     'Verify the image (signed keyless by this repository\'s release workflow at this tag, every platform):',
     '',

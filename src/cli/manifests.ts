@@ -15,6 +15,7 @@ import { injectPod, type InjectionOutcome, type SkipReason } from '../inject/inj
 import { podPatch, type Operation } from '../inject/patch.js';
 import { uninjectPod, type UninjectionOutcome } from '../inject/uninjector.js';
 import { isJsonObject, type JsonObject } from '../json.js';
+import { isOptedIn, OPT_IN_KEY, withoutOptIn } from './opt-in.js';
 
 /** Where the pod template sits in each kind of workload (a Pod is its own template). */
 const TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {
@@ -44,8 +45,16 @@ export type TemplateEdit =
   | { readonly action: 'keep'; readonly warnings: readonly string[]; readonly status: string }
   | { readonly action: 'refuse'; readonly message: string };
 
-/** The edit of one pod template; `workload` is "Kind namespace/name". */
-export type EditTemplate = (template: V1Pod, workload: string) => TemplateEdit;
+/**
+ * The edit of one pod template; `workload` is "Kind namespace/name", `namespace` the workload's own
+ * (undefined when the manifest names none: it lands in whatever namespace it is applied to).
+ */
+export type EditTemplate = (template: V1Pod, workload: string, namespace: string | undefined) => TemplateEdit;
+
+/** What a run wants to hear of besides pod templates: each Namespace read (never edited). */
+export interface ObjectReads {
+  readonly namespace?: (namespace: JsonObject) => void;
+}
 
 export interface EditedManifests {
   readonly output: string;
@@ -117,9 +126,12 @@ export function injectManifests(text: string, config: InjectionConfig, tokenFor:
   return { ...edited, tally };
 }
 
-/** Every injected pod template with its injection undone (`uninject`); templates not injected are left alone. */
+/**
+ * Every injected pod template with its injection undone (`uninject`), and the webhook's opt-in annotation that
+ * `inject` writes by default removed from templates not injected here. Templates with neither are left alone.
+ */
 export function uninjectManifests(text: string, source: SourceName = 'stdin'): EditedManifests {
-  return editManifests(text, (template) => uninjectionEdit(uninjectPod(template)), source);
+  return editManifests(text, (template) => uninjectionEdit(uninjectPod(template), template), source);
 }
 
 function injectionEdit(outcome: InjectionOutcome, template: V1Pod, config: InjectionConfig): TemplateEdit {
@@ -135,7 +147,7 @@ function injectionEdit(outcome: InjectionOutcome, template: V1Pod, config: Injec
   }
 }
 
-function skippedStatus(reason: SkipReason, noted: boolean, config: InjectionConfig): string {
+export function skippedStatus(reason: SkipReason, noted: boolean, config: InjectionConfig): string {
   const see = noted ? '; see the note above' : '';
   switch (reason) {
     case 'not-selected':
@@ -153,20 +165,30 @@ function skippedStatus(reason: SkipReason, noted: boolean, config: InjectionConf
   }
 }
 
-function uninjectionEdit(outcome: UninjectionOutcome): TemplateEdit {
+function uninjectionEdit(outcome: UninjectionOutcome, template: V1Pod): TemplateEdit {
   switch (outcome.action) {
     case 'refuse':
       return outcome;
     case 'skip':
+      // Not injected here, but maybe left to the webhook by `inject`: its opt-in annotation is what to undo.
+      if (isOptedIn(template.metadata?.annotations?.[OPT_IN_KEY])) {
+        return { action: 'change', pod: withoutOptIn(template), warnings: outcome.warnings, status: `uninjected (annotation ${OPT_IN_KEY} removed)` };
+      }
       return { action: 'keep', warnings: outcome.warnings, status: 'skipped (not injected)' };
     case 'uninject':
       return { action: 'change', pod: outcome.pod, warnings: outcome.warnings, status: 'uninjected' };
   }
 }
 
-export function editManifests(text: string, edit: EditTemplate, source: SourceName = 'stdin'): EditedManifests {
+export function editManifests(text: string, edit: EditTemplate, source: SourceName = 'stdin', objects: ObjectReads = {}): EditedManifests {
   const json = /^\s*[[{]/.test(text) ? parseJson(text) : undefined;
-  return json === undefined ? editYaml(text, edit, source) : editJson(json, text, edit, source);
+  const edits = { template: edit, ...objects };
+  return json === undefined ? editYaml(text, edits, source) : editJson(json, text, edits, source);
+}
+
+/** What one run does: edit pod templates, and read the other objects it asks for. */
+interface Edits extends ObjectReads {
+  readonly template: EditTemplate;
 }
 
 /** JSON, or undefined: text that starts like JSON may still be flow-style YAML (`{kind: Pod, ...}`). */
@@ -179,7 +201,7 @@ function parseJson(text: string): { value: unknown } | undefined {
 }
 
 /** JSON in, JSON out (kubectl -o json, a List): the same edits, without YAML formatting to preserve. */
-function editJson(json: { value: unknown }, text: string, edit: EditTemplate, source: SourceName): EditedManifests {
+function editJson(json: { value: unknown }, text: string, edit: Edits, source: SourceName): EditedManifests {
   const document = new Document(json.value);
   const notes: string[] = [];
   const resources: ResourceOutcome[] = [];
@@ -190,7 +212,7 @@ function editJson(json: { value: unknown }, text: string, edit: EditTemplate, so
   return { output: changed > 0 ? `${JSON.stringify(document.toJS(), null, 2)}\n` : text, json: true, notes, changed, resources };
 }
 
-function editYaml(text: string, edit: EditTemplate, source: SourceName): EditedManifests {
+function editYaml(text: string, edit: Edits, source: SourceName): EditedManifests {
   const lineCounter = new LineCounter();
   // merge: `<<` keys (YAML 1.1, as kubectl reads them) are resolved when reading the pod templates.
   // logLevel error: what the library would only warn of (a list as a key) is no manifest's, and not worth
@@ -284,7 +306,7 @@ function withLabel<T>(label: string, work: () => T): T {
  * Edits every pod template found in the document (a List holds several); returns how many were changed.
  * `record` hears of every resource, edited or not.
  */
-function editDocument(document: Document, edit: EditTemplate, note: (text: string) => void, record: (resource: ResourceOutcome) => void): number {
+function editDocument(document: Document, edit: Edits, note: (text: string) => void, record: (resource: ResourceOutcome) => void): number {
   const root = document.toJS({ maxAliasCount: 100 }) as unknown;
   if (!isJsonObject(root)) return 0;
   const targets: Array<{ object: JsonObject; base: Path }> =
@@ -296,6 +318,7 @@ function editDocument(document: Document, edit: EditTemplate, note: (text: strin
     const kind = typeof object.kind === 'string' && object.kind !== '' ? object.kind : undefined;
     const recordAs = (status: string): void => record({ kind: kind ?? 'object', name: nameOf(object), status });
     const templatePath = kind === undefined ? undefined : TEMPLATE_PATHS[kind];
+    if (kind === 'Namespace') edit.namespace?.(object);
     if (templatePath === undefined) {
       recordAs(kind === undefined ? 'skipped (no kind: not a Kubernetes resource)' : 'skipped (not a workload)');
       continue;
@@ -307,7 +330,7 @@ function editDocument(document: Document, edit: EditTemplate, note: (text: strin
     }
     const problem = templateShapeProblem(template);
     if (problem !== undefined) throw new ManifestError(`${String(object.kind)} ${nameOf(object)}: its pod template is not a valid pod template: ${problem}`);
-    const outcome = edit(template as V1Pod, `${String(object.kind)} ${nameOf(object)}`);
+    const outcome = edit.template(template as V1Pod, `${String(object.kind)} ${nameOf(object)}`, namespaceOf(object));
     const operations = operationsFor(outcome, template, object, note);
     const path = [...base, ...templatePath];
     for (const operation of operations) applyToDocument(document, path, operation);
@@ -522,6 +545,11 @@ function nameOf(object: JsonObject): string {
   const metadata = isJsonObject(object.metadata) ? object.metadata : {};
   const name = String(metadata.name ?? metadata.generateName ?? '(unnamed)');
   return metadata.namespace ? `${String(metadata.namespace)}/${name}` : name;
+}
+
+function namespaceOf(object: JsonObject): string | undefined {
+  const namespace = isJsonObject(object.metadata) ? object.metadata.namespace : undefined;
+  return typeof namespace === 'string' && namespace !== '' ? namespace : undefined;
 }
 
 function describe(document: Document): string {

@@ -12,7 +12,9 @@ const USAGE = `Usage: envoy-shutdown-manager uninject FILE|DIRECTORY|- ...
 Removes what injection added to Pods and pod templates (the shutdown-manager container, its state volume,
 its hooks, the status annotation shutdown-manager.io/status) and restores what it replaced, as that
 annotation recorded it: Envoy's preStop hook and args, terminationGracePeriodSeconds, the preStop hooks
-of the wait containers. Templates without the annotation are written back byte for byte.
+of the wait containers. From a template left to the webhook (what inject writes without --manual) it
+removes the opt-in annotation shutdown-manager.io/inject. Templates with neither annotation are written
+back byte for byte.
 ${INPUT_HELP}
 `;
 
@@ -24,7 +26,7 @@ export async function runUninjectCommand(args: readonly string[], io: CommandIo)
     const results = (await readInputs(names, recursive, io)).map((input) => uninjectManifests(input.text, input.name));
     for (const note of results.flatMap((result) => result.notes)) io.stderr.write(`note: ${note}\n`);
     io.stderr.write(summaryOf(results));
-    if (results.every((result) => result.changed === 0)) io.stderr.write('note: nothing uninjected: no pod template carries annotation shutdown-manager.io/status\n');
+    if (results.every((result) => result.changed === 0)) io.stderr.write('note: nothing uninjected: no pod template carries annotation shutdown-manager.io/status or shutdown-manager.io/inject: enabled\n');
     io.stdout.write(joinOutputs(results));
     return EXIT_OK;
   });

@@ -10,8 +10,9 @@ type Json = any; // parsed manifests, navigated freely by the assertions
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
 
+/** The full offline injection (--manual), which these tests are about; test/cli/opt-in.test.ts has the default. */
 function inject(args: string[], input?: string, env: Record<string, string> = {}): Promise<Finished> {
-  return runBuiltEntry(['inject', ...args], { ...(input === undefined ? {} : { input }), env, timeoutMs: 15_000 });
+  return runBuiltEntry(['inject', '--manual', ...args], { ...(input === undefined ? {} : { input }), env, timeoutMs: 15_000 });
 }
 
 /** The sidecar's readiness probe (see readinessProbe in src/inject/sidecar.ts), on the default serve port. */

@@ -14,8 +14,9 @@ type Json = any; // parsed manifests, navigated freely by the assertions
 const FIXTURES = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
 const MIXED = readFileSync(`${FIXTURES}mixed.yaml`, 'utf8');
 
+/** `inject` here is the full offline injection (--manual), whose upgrade and undoing these tests are about. */
 function run(command: 'inject' | 'uninject', args: string[], input: string): Promise<Finished> {
-  return runBuiltEntry([command, '-f', '-', ...args], { input, timeoutMs: 15_000 });
+  return runBuiltEntry([command, '-f', '-', ...(command === 'inject' ? ['--manual'] : []), ...args], { input, timeoutMs: 15_000 });
 }
 
 function deployment(text: string): Json {

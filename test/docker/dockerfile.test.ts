@@ -211,3 +211,30 @@ describe('.dockerignore', () => {
     }
   });
 });
+
+describe("the base images' sizes in the docs are the Dockerfile's (where they were measured)", () => {
+  /** A size in MB from the Dockerfile's table row or comment that `pattern` finds. */
+  const fromDockerfile = (pattern: RegExp): number => {
+    const found = pattern.exec(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'))?.[1];
+    assert.ok(found !== undefined, `the Dockerfile states ${String(pattern)}`);
+    return Number(found);
+  };
+  const slim = fromDockerfile(/^#\s+node:[\d.]+-bookworm-slim\s+([\d.]+) MB/m);
+  const distroless = fromDockerfile(/^#\s+gcr\.io\/distroless\/nodejs24-debian13\s+~([\d.]+) MB/m);
+  const nodeBinaryMb = fromDockerfile(/([\d.]+) MB of its ~\d+ are the node binary/);
+
+  it('docs/install.md: the distroless and slim sizes, rounded', () => {
+    const install = readFileSync(join(REPO_ROOT, 'docs', 'install.md'), 'utf8');
+    const [, ours, theirs] = /about (\d+) MB compressed against (\d+) MB for `node:24-bookworm-slim`/.exec(install) ?? [];
+    assert.equal(Number(ours), Math.round(distroless), 'the distroless size');
+    assert.equal(Number(theirs), Math.round(slim), 'the slim size');
+  });
+
+  it('docs/performance.md: the same, and the node binary', () => {
+    const performance = readFileSync(join(REPO_ROOT, 'docs', 'performance.md'), 'utf8');
+    const [, ours, binary, theirs] = /\(about (\d+) MB compressed, ([\d.]+) MB of\s+it the node binary; `node:24-bookworm-slim` is ([\d.]+) MB\)/.exec(performance) ?? [];
+    assert.equal(Number(ours), Math.round(distroless), 'the distroless size');
+    assert.equal(Number(binary), nodeBinaryMb, 'the node binary');
+    assert.equal(Number(theirs), slim, 'the slim size');
+  });
+});

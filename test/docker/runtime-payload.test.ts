@@ -26,6 +26,8 @@ const PAYLOAD_LIMIT_BYTES = 10 * 1024 * 1024;
 
 let root: string;
 let entry: string;
+/** The payload's size in bytes, as measured in before(). */
+let payloadBytes: number;
 const dockerfile = parseDockerfile(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
 /** What the image's ENV gives every process (NODE_ENV, the webhook's NODE_OPTIONS); a pod's env adds to it or replaces it. */
 const IMAGE_ENV = runtimeEnv(dockerfile);
@@ -72,11 +74,24 @@ describe('the runtime payload (what the image ships), every mode from it', () =>
     const installed = installPayload();
     root = installed.root;
     entry = installed.entry;
+    payloadBytes = installed.bytes;
     assert.equal(nodeModulesAbove(dirname(entry)), undefined, 'no node_modules reachable from the payload');
     assert.ok(installed.bytes <= PAYLOAD_LIMIT_BYTES, `${(installed.bytes / 1048576).toFixed(1)} MiB over the 10 MiB the image may add`);
     process.stdout.write(`# runtime payload: ${(installed.bytes / 1048576).toFixed(2)} MiB\n`);
   });
   after(() => rmSync(root, { recursive: true, force: true }));
+
+  test('the docs state the payload as measured here (within 0.5 MiB)', () => {
+    const measured = payloadBytes / 1048576;
+    for (const [file, figure] of [
+      ['docs/install.md', /plus ([\d.]+) MiB of its own/],
+      ['docs/performance.md', /The runtime stage adds ([\d.]+) MiB/],
+    ] as const) {
+      const stated = Number(figure.exec(readFileSync(join(REPO_ROOT, file), 'utf8'))?.[1]);
+      assert.ok(Number.isFinite(stated), `${file} states the payload (${String(figure)})`);
+      assert.ok(Math.abs(stated - measured) <= 0.5, `${file} says ${stated} MiB; the payload measures ${measured.toFixed(2)} MiB`);
+    }
+  });
 
   test('the webhook answers an AdmissionReview over HTTPS with a patch', async (t) => {
     const certs = mkdtempSync(join(tmpdir(), 'esm-image-certs-'));
@@ -89,9 +104,9 @@ describe('the runtime payload (what the image ships), every mode from it', () =>
     assert.ok(answer.json().response.patch, 'a patch');
   });
 
-  test('inject injects a manifest', () => {
+  test('inject --manual injects a manifest', () => {
     const manifest = 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: envoy\n  labels: {app: envoy}\nspec:\n  containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.31.2\n    args: ["-c", "/etc/envoy.yaml"]\n';
-    const result = spawnSync(process.execPath, [entry, 'inject', '-f', '-'], { input: manifest, encoding: 'utf8', timeout: 20_000, cwd: dirname(entry) });
+    const result = spawnSync(process.execPath, [entry, 'inject', '--manual', '-f', '-'], { input: manifest, encoding: 'utf8', timeout: 20_000, cwd: dirname(entry) });
     assert.equal(result.status, 0, result.stderr);
     assert.match(result.stdout, /name: shutdown-manager/);
     assert.match(result.stdout, /mode=sidecar/);

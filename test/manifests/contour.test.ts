@@ -79,7 +79,7 @@ describe("the Contour Component on Contour's renders", () => {
       assert.ok(containers(before).some((container) => container.name === 'shutdown-manager' && container.image.includes('projectcontour')), `${file} has Contour's shutdown-manager`);
       const built = buildWithComponent(t, file, COMPONENT);
       assert.deepEqual(containers(workload(built, kind)).map((container) => container.name), ['envoy']);
-      const injected = await runBuiltEntry(['inject', '-f', '-'], { input: built, timeoutMs: 20_000 });
+      const injected = await runBuiltEntry(['inject', '--manual', '-f', '-'], { input: built, timeoutMs: 20_000 });
       assert.equal(injected.code, 0, injected.stderr);
       const after = containers(workload(injected.stdout, kind));
       assert.deepEqual(after.map((container) => container.name).sort(), ['envoy', 'shutdown-manager']);
@@ -94,7 +94,7 @@ describe("the Contour Component on Contour's renders", () => {
     if (missing !== undefined) return t.skip(missing);
     const built = buildWithComponent(t, 'envoy-deployment.yaml', daemonSetOnlyComponent(t));
     assert.deepEqual(containers(workload(built, 'Deployment')).map((container) => container.name), ['shutdown-manager', 'envoy']);
-    const injected = await runBuiltEntry(['inject', '-f', '-'], { input: built, timeoutMs: 20_000 });
+    const injected = await runBuiltEntry(['inject', '--manual', '-f', '-'], { input: built, timeoutMs: 20_000 });
     assert.match(injected.stderr, /skipped \(has a shutdown-manager container of its own/);
     assert.ok(!injected.stdout.includes(DEFAULT_SIDECAR_IMAGE), 'not injected');
   });

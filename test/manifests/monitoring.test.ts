@@ -195,8 +195,8 @@ describe('manifests/monitoring', () => {
     assert.deepEqual(getObject(monitor, ['spec', 'selector']), {}, 'every pod: the port name picks the injected ones');
     const [endpoint, ...others] = getArray(monitor, ['spec', 'podMetricsEndpoints']) as JsonObject[];
     assert.equal(others.length, 0);
-    // The example Envoy Deployment, injected by the built CLI as a user would.
-    const result = await runBuiltEntry(['inject', '-f', join(MANIFESTS_DIR, 'example', 'deployment.yaml')], { timeoutMs: 15_000 });
+    // The example Envoy Deployment, injected by the built CLI as a user would (the whole injection: --manual).
+    const result = await runBuiltEntry(['inject', '--manual', '-f', join(MANIFESTS_DIR, 'example', 'deployment.yaml')], { timeoutMs: 15_000 });
     assert.equal(result.code, 0, result.stderr);
     const deployment = parseAllDocuments(result.stdout).map((doc) => doc.toJS() as JsonObject).find((doc) => doc.kind === 'Deployment');
     const containers = getArray(deployment, ['spec', 'template', 'spec', 'containers']) as JsonObject[];

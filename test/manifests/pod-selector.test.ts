@@ -1,6 +1,7 @@
 /**
  * The API server sends the webhook the pods its objectSelector matches; the webhook injects the pods its
- * --pod-selector matches. Every install, and the overlay docs/distributions.md shows for changing them, keeps the two in
+ * --pod-selector matches. Every install, and the Envoy Gateway Component (manifests/envoy-gateway, shown in
+ * docs/distributions.md) that changes them, keeps the two in
  * agreement: a pod that one selects and the other does not would be skipped silently (or, with a manual
  * call, injected against the configuration).
  */
@@ -13,9 +14,10 @@ import { parseAllDocuments } from 'yaml';
 import { describe, it } from 'node:test';
 import { canonicalLabelSelector, formatLabelSelector, fromObjectSelector, matchesLabels, parseLabelSelector, type LabelSelector } from '../../src/config/label-selector.js';
 import { envName } from '../../src/config/settings.js';
-import { DEFAULT_POD_SELECTOR, parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../../src/config/webhook.js';
+import { DEFAULT_POD_SELECTOR, parseWebhookConfig, PROJECT_VERSION, WEBHOOK_SETTINGS, type WebhookConfig } from '../../src/config/webhook.js';
 import { REPO_ROOT } from '../support/process.js';
 import {
+  applyComponent,
   applyOverlay,
   findOne,
   getArray,
@@ -146,44 +148,91 @@ describe('one selector: the objectSelector is made from SHUTDOWN_MANAGER_POD_SEL
   }
 });
 
-/** Where the overlays are documented. */
-const OVERLAY_DOC = 'docs/distributions.md';
+/** Where the Envoy Gateway Component is documented. */
+const COMPONENT_DOC = 'docs/distributions.md';
+const ENVOY_GATEWAY = join(MANIFESTS_DIR, 'envoy-gateway');
+const REMOTE = 'github.com/envoy-shutdown-manager/envoy-shutdown-manager//';
 
-/** The YAML block that follows `<!-- overlay: name -->` in the distributions docs. */
-async function documentedOverlay(name: string): Promise<string> {
-  const page = await readFile(join(REPO_ROOT, OVERLAY_DOC), 'utf8');
-  const marker = `<!-- overlay: ${name} -->`;
+/** The YAML block that follows `<!-- component: name -->` in the distributions docs. */
+async function documentedKustomization(name: string): Promise<string> {
+  const page = await readFile(join(REPO_ROOT, COMPONENT_DOC), 'utf8');
+  const marker = `<!-- component: ${name} -->`;
   const at = page.indexOf(marker);
-  assert.notEqual(at, -1, `${OVERLAY_DOC} has no ${marker}`);
+  assert.notEqual(at, -1, `${COMPONENT_DOC} has no ${marker}`);
   const block = /```yaml\n([\s\S]*?)```/.exec(page.slice(at));
   assert.ok(block, `a yaml block after ${marker}`);
   return block[1] as string;
 }
 
-describe("the documented overlay for Envoy Gateway (docs/distributions.md)", () => {
-  it('changes the objectSelector and the flag together, and points the sidecar at admin port 19000', async () => {
-    for (const dir of [MANIFESTS_DIR, join(MANIFESTS_DIR, 'self-signed')]) {
-      const docs = applyOverlay(await documentedOverlay('envoy-gateway'), 'documented overlay envoy-gateway', await resolveKustomization(dir));
-      const { flag, config } = assertAgree(docs, `documented overlay on ${relative(REPO_ROOT, dir)}`);
-      assert.equal(config.injection.defaults['admin-port'], 19000, `${envName('admin-port')} set by the overlay`);
+/** Envoy Gateway's selector, flag and objectSelector agreeing, and the admin port set: what the Component is for. */
+function assertSelectsEnvoyGateway(docs: readonly ManifestDoc[], where: string): void {
+  const { flag, config } = assertAgree(docs, where);
+  assert.equal(config.injection.defaults['admin-port'], 19000, `${where}: ${envName('admin-port')} set by the Component`);
+  // What Envoy Gateway puts on its proxy pods (labels of its rendered Deployment).
+  const proxy = {
+    'app.kubernetes.io/component': 'proxy',
+    'app.kubernetes.io/managed-by': 'envoy-gateway',
+    'app.kubernetes.io/name': 'envoy',
+    'gateway.envoyproxy.io/owning-gateway-name': 'eg',
+    'gateway.envoyproxy.io/owning-gateway-namespace': 'default',
+    'pod-template-hash': '5d8c7f9b6',
+  };
+  const objectSelector = getObject(findOne(docs, 'MutatingWebhookConfiguration'), ['webhooks', 0, 'objectSelector']);
+  assert.equal(matchesLabels(flag, proxy), true, where);
+  assert.equal(selects(objectSelector, proxy), true, where);
+  // Envoy Gateway's own controller pod is named gateway-helm, not envoy: neither selects it.
+  const controller = { 'app.kubernetes.io/instance': 'eg', 'app.kubernetes.io/name': 'gateway-helm', 'control-plane': 'envoy-gateway' };
+  assert.equal(matchesLabels(flag, controller), false, where);
+  assert.equal(selects(objectSelector, controller), false, where);
+}
 
-      // What Envoy Gateway puts on its proxy pods (labels of its rendered Deployment).
-      const proxy = {
-        'app.kubernetes.io/component': 'proxy',
-        'app.kubernetes.io/managed-by': 'envoy-gateway',
-        'app.kubernetes.io/name': 'envoy',
-        'gateway.envoyproxy.io/owning-gateway-name': 'eg',
-        'gateway.envoyproxy.io/owning-gateway-namespace': 'default',
-        'pod-template-hash': '5d8c7f9b6',
-      };
-      const configuration = findOne(docs, 'MutatingWebhookConfiguration');
-      const objectSelector = getObject(configuration, ['webhooks', 0, 'objectSelector']);
-      assert.equal(matchesLabels(flag, proxy), true);
-      assert.equal(selects(objectSelector, proxy), true);
-      // Envoy Gateway's own controller pod is named envoy-gateway, not envoy: neither selects it.
-      const controller = { 'app.kubernetes.io/instance': 'eg', 'app.kubernetes.io/name': 'gateway-helm', 'control-plane': 'envoy-gateway' };
-      assert.equal(matchesLabels(flag, controller), false);
-      assert.equal(selects(objectSelector, controller), false);
-    }
+/** The documented kustomization in a temporary directory, its remote URLs replaced by this checkout's directories. */
+async function documentedWithCheckout(install: string): Promise<{ dir: string; remove: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'esm-envoy-gateway-'));
+  const local = (path: string): string => relative(dir, join(REPO_ROOT, path));
+  const text = (await documentedKustomization('envoy-gateway'))
+    .replace(`${REMOTE}manifests?ref=v${PROJECT_VERSION}`, local(install))
+    .replace(`${REMOTE}manifests/envoy-gateway?ref=v${PROJECT_VERSION}`, local('manifests/envoy-gateway'));
+  assert.doesNotMatch(text, /github\.com/, 'every remote URL of the block names this version\'s tag');
+  await writeFile(join(dir, 'kustomization.yaml'), text);
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+describe('the Envoy Gateway Component (manifests/envoy-gateway)', () => {
+  for (const install of ['manifests', 'manifests/self-signed']) {
+    it(`on ${install}: changes the objectSelector and the flag together, and points the sidecar at admin port 19000`, async () => {
+      assertSelectsEnvoyGateway(await applyComponent(ENVOY_GATEWAY, await resolveKustomization(join(REPO_ROOT, install))), `Component on ${install}`);
+    });
+
+    it(`the documented kustomization on ${install}, built by kubectl kustomize: the same objects`, async (t) => {
+      const { dir, remove } = await documentedWithCheckout(install);
+      try {
+        const rendered = kubectlKustomize(dir);
+        if (rendered === undefined) return t.skip('kubectl is not installed: the Component was checked with the tests\' own kustomize only');
+        const resolved = (await applyComponent(ENVOY_GATEWAY, await resolveKustomization(join(REPO_ROOT, install)))).map(({ value }) => withoutEmptyAnnotations(value));
+        assert.deepEqual(rendered.map(keyOf).sort(), resolved.map(keyOf).sort());
+        for (const value of resolved) assert.deepEqual(rendered.find((other) => keyOf(other) === keyOf(value)), value, keyOf(value));
+        assertSelectsEnvoyGateway(rendered.map((value) => ({ file: 'kubectl kustomize', value })), `kubectl kustomize on ${install}`);
+      } finally {
+        await remove();
+      }
+    });
+  }
+
+  it('the control: the Component with one selector changed alone is caught', async () => {
+    const docs = await applyComponent(ENVOY_GATEWAY, await resolveKustomization(MANIFESTS_DIR));
+    const drifted = applyOverlay(
+      [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        'patches:',
+        '  - target: {kind: MutatingWebhookConfiguration, name: shutdown-manager.io}',
+        '    patch: |-',
+        '      - {op: replace, path: /webhooks/0/objectSelector, value: {matchLabels: {app.kubernetes.io/name: envoy}}}',
+      ].join('\n'),
+      'drifted Component',
+      docs,
+    );
+    assert.throws(() => assertSelectsEnvoyGateway(drifted, 'drifted'), /select different pods/);
   });
 });

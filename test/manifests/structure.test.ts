@@ -74,15 +74,16 @@ describe('manifests/ layout', () => {
     });
   }
 
-  it('has one kustomize Component, the Contour recipe: its patches exist and it lists no resources (test/e2e/contour.test.ts applies it)', async () => {
+  it('has two kustomize Components, the Contour and Envoy Gateway recipes: their patches exist and they list no resources', async () => {
     const components = await componentDirs();
-    assert.deepEqual(components.map((dir) => relative(REPO_ROOT, dir)), ['manifests/contour']);
+    assert.deepEqual(components.map((dir) => relative(REPO_ROOT, dir)), ['manifests/contour', 'manifests/envoy-gateway']);
     for (const dir of components) {
       const [doc] = await loadYamlFile(join(dir, 'kustomization.yaml'));
       assert.ok(isObject(doc), 'isObject(doc)');
       assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
       assert.equal(doc.resources, undefined, 'a recipe adds nothing of its own');
-      const patchFiles = ((doc.patches ?? []) as { path?: string }[]).map((patch) => patch.path);
+      // Inline patches (envoy-gateway's) name no file.
+      const patchFiles = ((doc.patches ?? []) as { path?: string }[]).flatMap((patch) => (patch.path === undefined ? [] : [patch.path]));
       const yamlFiles = (await readdir(dir)).filter((file) => /\.ya?ml$/.test(file) && file !== 'kustomization.yaml');
       assert.deepEqual([...patchFiles].sort(), yamlFiles.sort(), 'every patch file is used and exists');
     }

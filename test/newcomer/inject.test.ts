@@ -1,7 +1,7 @@
 /**
  * docs/offline-injection.md run as written in a checkout: `npm run -s inject -- -f FILE` and the pipe with
- * `-f -`. Its output is the manifest alone (no npm banner), and an edited document keeps the layout it came
- * with: kubectl's unindented sequences, four-space indentation, flow lists with or without inner padding.
+ * `-f -` (the webhook's opt-in), and `--manual` (the whole injection). Its output is the manifest alone (no npm
+ * banner), and an edited document keeps the layout it came with: kubectl's unindented sequences, four-space indentation, flow lists with or without inner padding.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -77,19 +77,36 @@ async function inject(args: readonly string[], input?: string): Promise<{ stdout
 }
 
 const [fileCommand, pipeCommand] = docCommands('docs/offline-injection.md', 'Offline injection');
+const [manualCommand] = docCommands('docs/offline-injection.md', 'The whole injection: `--manual`');
 
-test('docs/offline-injection.md shows npm run -s inject, on a file and in a pipe', () => {
+/** The command's words after `npm`, with envoy.yaml standing for `file`. */
+function npmArgs(line: string, file = 'envoy.yaml'): string[] {
+  return words(line).slice(1).map((word) => (word === 'envoy.yaml' ? file : word));
+}
+
+test('docs/offline-injection.md shows npm run -s inject, on a file and in a pipe, and --manual', () => {
   assert.equal(fileCommand, 'npm run -s inject -- -f envoy.yaml > envoy-injected.yaml');
   assert.match(pipeCommand ?? '', /^kubectl get deploy envoy -o yaml \| npm run -s inject -- -f - \| kubectl apply -f -$/);
+  assert.equal(manualCommand, 'npm run -s inject -- --manual -f envoy.yaml > envoy-injected.yaml');
 });
 
-test('npm run -s inject -- -f FILE: only the manifest on stdout, every line of a kubectl-style document kept', { timeout: 90_000 }, async (t) => {
+test('npm run -s inject -- -f FILE: only the manifest on stdout, every line kept, the opt-in added and no token', { timeout: 90_000 }, async (t) => {
   const directory = await mkdtemp(join(tmpdir(), 'esm-inject-'));
   t.after(() => rm(directory, { recursive: true, force: true }));
   const file = join(directory, 'envoy.yaml');
   await writeFile(file, KUBECTL_STYLE);
-  const command = words((fileCommand ?? '').split('>')[0] ?? '').slice(1);
-  const { stdout } = await inject(command.map((word) => (word === 'envoy.yaml' ? file : word)));
+  const { stdout, stderr } = await inject(npmArgs((fileCommand ?? '').split('>')[0] ?? '', file));
+  assert.equal(stdout, KUBECTL_STYLE.replace('        app: envoy\n    spec:', '        app: envoy\n      annotations:\n        shutdown-manager.io/inject: enabled\n    spec:'));
+  assert.match(stderr, /^deployment "edge\/envoy" annotated \(the webhook injects it\)$/m);
+  assert.match(stderr, /kubectl label namespace edge shutdown-manager\.io\/inject=enabled/);
+});
+
+test('npm run -s inject -- --manual -f FILE: the sidecar injected, every line of a kubectl-style document kept', { timeout: 90_000 }, async (t) => {
+  const directory = await mkdtemp(join(tmpdir(), 'esm-inject-'));
+  t.after(() => rm(directory, { recursive: true, force: true }));
+  const file = join(directory, 'envoy.yaml');
+  await writeFile(file, KUBECTL_STYLE);
+  const { stdout } = await inject(npmArgs((manualCommand ?? '').split('>')[0] ?? '', file));
 
   assert.ok(stdout.startsWith('# the edge proxies\napiVersion: apps/v1\n'), `stdout is the manifest alone:\n${stdout.slice(0, 200)}`);
   const [document, ...rest] = parseAllDocuments(stdout);
@@ -101,9 +118,13 @@ test('npm run -s inject -- -f FILE: only the manifest on stdout, every line of a
   assert.match(stdout, /^ {8}- name: shutdown-mgr$/m, 'and its own lists too');
 });
 
-test('npm run -s inject -- -f - in a pipe: four-space indentation and padded flow lists kept, drain flags appended in kind', { timeout: 90_000 }, async () => {
+test('npm run -s inject -- -f - in a pipe: four-space indentation and padded flow lists kept, by default and with --manual', { timeout: 120_000 }, async () => {
   const command = words((pipeCommand ?? '').split('|')[1] ?? '').slice(1);
-  const { stdout } = await inject(command, PADDED_STYLE);
+  const optIn = await inject(command, PADDED_STYLE);
+  assert.match(optIn.stdout, /^ {4}labels: \{ app: envoy \}\n {4}annotations:\n {8}shutdown-manager\.io\/inject: enabled$/m);
+  assert.match(optIn.stdout, /^ {10}args: \[ "-c", "\/etc\/envoy\/envoy.yaml" \]$/m, "Envoy's args are the webhook's business");
+
+  const { stdout } = await inject([...command, '--manual'], PADDED_STYLE);
   assert.match(stdout, /^ {4}labels: \{ app: envoy \}$/m);
   assert.match(stdout, /^ {8}- name: envoy\n {10}image: envoyproxy\/envoy:v1\.31\.2$/m);
   assert.match(stdout, /^ {10}args: \[ "-c", "\/etc\/envoy\/envoy.yaml", "--drain-strategy", "immediate", "--drain-time-s", "290" \]$/m);

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { PROJECT_VERSION } from '../../src/config/webhook.js';
-import { changelogSection, contourComponentUrl, downloadUrl } from '../../tools/release-assets.js';
+import { changelogSection, contourComponentUrl, downloadUrl, envoyGatewayComponentUrl } from '../../tools/release-assets.js';
 import { kubernetesSchemaProblems } from '../support/kubernetes-schemas.js';
 import { REPO_ROOT, runNode } from '../support/process.js';
 
@@ -111,6 +111,8 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
     assert.ok(notes.includes(`--certificate-identity=https://github.com/envoy-shutdown-manager/envoy-shutdown-manager/.github/workflows/release.yml@refs/tags/${TAG} \\\n`), 'the cosign check names this workflow at the tag');
     assert.ok(notes.includes('--certificate-oidc-issuer=https://token.actions.githubusercontent.com\n'), 'notes.includes(\'--certificate-oidc-issuer=https://token.actions.githubusercontent.com\\n\')');
     assert.equal(contourComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/contour?ref=${TAG}`);
+    assert.ok(notes.includes(envoyGatewayComponentUrl(TAG)));
+    assert.equal(envoyGatewayComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/envoy-gateway?ref=${TAG}`);
   });
 
   test('sbom.cdx.json is the CycloneDX SBOM the image ships (same generator, same bytes)', () => {

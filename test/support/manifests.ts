@@ -309,6 +309,22 @@ export function applyOverlay(text: string, name: string, docs: readonly Manifest
 }
 
 /**
+ * A kustomize Component of manifests/ (its inline JSON 6902 patches) applied to an install's objects, as kustomize
+ * does when a user's kustomization lists the install as a resource and the Component under `components`.
+ */
+export async function applyComponent(dir: string, docs: readonly ManifestDoc[]): Promise<ManifestDoc[]> {
+  const name = relative(REPO_ROOT, join(dir, 'kustomization.yaml'));
+  const [doc, ...rest] = await loadYamlFile(join(dir, 'kustomization.yaml'));
+  assert.equal(rest.length, 0, `${name}: one document expected`);
+  assert.ok(isObject(doc), `${name}: not a mapping`);
+  assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1alpha1', `${name}: apiVersion`);
+  assert.equal(doc.kind, 'Component', `${name}: kind`);
+  assert.deepEqual(Object.keys(doc).sort(), ['apiVersion', 'kind', 'patches'], `${name}: only inline patches are supported`);
+  const patches = getArray(doc, ['patches'], `${name}: `).map((patch, index) => loadPatch(patch, `${name} patches.${index}: `));
+  return applyPatches([...docs], patches, name);
+}
+
+/**
  * Directories under manifests/ (itself included) that are installs; kustomize Components (recipes applied to
  * someone else's manifests, such as manifests/contour) are not: see componentDirs.
  */

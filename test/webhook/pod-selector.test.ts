@@ -128,7 +128,7 @@ describe('inject --pod-selector', () => {
     '',
   ].join('\n');
   const inject = (args: string[]) =>
-    runBuiltEntry(['inject', '-f', '-', ...args], { input: manifests, timeoutMs: 15_000, env: { SHUTDOWN_MANAGER_TOKEN_SEED: 'seed' } });
+    runBuiltEntry(['inject', '--manual', '-f', '-', ...args], { input: manifests, timeoutMs: 15_000, env: { SHUTDOWN_MANAGER_TOKEN_SEED: 'seed' } });
   const containerNames = (stdout: string, index: number): string[] =>
     (parse(stdout.split(/^---\n/m)[index] ?? '') as Json).spec.template.spec.containers.map((c: Json) => c.name);
 
