@@ -111,7 +111,7 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
     assert.ok(notes.includes(`--certificate-identity=https://github.com/envoy-shutdown-manager/envoy-shutdown-manager/.github/workflows/release.yml@refs/tags/${TAG} \\\n`), 'the cosign check names this workflow at the tag');
     assert.ok(notes.includes('--certificate-oidc-issuer=https://token.actions.githubusercontent.com\n'), 'notes.includes(\'--certificate-oidc-issuer=https://token.actions.githubusercontent.com\\n\')');
     assert.equal(contourComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/contour?ref=${TAG}`);
-    assert.ok(notes.includes(envoyGatewayComponentUrl(TAG)));
+    assert.ok(notes.includes(envoyGatewayComponentUrl(TAG)), 'notes.includes(envoyGatewayComponentUrl(TAG))');
     assert.equal(envoyGatewayComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/envoy-gateway?ref=${TAG}`);
   });
 
