@@ -1,9 +1,9 @@
 /**
  * `npm run bench`: every figure the project reports, each against a floor measured in the same run or as
- * sequential timings, then one table with each figure's target and PASS or FAIL. About 6 minutes (a simulated week of
- * the sidecar watching Envoy takes about two, the webhook's memory by young-generation cap another, a drain with
- * 10,000 connections held 20 s); `npm run bench -- --quick` takes about 2 minutes, with fewer and shorter rounds
- * (noisier figures). Figures are for the Node that runs it: `PATH=<node 24>/bin:$PATH npm run bench` for the image's.
+ * sequential timings, then one table with each figure's target and PASS or FAIL; it prints how long it took. The
+ * longest parts are a simulated week of the sidecar watching Envoy, the webhook's memory by young-generation cap and
+ * a drain with 10,000 connections held 20 s; `npm run bench -- --quick` runs fewer and shorter rounds (noisier
+ * figures). Figures are for the Node that runs it: `PATH=<node 24>/bin:$PATH npm run bench` for the image's.
  * The machine is shared: the load average is printed with each part, and a figure that fails on a busy
  * machine should be taken again on a quiet one before it is believed.
  */
