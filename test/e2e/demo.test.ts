@@ -38,7 +38,9 @@ describe('npm run demo', () => {
     assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
     assert.match(run.stdout, /sidecar args: \(no shutdown-manager container\)/);
     assert.doesNotMatch(run.stdout, /preStop-sent/, 'no hook: Envoy is sent SIGTERM at once');
-    assert.match(run.stdout, /\n {7}0 {2}envoy {13}SIGTERM\n/);
+    // At once: a loaded machine may take a few milliseconds to get there, never the drain's hundreds.
+    const sigterm = /\n +(\d+) {2}envoy {13}SIGTERM\n/.exec(run.stdout);
+    assert.ok(sigterm !== null && Number(sigterm[1]) < 100, `Envoy's SIGTERM at ${sigterm?.[1] ?? 'no time'} ms after the deletion`);
     const failed = Number(/requests failed: (\d+)/.exec(run.stdout)?.[1]);
     assert.ok(failed > 0, `requests were lost: ${run.stdout}`);
     assert.match(run.stdout, new RegExp(`\\n${failed} requests lost\\.\\nThat is the loss the shutdown-manager prevents`));
