@@ -13,6 +13,10 @@ import { http1KeepAlive, rawTcp } from './fleet/clients.js';
 import { grpcServerStream, http2RequestResponse, webSocket } from './fleet/streaming-clients.js';
 import { resolveFenceposts } from './fleet/deployment.js';
 import { runFleet, type DrainSetting, type FleetReport } from './fleet/simulation.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 const SCALE = 10;
 

@@ -14,6 +14,10 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import { checkedCell, patternOf, readPatterns, rowsOf, runRow, TABLE_NAMES, type Row, type RowPattern } from './fleet/proof-tables.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 const DOC = new URL('../../docs/proof.md', import.meta.url);
 const REPLICAS = 4;

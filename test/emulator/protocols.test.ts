@@ -13,6 +13,10 @@ import { WebSocket } from 'ws';
 import { parseCliArgs } from '../../src/emulator/cli.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
 import { closeAll, httpRequest, openHttpConnection, openTcpConnection, requestOn } from '../support/connections.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 const DRAIN_TIMEOUT_MS = 300;
 const SHUTDOWN_NOTICE_ID = 2 ** 31 - 1;

@@ -11,6 +11,10 @@ import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { FaultAdmin } from '../support/fault-admin.js';
 import { REPO_ROOT, runNode } from '../support/process.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 async function runChild(t: TestContext, mode: 'deep-json' | 'calls', args: readonly string[] = []): Promise<Record<string, unknown>> {
   const admin = await FaultAdmin.start();

@@ -8,6 +8,10 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { problemsOf, runScenario, scenarioArbitrary, type Scenario } from '../support/drain-model.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 // --- the tests ------------------------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ import type { DrainOutcome } from '../../src/sidecar/drain.js';
 import { openTcpConnection } from '../support/connections.js';
 import { sampleOf } from '../support/prometheus.js';
 import { spawnSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 const FAST = ['--check-interval=100ms', '--check-delay=300ms', '--admin-timeout=1s'];
 

@@ -17,6 +17,10 @@ import type { LogLine } from '../support/process.js';
 import { SIDECAR_ENV } from '../../src/inject/sidecar.js';
 import { spawnSidecarWith, type SidecarProcess } from '../support/sidecar-process.js';
 import { waitUntil } from '../support/wait.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 /** What no client behaviour may take the sidecar past: the pod's limit is 128Mi, the sidecar rests at 45-55 MiB. */
 const RSS_BUDGET_MIB = 96;

@@ -15,6 +15,10 @@ import { callsOverKeepAlive, requestHead, writeAndReadAnswers } from '../support
 import { httpRequest, openTcpConnection, type HeldConnection, type SimpleResponse } from '../support/connections.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { waitUntil, within } from '../support/wait.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 const TOKEN = 'bounds-test-token';
 const AUTH = { authorization: `Bearer ${TOKEN}` };

@@ -21,6 +21,10 @@ import { timedCall } from '../support/abuse.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { floodWhileWatching, type FloodSpec, type WatchedFlood } from '../support/flood.js';
 import { processEnvironment, spawnInjectedSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 /** What no client behaviour may take the sidecar past: the pod's limit is 128Mi, the sidecar rests at 45-55 MiB. */
 const RSS_BUDGET_MIB = 96;

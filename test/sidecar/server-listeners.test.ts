@@ -24,6 +24,10 @@ import { JsonParts, sharedPerTurn } from '../../src/sidecar/server.js';
 import { callsOverKeepAlive, requestHead } from '../support/abuse.js';
 import { drainUnderFlood, spawnListenerHeavyEnvoy, type FloodSpec } from '../support/flood.js';
 import { spawnInjectedSidecar, type SidecarProcess } from '../support/sidecar-process.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 /** What no client behaviour may take the sidecar past: the pod's limit is 128Mi (server-abuse.test.ts). */
 const RSS_BUDGET_MIB = 96;

@@ -9,6 +9,10 @@ import fc from 'fast-check';
 import { sampleOf } from '../support/prometheus.js';
 import { classify, hostileCases, hostileClient, loadBases, problemsWith, type AnswerClass, type HostileClient } from './hostile-reviews.js';
 import { httpsRequest, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 const BODY_LIMIT = 65_536;
 const CONNECTIONS = 8;

@@ -9,6 +9,10 @@ import tls from 'node:tls';
 import { after, before, test } from 'node:test';
 import { CONNECTION_LIMITS, type ConnectionLimits } from '../../src/webhook/server.js';
 import { loadReview, postReview, startTestWebhook, type RunningWebhook } from '../support/webhook.js';
+import { runsAlone } from '../support/exclusive.js';
+
+// It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
+runsAlone();
 
 const LIMITS = {
   handshakeMs: 1_500,
