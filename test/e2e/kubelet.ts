@@ -265,9 +265,13 @@ export class SimulatedPod {
   }
 
   /** Resolves once the Envoy container has been started `count` times in all (a restart on its own counts). */
-  async envoyStarted(count: number, timeoutMs = 10_000): Promise<void> {
+  async envoyStarted(count: number, timeoutMs = 20_000): Promise<void> {
     const envoy = this.byRole('envoy');
-    await waitUntil(() => this.envoyStarts.length >= count && envoy.running, timeoutMs, `Envoy start number ${count}`);
+    // The events say why when it does not come (a crash, a port taken by another process).
+    const events = (): string => this.events.filter((event) => event.container === envoy.name).map((event) => `${event.atMs} ${event.event} ${event.detail ?? ''}`).join('; ');
+    await waitUntil(() => this.envoyStarts.length >= count && envoy.running, timeoutMs, `Envoy start number ${count}`).catch((error: unknown) => {
+      throw new Error(`${error instanceof Error ? error.message : String(error)}; Envoy's events: ${events()}`);
+    });
   }
 
   /** Deletes the pod as the kubelet does; resolves once every container has exited. */
