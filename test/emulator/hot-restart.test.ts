@@ -10,6 +10,7 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { closeAll, openTcpConnection, openTcpConnections } from '../support/connections.js';
+import { hotRestarted } from '../support/hot-restart.js';
 
 /** A stats read on a connection of its own (no keep-alive: that would stay with whichever process accepted it). */
 function stats(port: number): Promise<Map<string, number>> {
@@ -50,13 +51,7 @@ test('a hot restart: the child takes the listeners and the admin address, merges
   adminConnection.on('close', () => (adminConnectionClosedAt = performance.now()));
   assert.equal((await stats(admin)).get('server.hot_restart_epoch'), 0);
 
-  const child = await parent.hotRestart();
-  t.after(async () => {
-    if (child.process.exitCode !== null || child.process.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.process.once('exit', resolve));
-    child.process.kill('SIGTERM');
-    await exited;
-  });
+  const child = await hotRestarted(t, parent);
   const restartedAt = performance.now();
   assert.deepEqual([child.ports.admin, child.ports.tcp], [admin, tcp], 'the same addresses');
   await until(async () => (await stats(admin)).get('server.parent_connections') === 2, 'the child reports the parent connections');

@@ -54,6 +54,16 @@ function assertAgree(docs: readonly ManifestDoc[], where: string): { flag: Label
   return { flag, config };
 }
 
+/** An overlay that changes the objectSelector and not the webhook's selector: the drift the tests must catch. */
+const OBJECT_SELECTOR_ALONE = [
+  'apiVersion: kustomize.config.k8s.io/v1beta1',
+  'kind: Kustomization',
+  'patches:',
+  '  - target: {kind: MutatingWebhookConfiguration, name: shutdown-manager.io}',
+  '    patch: |-',
+  '      - {op: replace, path: /webhooks/0/objectSelector, value: {matchLabels: {app.kubernetes.io/name: envoy}}}',
+].join('\n');
+
 describe('objectSelector and --pod-selector', () => {
   for (const dir of [MANIFESTS_DIR, join(MANIFESTS_DIR, 'base'), join(MANIFESTS_DIR, 'self-signed')]) {
     const name = relative(REPO_ROOT, dir);
@@ -71,14 +81,7 @@ describe('objectSelector and --pod-selector', () => {
   it("the test can tell them apart: an objectSelector changed alone is caught", async () => {
     const docs = await resolveKustomization(MANIFESTS_DIR);
     const drifted = applyOverlay(
-      [
-        'apiVersion: kustomize.config.k8s.io/v1beta1',
-        'kind: Kustomization',
-        'patches:',
-        '  - target: {kind: MutatingWebhookConfiguration, name: shutdown-manager.io}',
-        '    patch: |-',
-        '      - {op: replace, path: /webhooks/0/objectSelector, value: {matchLabels: {app.kubernetes.io/name: envoy}}}',
-      ].join('\n'),
+      OBJECT_SELECTOR_ALONE,
       'drifted overlay',
       docs,
     );
@@ -222,14 +225,7 @@ describe('the Envoy Gateway Component (manifests/envoy-gateway)', () => {
   it('the control: the Component with one selector changed alone is caught', async () => {
     const docs = await applyComponent(ENVOY_GATEWAY, await resolveKustomization(MANIFESTS_DIR));
     const drifted = applyOverlay(
-      [
-        'apiVersion: kustomize.config.k8s.io/v1beta1',
-        'kind: Kustomization',
-        'patches:',
-        '  - target: {kind: MutatingWebhookConfiguration, name: shutdown-manager.io}',
-        '    patch: |-',
-        '      - {op: replace, path: /webhooks/0/objectSelector, value: {matchLabels: {app.kubernetes.io/name: envoy}}}',
-      ].join('\n'),
+      OBJECT_SELECTOR_ALONE,
       'drifted Component',
       docs,
     );

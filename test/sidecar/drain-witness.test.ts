@@ -12,9 +12,10 @@ import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
-import { AdminRefusedError, EnvoyAdminClient } from '../../src/envoy/admin-client.js';
-import { Drain, type DrainLoopSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
+import { Drain, type DrainLoopSettings } from '../../src/sidecar/drain.js';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
+import { withoutWitness } from '../support/drain-target.js';
 import { FaultAdmin } from '../support/fault-admin.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { sampleOf } from '../support/prometheus.js';
@@ -58,34 +59,6 @@ function counting(process: SidecarProcess, open: number): Promise<unknown> {
 
 async function postAdmin(envoy: EnvoyEmulator, path: string): Promise<number> {
   return (await httpRequest(`http://127.0.0.1:${envoy.ports.admin}${path}`, { method: 'POST' })).status;
-}
-
-/** The counter-only rule: the real admin client, its reads and refusals stripped of the witness's evidence. */
-function withoutWitness(client: EnvoyAdminClient): EnvoyDrainTarget {
-  const stripped = async <T>(call: Promise<T>): Promise<T> => {
-    try {
-      return await call;
-    } catch (error) {
-      if (error instanceof AdminRefusedError) delete error.evidence;
-      throw error;
-    }
-  };
-  return {
-    get address() {
-      return client.address;
-    },
-    get hasAnswered() {
-      return client.hasAnswered;
-    },
-    connectionMarker: () => client.connectionMarker(),
-    connectedSince: (marker) => client.connectedSince(marker),
-    failHealthChecks: (signal) => stripped(client.failHealthChecks(signal)),
-    drainListeners: (signal) => stripped(client.drainListeners(signal)),
-    countOpenConnections: async (signal) => {
-      const { evidence: _evidence, ...count } = await stripped(client.countOpenConnections(signal));
-      return count;
-    },
-  };
 }
 
 const CONTROL: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': INTERVAL_MS, 'min-open-connections': 0, 'drain-timeout': 3_000, 'admin-refusals': 2 };

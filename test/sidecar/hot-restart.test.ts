@@ -11,8 +11,10 @@ import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
 import { EnvoyEmulator, type HotRestartedChild } from '../../src/emulator/envoy-emulator.js';
 import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
-import { Drain, type DrainLoopSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { Drain, type DrainLoopSettings } from '../../src/sidecar/drain.js';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
+import { changedTarget } from '../support/drain-target.js';
+import { hotRestarted } from '../support/hot-restart.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { spawnSidecar } from '../support/sidecar-process.js';
 
@@ -25,17 +27,6 @@ async function parentEnvoy(t: TestContext): Promise<EnvoyEmulator> {
   const envoy = await EnvoyEmulator.start(EMULATOR);
   t.after(() => envoy.close());
   return envoy;
-}
-
-async function hotRestart(t: TestContext, parent: EnvoyEmulator): Promise<HotRestartedChild> {
-  const child = await parent.hotRestart();
-  t.after(async () => {
-    if (child.process.exitCode !== null || child.process.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.process.once('exit', resolve));
-    child.process.kill('SIGTERM');
-    await exited;
-  });
-  return child;
 }
 
 /** What the child's admin API received: it has its own record (GET /emulator/requests). */
@@ -62,7 +53,7 @@ describe('issue 28, item 2: a hot restart during a drain', () => {
     await manager.waitForLog((line) => line['event'] === 'poll' && line['open_connections'] === 2 && line['check_delay_pending'] === undefined);
 
     const restartedAt = performance.now();
-    const child = await hotRestart(t, parent);
+    const child = await hotRestarted(t, parent);
     const followed = await manager.waitForLog((line) => line['event'] === 'envoy_hot_restarted', 5_000);
     assert.deepEqual([followed['from_epoch'], followed['to_epoch']], [0, 1]);
     // The new epoch was told to drain, like the parent before it.
@@ -93,27 +84,13 @@ describe('issue 28, item 2: a hot restart during a drain', () => {
     t.after(() => closeAll(held));
     const client = new EnvoyAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
     t.after(() => client.close());
-    const trimmed: EnvoyDrainTarget = {
-      get address() {
-        return client.address;
-      },
-      get hasAnswered() {
-        return client.hasAnswered;
-      },
-      connectionMarker: () => client.connectionMarker(),
-      connectedSince: (marker) => client.connectedSince(marker),
-      failHealthChecks: (signal) => client.failHealthChecks(signal),
-      drainListeners: (signal) => client.drainListeners(signal),
-      countOpenConnections: async (signal) => {
-        const { hotRestart: _trimmed, ...count } = await client.countOpenConnections(signal);
-        return count;
-      },
-    };
+    // What a stats_matcher trimming server.* leaves: no restart epoch, no parent connections.
+    const trimmed = changedTarget(client, { read: ({ hotRestart: _trimmed, ...read }) => read });
     const settings: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': INTERVAL_MS, 'min-open-connections': 0, 'drain-timeout': 2_000, 'admin-refusals': 2 };
     const drain = new Drain(trimmed, settings, new MemoryLog(), systemClock);
     const outcome = drain.start();
     await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 6));
-    const child = await hotRestart(t, parent);
+    const child = await hotRestarted(t, parent);
     const result = await outcome;
     assert.deepEqual(await childMutations(child), [], 'the new epoch was never told to fail its health checks nor to drain');
     assert.equal(await childState(child), 'LIVE');
