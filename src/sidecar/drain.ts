@@ -713,6 +713,9 @@ export class Drain {
     const mayEnd = this.countMayEndFromMs();
     if (mayEnd === undefined || sentAtMs < mayEnd) return undefined;
     if (count.missingListeners.length > 0) return undefined;
+    // No listener gauge at all (a stats_matcher trims them): the 0 summed is no count, whatever is open. The
+    // supervisor says so at start (checkNeededStats: "it can only end at its deadline or when Envoy exits").
+    if (count.availableListeners.length === 0) return undefined;
     if (this.parentHoldsConnections(count)) return undefined;
     const min = this.settings['min-open-connections'];
     if (count.total <= min) return 'connections-closed';
@@ -1049,6 +1052,9 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
     return `: Envoy never took POST /healthcheck/fail${failureClause(outcome)}, so load balancers were not told to stop sending (${open} connections open)`;
   }
   if (outcome.openConnections === null) return `: no count of open connections could be read${failureClause(outcome)}`;
+  if (outcome.availableListeners.length === 0) {
+    return ": Envoy's stats report no listener's downstream_cx_active gauge (a stats_matcher?), so no count of its connections could be read";
+  }
   return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)${longLivedClause(outcome)}`;
 }
 

@@ -429,11 +429,18 @@ export class FaultAdmin {
     if (path === undefined) this.boundPort = (server.address() as net.AddressInfo).port;
   }
 
-  /** Closes the admin listen socket only: accepted connections stay with the processes holding them. */
+  /**
+   * Closes the admin listen socket only: accepted connections stay with the processes holding them. Not awaiting
+   * the server's 'close' event, which Node emits only once every accepted connection has ended: a witness held
+   * open by a live process would hold it forever. The listening handle itself is closed at once (and its Unix
+   * socket path unlinked by libuv), so the address is free for a successor from the next turn of the loop.
+   */
   private async closeListenSocket(): Promise<void> {
     const server = this.server;
     this.server = undefined;
-    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (server === undefined) return;
+    server.close();
+    await new Promise((resolve) => setImmediate(resolve));
   }
 
   private accept(socket: net.Socket): void {
@@ -529,7 +536,8 @@ export class FaultAdmin {
         const body = answer.body();
         write(render(answer.status, answer.type, body).slice(0, -Math.ceil(body.length / 2) || undefined));
         // A moment for the part to reach the client: a reset can discard data not yet read.
-        return this.later(envoy, RESET_AFTER_MS, () => void (socket.destroyed || socket.resetAndDestroy()));
+        // A Unix socket has no reset (Node throws ERR_INVALID_HANDLE_TYPE): the closest is an abrupt close.
+        return this.later(envoy, RESET_AFTER_MS, () => void (socket.destroyed || (this.options.socketPath === undefined ? socket.resetAndDestroy() : socket.destroy())));
       }
       case 'endless':
         takeEffect();
@@ -653,7 +661,20 @@ export class FaultAdmin {
         values.push([`listener.${name}.worker_${worker}.downstream_cx_active`, share]);
       }
     }
-    return values.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    // Envoy sorts its stats by name. Sorting thousands of names at every call would starve the event loop this
+    // fake shares with the sidecar under test: the order is cached per set of names (listeners are only added).
+    const order = this.orderOf(values.map(([name]) => name));
+    return order.map((index) => values[index]!);
+  }
+
+  private sortedOrder: { readonly key: string; readonly order: readonly number[] } | undefined;
+
+  private orderOf(names: readonly string[]): readonly number[] {
+    const key = `${names.length}:${names[0]}:${names.at(-1)}`;
+    if (this.sortedOrder?.key === key) return this.sortedOrder.order;
+    const order = names.map((_, index) => index).sort((a, b) => (names[a]! < names[b]! ? -1 : names[a]! > names[b]! ? 1 : 0));
+    this.sortedOrder = { key, order };
+    return order;
   }
 }
 
