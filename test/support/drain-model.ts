@@ -14,8 +14,9 @@
  * - I1 every /shutdown, /wait and SIGTERM is answered by drain-timeout + one check interval (+ scheduling slack);
  * - I2 "drained" only when every process holding client connections (the one drained, and a hot restart's parent
  *   and child) had them at or below min-open-connections when the read that ended the drain was rendered, or had
- *   exited; never by the count of a process that is neither the one pinned nor its hot restart child;
- * - I3 a /shutdown answered with an earlier drain's outcome found that drained process (or none) running;
+ *   exited; never by the count of a process that is neither the one pinned nor a hot restart child;
+ * - I3 a /shutdown answered with an earlier drain's outcome found that drained process (or none) running, or one
+ *   that never answered the sidecar (its admin address lost as it started: nothing could see it);
  * - I4 the reported reason matches what the admin server saw (connections-closed: /healthcheck/fail took effect on
  *   the process whose count ended the drain);
  * - I5 bounded resources: nothing the run started is left (sockets, timers), memory grows by no more than a bound.
@@ -431,8 +432,10 @@ function drainedHonestly(report: RunReport): string[] {
       problems.push(`I2: a poll of the drain started at ${rel(report, drain.startedAt)} matches no stats answer the server gave`);
       continue;
     }
-    // The pinned process, and the hot restart children it handed its listeners to: the drain follows them.
-    const followed = lineageOf(report, first.processId);
+    // The pinned process, and hot restart children: the drain follows a child of a higher epoch (drain.ts
+    // followHotRestart). Also one whose parent had replaced the pinned process unseen between two reads: no read
+    // tells that apart, and following it drains every process alive, which the held counts below check.
+    const followed = new Set([first.processId, ...report.hotRestarts.map(({ child }) => child)]);
     // A poll the drain took for its pinned process's must be of one of those (a doubtful one it did not trust).
     const counted = drain.polls.filter((poll) => poll.process !== 'doubtful' && !followed.has(statsCallOf(report, poll)?.processId ?? -1));
     if (drain.reason === 'connections-closed') {
@@ -464,7 +467,10 @@ function oldAnswersOnlyForTheDrainedProcess(report: RunReport): string[] {
     const drained = statsCallOf(report, ended.polls.at(-1)!)?.processId;
     if (drained === undefined) continue; // reported by I2
     const processAtAnswer = processAt(report, call.answeredAt);
-    if (call.processAtSend !== null && processAtAnswer === call.processAtSend && call.processAtSend !== drained) {
+    // Only a process the sidecar could have seen: one that answered it before this answer. One whose admin address
+    // was lost (a socket path unlinked or replaced) as it started is unknown to it, as to anyone reading the address.
+    const seen = report.adminCalls.some((admin) => admin.processId === call.processAtSend && (admin.answeredAt ?? Infinity) <= (call.answeredAt ?? 0));
+    if (call.processAtSend !== null && processAtAnswer === call.processAtSend && call.processAtSend !== drained && seen) {
       problems.push(`I3: /shutdown at ${rel(report, call.sentAt)} got the answer of a drain of process ${drained} while process ${call.processAtSend} ran throughout`);
     }
   }
@@ -506,12 +512,6 @@ function reasonsAsSeen(report: RunReport): string[] {
 
 // --- helpers ------------------------------------------------------------------------------------------
 
-/** A process and its hot restart descendants. */
-function lineageOf(report: RunReport, id: number): Set<number> {
-  const lineage = new Set([id]);
-  for (const { child, parent } of report.hotRestarts) if (lineage.has(parent)) lineage.add(child);
-  return lineage;
-}
 
 function processAt(report: RunReport, at: number): number | null {
   let id: number | null = null;
