@@ -626,6 +626,7 @@ export class Drain {
       );
       return verdict;
     }
+    if (verdict === 'reset' && (epoch === null || typeof this.pinnedEpoch !== 'number')) this.resendStepsAfterBlindReset(epoch);
     if (verdict === 'reset') {
       this.log.warn(
         { event: 'envoy_counters_reset', pinned_admin_connections: growth.pinned.base?.mark ?? null, seen_admin_connections: mark, witness: evidence?.witness ?? null },
@@ -651,6 +652,24 @@ export class Drain {
     for (const step of this.steps) step.done = false;
     this.healthChecksFailedAtMs = undefined;
     this.stepsSinceRead = [];
+  }
+
+  /**
+   * A counter reset seen with no restart epoch to compare (a stats_matcher trims `server.hot_restart_epoch`, now or
+   * at the pin) is also what a hot restart looks like over TCP: the parent holds the witness, and the child's
+   * counter starts again at 0. Its child would never be told to drain, and its count (which merges the parent's)
+   * would end the drain on check-delay counted from the parent's /healthcheck/fail. So the steps are sent again
+   * (both are idempotent) and check-delay counts from the new one: a real reset costs one check-delay, a hot restart
+   * is drained. Found by the drain model (test/sidecar/drain-model.test.ts, the hot-restart-gauges trim).
+   */
+  private resendStepsAfterBlindReset(epoch: number | null): void {
+    if (epoch !== null) this.pinnedEpoch = epoch;
+    this.log.info(
+      { event: 'drain_steps_resent', steps: this.steps.map((step) => step.name), cause: 'counters-reset-without-epoch' },
+      "Envoy's counters went down with no restart epoch in its stats (a stats_matcher?): a hot restart cannot be ruled out, so its health checks are failed and its listeners drained again",
+    );
+    for (const step of this.steps) step.done = false;
+    this.healthChecksFailedAtMs = undefined;
   }
 
   /**

@@ -483,8 +483,10 @@ function reasonsAsSeen(report: RunReport): string[] {
   for (const drain of drainsOf(report)) {
     const end = drain.finishedAt;
     if (end === undefined) continue;
-    // The process the drain followed at its end: the one it pinned, or a hot restart child it followed since.
-    const pinned = drain.polls.length > 0 ? statsCallOf(report, drain.polls.at(-1)!)?.processId : undefined;
+    // The process the drain followed at its end: the one it pinned, or a hot restart child it followed since (the
+    // last poll it attributed to its process; a doubtful one may be of another).
+    const attributed = drain.polls.filter((poll) => poll.process === 'pinned' || poll.process === 'same' || poll.process === 'reset').at(-1) ?? drain.polls[0];
+    const pinned = attributed === undefined ? undefined : statsCallOf(report, attributed)?.processId;
     switch (drain.reason) {
       case 'envoy-exited':
         if (pinned !== undefined && processAt(report, end) === pinned) problems.push(`I4: envoy-exited, but process ${pinned} was running when the drain ended`);
