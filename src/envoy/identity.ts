@@ -142,21 +142,27 @@ export interface MarkedRead {
   readonly witness?: number | null;
   /** How many witnesses had been created when it was answered: one created later connected after it. */
   readonly witnessesCreated?: number;
-  /** `server.hot_restart_epoch` in its answer, when known. */
-  readonly restartEpoch?: number;
+  /** `server.hot_restart_epoch` in its answer; null when the answer lacked it, undefined when not known. */
+  readonly restartEpoch?: number | null;
 }
 
 /** A read as a trail keeps it, with what the witness showed (nothing, from a target that keeps none). */
 export function markedRead(mark: ProcessMark, marker: number, evidence: ReadEvidence | undefined): MarkedRead {
   if (evidence === undefined) return { mark, marker };
-  const epoch = typeof evidence.restartEpoch === 'number' ? { restartEpoch: evidence.restartEpoch } : {};
+  const epoch = evidence.restartEpoch === undefined ? {} : { restartEpoch: evidence.restartEpoch };
   return { mark, marker, witness: evidence.witness, ...(evidence.created === undefined ? {} : { witnessesCreated: evidence.created }), ...epoch };
 }
 
-/** Whether a read is of a hot restart child of the process of `earlier`: a higher restart epoch (both known). */
-function hotRestartChildOf(earlier: MarkedRead, evidence: ReadEvidence | undefined): boolean {
-  const epoch = evidence?.restartEpoch;
-  return typeof epoch === 'number' && earlier.restartEpoch !== undefined && epoch > earlier.restartEpoch;
+/**
+ * Whether a read of restart epoch `later` is of a hot restart child of the process whose read had `earlier` (null:
+ * that answer lacked the gauge; undefined: not known): a higher epoch, or one above 0 where the earlier answer had
+ * none. A process's stats_matcher is bootstrap config, fixed for its life, so a gauge that appears is another
+ * process's; an epoch above 0 is a hot restart's.
+ */
+export function isHotRestartChild(earlier: number | null | undefined, later: number | null | undefined): boolean {
+  if (typeof later !== 'number') return false;
+  if (typeof earlier === 'number') return later > earlier;
+  return earlier === null && later > 0;
 }
 
 /**
@@ -229,7 +235,7 @@ export class ProcessTrail {
       return 'first';
     }
     // A hot restart child: its parent, which gave the earlier read, holds the witness, which proves nothing of it.
-    if (hotRestartChildOf(base, evidence)) return 'replaced';
+    if (isHotRestartChild(base.restartEpoch, evidence?.restartEpoch)) return 'replaced';
     // The connection first: the same witness open across both reads is the same process, whatever the counter.
     // Only where marks proved to follow our connections (the address is Envoy's own admin listener, where a
     // connection ends at Envoy itself), or where there are no marks to go by.

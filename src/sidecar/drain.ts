@@ -24,7 +24,7 @@
  * hooks at the same time, so every caller awaits the same outcome.
  */
 import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
-import { compareProcess, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
+import { compareProcess, isHotRestartChild, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { GAP_FACTOR, LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
@@ -608,7 +608,7 @@ export class Drain {
     // (the parent) still holds its connections, and the child took its listeners (see followHotRestart). The
     // parent holds the witness too, so a counter that went down reads as a reset ('reset') unless the epoch says.
     const otherProcess = verdict === 'replaced' || verdict === 'doubtful' || verdict === 'reset';
-    if (otherProcess && epoch !== null && typeof this.pinnedEpoch === 'number' && epoch > this.pinnedEpoch) return 'hot-restarted';
+    if (otherProcess && isHotRestartChild(this.pinnedEpoch, epoch)) return 'hot-restarted';
     if (verdict === 'first') {
       this.pinnedEpoch = epoch;
       this.forgetStepsOfUnknownProcess();

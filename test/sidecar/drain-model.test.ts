@@ -21,9 +21,9 @@ const RUNS = Number(process.env['DRAIN_MODEL_RUNS'] ?? 20);
  * new process's growing counter later passed for the drained one. The last one broke the first rule for marks,
  * "any growth is the same process" (FUZZ_SEED=11): a process seconds old was replaced right after the drain's calls,
  * and the new one had counted those calls by the next read; marks now must grow by at least our own connections.
- * The last three came from issue 28's extension of the search (hot restarts, socket paths, trimmed stats, listener-heavy
+ * The last four came from issue 28's extension of the search (hot restarts, socket paths, trimmed stats, listener-heavy
  * Envoys): listener gauges trimmed summed to 0, a hot restart with its epoch trimmed passed for a counter reset, and a
- * hot restart after a drain ended passed for the drained process.
+ * hot restart after a drain ended passed for the drained process (also when only the child's stats had the epoch).
  */
 const KEPT: readonly { readonly name: string; readonly scenario: Scenario }[] = [
   {
@@ -212,6 +212,35 @@ const KEPT: readonly { readonly name: string; readonly scenario: Scenario }[] = 
       drainDelayMs: 40,
       transport: 'tcp',
       trim: 'none',
+    },
+  },
+  {
+    // Issue 28's search (FUZZ_SEED=3, on the fix above): the drained process's stats lacked the restart epoch (a
+    // stats_matcher), its hot restart child's had one, and the child still passed for the drained process. An epoch
+    // above 0 where the earlier answer had none is now a hot restart child (a stats_matcher is fixed per process).
+    name: 'a hot restart child whose stats show the epoch its trimmed parent lacked passed for the drained process (I3)',
+    scenario: {
+      steps: [
+        { kind: 'script', path: '/server_info', behaviours: ['delay:120'] },
+        { kind: 'script', path: '/server_info', behaviours: ['endless', 'status:500'] },
+        { kind: 'pause', ms: 84 },
+        { kind: 'shutdown' },
+        { kind: 'pause', ms: 114 },
+        { kind: 'connections', open: 1 },
+        { kind: 'script', path: '*', behaviours: ['answer'] },
+        { kind: 'script', path: '/server_info', behaviours: [{ kind: 'deep-json', depth: 100_000 }] },
+        { kind: 'parent-exit' },
+        { kind: 'strangers', count: 4, style: 'junk' },
+        { kind: 'hot-restart', open: 0, trim: 'none' },
+        { kind: 'shutdown' },
+        { kind: 'script', path: '/drain_listeners', behaviours: ['reset', 'answer', 'endless'] },
+        { kind: 'shutdown' },
+        { kind: 'sigterm' },
+      ],
+      minOpenConnections: 0,
+      drainDelayMs: 40,
+      transport: 'tcp',
+      trim: 'hot-restart-gauges',
     },
   },
 ];
