@@ -261,7 +261,11 @@ export class ProcessTrail {
       return 'doubtful';
     }
     if (verdict === 'doubtful') this.doubt ??= read;
-    if ((verdict === 'same' || verdict === 'unknown') && mark !== null && newest) this.last = read;
+    // An unknown read is followed, so that later marks compare with it, unless the process of the earlier read has
+    // closed the witness it held since: then it may well be a new process (one whose stats now carry the counter
+    // its predecessor's trimmed), and following it would pass it for the one before.
+    const gone = verdict === 'unknown' && evidence !== undefined && base.witness !== undefined && letGoOfUs(base, evidence);
+    if ((verdict === 'same' || verdict === 'unknown') && !gone && mark !== null && newest) this.last = read;
     return verdict;
   }
 }
