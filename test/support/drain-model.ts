@@ -436,8 +436,9 @@ function drainedHonestly(report: RunReport): string[] {
     // followHotRestart). Also one whose parent had replaced the pinned process unseen between two reads: no read
     // tells that apart, and following it drains every process alive, which the held counts below check.
     const followed = new Set([first.processId, ...report.hotRestarts.map(({ child }) => child)]);
-    // A poll the drain took for its pinned process's must be of one of those (a doubtful one it did not trust).
-    const counted = drain.polls.filter((poll) => poll.process !== 'doubtful' && !followed.has(statsCallOf(report, poll)?.processId ?? -1));
+    // A poll the drain took for its pinned process's must be of one of those (a doubtful or unknown one, which it
+    // did not attribute and which never ends it, may be of any: e.g. a successor whose stats lack the admin counter).
+    const counted = drain.polls.filter((poll) => poll.process !== 'doubtful' && poll.process !== 'unknown' && !followed.has(statsCallOf(report, poll)?.processId ?? -1));
     if (drain.reason === 'connections-closed') {
       if (!followed.has(last.processId)) problems.push(`I2: drained by the count of process ${last.processId}, pinned to ${first.processId}`);
       // Every process alive when that answer was rendered, the child and a hot restart parent, at or below min.
