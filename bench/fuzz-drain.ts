@@ -11,12 +11,22 @@ const COUNT = Number(process.env['FUZZ_COUNT'] ?? 300);
 const SEED = Number(process.env['FUZZ_SEED'] ?? Date.now() % 2 ** 31);
 
 const reasons = new Map<string, number>();
+/** What the runs exercised: setups (transport, listener-heavy, trims) and events (hot restarts followed, path changes…). */
+const exercised = new Map<string, number>();
+const note = (what: string): void => void exercised.set(what, (exercised.get(what) ?? 0) + 1);
+const EVENTS = ['envoy_hot_restarted', 'hot_restart_parent_holds', 'envoy_counters_reset', 'envoy_replaced', 'envoy_admin_address_lost', 'envoy_unmarked'];
 let failedRuns = 0;
 const started = performance.now();
 for (const scenario of fc.sample(scenarioArbitrary, { numRuns: COUNT, seed: SEED })) {
   const report = await runScenario(scenario);
+  note(`transport ${scenario.transport ?? 'tcp'}`);
+  if ((scenario.extraListeners ?? 0) > 0) note('listener-heavy');
+  for (const step of scenario.steps) if (step.kind === 'hot-restart' || step.kind === 'socket-path' || step.kind === 'parent-exit') note(`step ${step.kind}`);
+  for (const trim of [scenario.trim, ...scenario.steps.map((step) => ('trim' in step ? step.trim : undefined))]) if (trim !== undefined && trim !== 'none') note(`trim ${trim}`);
   for (const line of report.log) {
-    if (line.fields['event'] === 'drain_finished') reasons.set(String(line.fields['reason']), (reasons.get(String(line.fields['reason'])) ?? 0) + 1);
+    const event = String(line.fields['event']);
+    if (event === 'drain_finished') reasons.set(String(line.fields['reason']), (reasons.get(String(line.fields['reason'])) ?? 0) + 1);
+    if (EVENTS.includes(event)) note(`logged ${event}`);
   }
   const problems = problemsOf(report);
   if (problems.length === 0) continue;
@@ -25,5 +35,7 @@ for (const scenario of fc.sample(scenarioArbitrary, { numRuns: COUNT, seed: SEED
 }
 console.log(`\n${COUNT} runs in ${((performance.now() - started) / 1000).toFixed(1)} s (FUZZ_SEED=${SEED}); drains by how they ended:`);
 for (const [reason, count] of [...reasons].sort((a, b) => b[1] - a[1])) console.log(`  ${reason.padEnd(20)} ${count}`);
+console.log('exercised (runs or steps, and log lines):');
+for (const [what, count] of [...exercised].sort()) console.log(`  ${what.padEnd(36)} ${count}`);
 console.log(`runs with problems: ${failedRuns}`);
 if (failedRuns > 0) process.exitCode = 1;

@@ -125,6 +125,11 @@ export interface WitnessEvidence {
   readonly created: number;
   /** Whether the latest witness that ever connected has been closed by the other end, and none is open now. */
   readonly lastClosed: boolean;
+  /**
+   * Of a stats read: `server.hot_restart_epoch` in the same answer (null when absent). A higher one than an earlier
+   * read's is a hot restart child, which the witness, held by its parent, says nothing of (identity.ts).
+   */
+  readonly restartEpoch?: number | null;
 }
 
 /** What is at a Unix socket path now (lstat): for messages, and to tell a moved socket from an exited Envoy. */
@@ -406,7 +411,7 @@ export class EnvoyAdminClient {
     // From the second answered read on (so that the start-up probe, one-off calls and a wrong address leave no
     // connection behind): the next read, and every read after, has a witness to be judged by.
     if (this.answeredReads >= 2) this.ensureWitness();
-    return { ...count, evidence };
+    return { ...count, evidence: { ...evidence, restartEpoch: count.hotRestart?.epoch ?? null } };
   }
 
   /** Fails the calls in flight (AdminTransportError "client closed") and releases their sockets, the witness's too. */

@@ -43,8 +43,11 @@
  * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
  *   parent keeps serving its connections and keeps the admin connections it accepted, the witness among them
  *   (InstanceImpl::shutdownAdmin closes only the listen socket). So the child's reads arrive while the witness
- *   stays open, and a counter that went down reads as a reset. The trail cannot tell; the drain does, from the
- *   restart epoch read with the counts (drain.ts, followHotRestart).
+ *   stays open, and a counter that went down would read as a reset. The restart epoch read with the counts tells
+ *   it: a read of a higher epoch than the earlier one's is another process whatever the witness ('replaced', though
+ *   the parent lives on: the supervisor drains it anew after an ended drain; a drain follows it, drain.ts
+ *   followHotRestart). Without the epoch (a stats_matcher trims it) it reads as a reset, and the drain sends its
+ *   steps again (drain.ts resendStepsAfterBlindReset).
  * - An idle admin connection closed by something else while Envoy lives (a proxy's idle timeout, Envoy's
  *   proactive drain of idle connections on a listener that proxies to the admin API): that close, with a counter
  *   reset in the same interval, reads as a replacement.
@@ -96,6 +99,8 @@ export interface ReadEvidence {
   readonly closedThrough: number;
   /** How many witnesses had been created when the read was answered (numbered from 1). */
   readonly created?: number;
+  /** `server.hot_restart_epoch` in the read's answer; null or undefined when unknown. */
+  readonly restartEpoch?: number | null;
 }
 
 /** This sidecar's own connections to the admin port, numbered as their sockets are created (EnvoyAdminClient). */
@@ -137,12 +142,27 @@ export interface MarkedRead {
   readonly witness?: number | null;
   /** How many witnesses had been created when it was answered: one created later connected after it. */
   readonly witnessesCreated?: number;
+  /** `server.hot_restart_epoch` in its answer; null when the answer lacked it, undefined when not known. */
+  readonly restartEpoch?: number | null;
 }
 
 /** A read as a trail keeps it, with what the witness showed (nothing, from a target that keeps none). */
 export function markedRead(mark: ProcessMark, marker: number, evidence: ReadEvidence | undefined): MarkedRead {
   if (evidence === undefined) return { mark, marker };
-  return { mark, marker, witness: evidence.witness, ...(evidence.created === undefined ? {} : { witnessesCreated: evidence.created }) };
+  const epoch = evidence.restartEpoch === undefined ? {} : { restartEpoch: evidence.restartEpoch };
+  return { mark, marker, witness: evidence.witness, ...(evidence.created === undefined ? {} : { witnessesCreated: evidence.created }), ...epoch };
+}
+
+/**
+ * Whether a read of restart epoch `later` is of a hot restart child of the process whose read had `earlier` (null:
+ * that answer lacked the gauge; undefined: not known): a higher epoch, or one above 0 where the earlier answer had
+ * none. A process's stats_matcher is bootstrap config, fixed for its life, so a gauge that appears is another
+ * process's; an epoch above 0 is a hot restart's.
+ */
+export function isHotRestartChild(earlier: number | null | undefined, later: number | null | undefined): boolean {
+  if (typeof later !== 'number') return false;
+  if (typeof earlier === 'number') return later > earlier;
+  return earlier === null && later > 0;
 }
 
 /**
@@ -214,6 +234,8 @@ export class ProcessTrail {
       if (newest) this.last = read;
       return 'first';
     }
+    // A hot restart child: its parent, which gave the earlier read, holds the witness, which proves nothing of it.
+    if (isHotRestartChild(base.restartEpoch, evidence?.restartEpoch)) return 'replaced';
     // The connection first: the same witness open across both reads is the same process, whatever the counter.
     // Only where marks proved to follow our connections (the address is Envoy's own admin listener, where a
     // connection ends at Envoy itself), or where there are no marks to go by.
@@ -239,7 +261,11 @@ export class ProcessTrail {
       return 'doubtful';
     }
     if (verdict === 'doubtful') this.doubt ??= read;
-    if ((verdict === 'same' || verdict === 'unknown') && mark !== null && newest) this.last = read;
+    // An unknown read is followed, so that later marks compare with it, unless the process of the earlier read has
+    // closed the witness it held since: then it may well be a new process (one whose stats now carry the counter
+    // its predecessor's trimmed), and following it would pass it for the one before.
+    const gone = verdict === 'unknown' && evidence !== undefined && base.witness !== undefined && letGoOfUs(base, evidence);
+    if ((verdict === 'same' || verdict === 'unknown') && !gone && mark !== null && newest) this.last = read;
     return verdict;
   }
 }

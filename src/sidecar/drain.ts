@@ -24,7 +24,7 @@
  * hooks at the same time, so every caller awaits the same outcome.
  */
 import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
-import { compareProcess, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
+import { compareProcess, isHotRestartChild, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { GAP_FACTOR, LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
@@ -608,7 +608,7 @@ export class Drain {
     // (the parent) still holds its connections, and the child took its listeners (see followHotRestart). The
     // parent holds the witness too, so a counter that went down reads as a reset ('reset') unless the epoch says.
     const otherProcess = verdict === 'replaced' || verdict === 'doubtful' || verdict === 'reset';
-    if (otherProcess && epoch !== null && typeof this.pinnedEpoch === 'number' && epoch > this.pinnedEpoch) return 'hot-restarted';
+    if (otherProcess && isHotRestartChild(this.pinnedEpoch, epoch)) return 'hot-restarted';
     if (verdict === 'first') {
       this.pinnedEpoch = epoch;
       this.forgetStepsOfUnknownProcess();
@@ -626,6 +626,7 @@ export class Drain {
       );
       return verdict;
     }
+    if (verdict === 'reset' && (epoch === null || typeof this.pinnedEpoch !== 'number')) this.resendStepsAfterBlindReset(epoch);
     if (verdict === 'reset') {
       this.log.warn(
         { event: 'envoy_counters_reset', pinned_admin_connections: growth.pinned.base?.mark ?? null, seen_admin_connections: mark, witness: evidence?.witness ?? null },
@@ -651,6 +652,24 @@ export class Drain {
     for (const step of this.steps) step.done = false;
     this.healthChecksFailedAtMs = undefined;
     this.stepsSinceRead = [];
+  }
+
+  /**
+   * A counter reset seen with no restart epoch to compare (a stats_matcher trims `server.hot_restart_epoch`, now or
+   * at the pin) is also what a hot restart looks like over TCP: the parent holds the witness, and the child's
+   * counter starts again at 0. Its child would never be told to drain, and its count (which merges the parent's)
+   * would end the drain on check-delay counted from the parent's /healthcheck/fail. So the steps are sent again
+   * (both are idempotent) and check-delay counts from the new one: a real reset costs one check-delay, a hot restart
+   * is drained. Found by the drain model (test/sidecar/drain-model.test.ts, the hot-restart-gauges trim).
+   */
+  private resendStepsAfterBlindReset(epoch: number | null): void {
+    if (epoch !== null) this.pinnedEpoch = epoch;
+    this.log.info(
+      { event: 'drain_steps_resent', steps: this.steps.map((step) => step.name), cause: 'counters-reset-without-epoch' },
+      "Envoy's counters went down with no restart epoch in its stats (a stats_matcher?): a hot restart cannot be ruled out, so its health checks are failed and its listeners drained again",
+    );
+    for (const step of this.steps) step.done = false;
+    this.healthChecksFailedAtMs = undefined;
   }
 
   /**
@@ -713,6 +732,9 @@ export class Drain {
     const mayEnd = this.countMayEndFromMs();
     if (mayEnd === undefined || sentAtMs < mayEnd) return undefined;
     if (count.missingListeners.length > 0) return undefined;
+    // No listener gauge at all (a stats_matcher trims them): the 0 summed is no count, whatever is open. The
+    // supervisor says so at start (checkNeededStats: "it can only end at its deadline or when Envoy exits").
+    if (count.availableListeners.length === 0) return undefined;
     if (this.parentHoldsConnections(count)) return undefined;
     const min = this.settings['min-open-connections'];
     if (count.total <= min) return 'connections-closed';
@@ -1049,6 +1071,9 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
     return `: Envoy never took POST /healthcheck/fail${failureClause(outcome)}, so load balancers were not told to stop sending (${open} connections open)`;
   }
   if (outcome.openConnections === null) return `: no count of open connections could be read${failureClause(outcome)}`;
+  if (outcome.availableListeners.length === 0) {
+    return ": Envoy's stats report no listener's downstream_cx_active gauge (a stats_matcher?), so no count of its connections could be read";
+  }
   return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)${longLivedClause(outcome)}`;
 }
 

@@ -183,7 +183,7 @@ describe('the drain counts only the process whose health checks it failed', () =
         total += 1;
         reads += 1;
         if (reads === 1) throw new AdminTimeoutError('GET /stats', 'no complete answer within 300 ms');
-        return { total: 0, byListener: {}, missingListeners: [], availableListeners: [], adminConnectionsTotal: total, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
+        return { total: 0, byListener: { ingress: 0 }, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: total, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
       },
     };
     const log = new MemoryLog();

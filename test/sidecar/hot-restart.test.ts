@@ -78,22 +78,24 @@ describe('issue 28, item 2: a hot restart during a drain', () => {
     assert.equal(manager.logs.filter((line) => line['event'] === 'envoy_replaced').length, 0);
   });
 
-  test('control: a drain that cannot read the restart epoch (server.* trimmed) never tells the new epoch to drain; it stays LIVE', async (t) => {
+  // Before issue 28's model search this was a control: without the epoch the new one was never told to drain and
+  // stayed LIVE. A counter reset without an epoch now re-sends the steps (drain.ts resendStepsAfterBlindReset).
+  test('a drain that cannot read the restart epoch (server.* trimmed) takes the hot restart for a counter reset and still tells the new epoch to drain', async (t) => {
     const parent = await parentEnvoy(t);
     const held = await openTcpConnections(parent.ports.tcp, 2);
     t.after(() => closeAll(held));
     const client = new EnvoyAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
     t.after(() => client.close());
-    // What a stats_matcher trimming server.* leaves: no restart epoch, no parent connections.
-    const trimmed = changedTarget(client, { read: ({ hotRestart: _trimmed, ...read }) => read });
+    // As a stats_matcher trimming server.* would: the epoch is gone from the count and from the read's evidence.
+    const trimmed = changedTarget(client, { read: ({ hotRestart: _trimmed, evidence, ...read }) => ({ ...read, evidence: { ...evidence, restartEpoch: null } }) });
     const settings: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': INTERVAL_MS, 'min-open-connections': 0, 'drain-timeout': 2_000, 'admin-refusals': 2 };
     const drain = new Drain(trimmed, settings, new MemoryLog(), systemClock);
     const outcome = drain.start();
     await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 6));
     const child = await hotRestarted(t, parent);
     const result = await outcome;
-    assert.deepEqual(await childMutations(child), [], 'the new epoch was never told to fail its health checks nor to drain');
-    assert.equal(await childState(child), 'LIVE');
-    assert.equal(result.reason, 'deadline', JSON.stringify(result));
+    assert.deepEqual(await childMutations(child), ['/healthcheck/fail', '/drain_listeners'], 'the new epoch was told to fail its health checks and to drain');
+    assert.equal(await childState(child), 'DRAINING');
+    assert.equal(result.reason, 'deadline', `the parent's 2 connections, merged into the child's gauges, held it: ${JSON.stringify(result)}`);
   });
 });

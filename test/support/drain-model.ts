@@ -2,24 +2,33 @@
  * A model-based fault search for the drain's promises (docs/design.md "What the drain promises"). fast-check generates
  * sequences of what Envoy's admin API does per call (answer, answer late, 500/404, 101 and hold, reset mid-body,
  * an endless body, deep JSON, silence), of what happens to Envoy (connections open and close, its process is
- * replaced, it exits and restarts, its counters are reset, its wall clock steps) and of what clients do (/shutdown, /wait, SIGTERM,
- * strangers on the serve port). Each sequence runs against the real sidecar (startSidecar: its server, its
+ * replaced, it exits and restarts, its counters are reset, its wall clock steps, it hot-restarts and the parent
+ * lives on with its connections until it exits, its admin socket's path is unlinked or replaced by a file or a
+ * directory while it runs) and of what clients do (/shutdown, /wait, SIGTERM, strangers on the serve port). Each
+ * run also draws how Envoy is set up: its admin API on TCP or on a Unix socket, one listener or a few thousand,
+ * and stats trimmed by a stats_matcher (no admin counter, no listener gauges, no hot restart gauges), per process. Each sequence runs against the real sidecar (startSidecar: its server, its
  * supervisor and drain, its admin client) in this process, on a wall clock that can step, talking to the fault
  * admin server over a real loopback socket, which logs every call it received and what it rendered. After every
  * run the invariants are checked on what the clients got, what the sidecar logged and what the server saw:
  *
  * - I1 every /shutdown, /wait and SIGTERM is answered by drain-timeout + one check interval (+ scheduling slack);
- * - I2 "drained" only when the process the drain targeted has exited or was read at or below min-open-connections,
- *   never by another process's count;
- * - I3 a /shutdown answered with an earlier drain's outcome found that drained process (or none) running;
- * - I4 the reported reason matches what the admin server saw;
+ * - I2 "drained" only when every process holding client connections (the one drained, and a hot restart's parent
+ *   and child) had them at or below min-open-connections when the read that ended the drain was rendered, or had
+ *   exited; never by the count of a process that is neither the one pinned nor a hot restart child;
+ * - I3 a /shutdown answered with an earlier drain's outcome found that drained process (or none) running, or one
+ *   that never answered the sidecar (its admin address lost as it started: nothing could see it);
+ * - I4 the reported reason matches what the admin server saw (connections-closed: /healthcheck/fail took effect on
+ *   the process whose count ended the drain);
  * - I5 bounded resources: nothing the run started is left (sockets, timers), memory grows by no more than a bound.
  *
  * test/sidecar/drain-model.test.ts runs a bounded number of them in `npm test`, and keeps every counterexample
  * ever found as a named regression test; `npm run fuzz -- --drain` (bench/fuzz-drain.ts) runs many more.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { parseSidecarConfig } from '../../src/config/sidecar.js';
@@ -54,14 +63,35 @@ const BEHAVIOURS: readonly BehaviourSpec[] = [
   'silent',
 ];
 
+/**
+ * What a stats_matcher may leave out of a process's /stats (Envoy's stats_config.stats_matcher: an excluded stat is
+ * absent, not 0): the admin listener's connection counter (the process's mark), every listener's connection gauges
+ * but the admin one's, or the hot restart gauges.
+ */
+export type Trim = 'none' | 'admin-counter' | 'listener-gauges' | 'hot-restart-gauges';
+const TRIMS: Readonly<Record<Trim, RegExp | null>> = {
+  none: null,
+  'admin-counter': /^listener\.admin\.downstream_cx_total$/,
+  'listener-gauges': /^listener\.(?!admin\.).*downstream_cx_active$/,
+  'hot-restart-gauges': /^server\.(hot_restart_epoch|parent_connections)$/,
+};
+
 export type Step =
   | { readonly kind: 'script'; readonly path: (typeof PATHS)[number]; readonly behaviours: readonly BehaviourSpec[] }
   | { readonly kind: 'connections'; readonly open: number }
-  | { readonly kind: 'replace'; readonly open: number }
+  | { readonly kind: 'replace'; readonly open: number; readonly trim?: Trim }
+  /** A hot restart (FaultAdmin.hotRestart): a child of the next epoch, which may run with another stats config. */
+  | { readonly kind: 'hot-restart'; readonly open: number; readonly trim?: Trim }
+  /** A hot restart parent's ingress connections go down to `open` (it only loses them). */
+  | { readonly kind: 'parent-connections'; readonly open: number }
+  /** The hot restart parent exits (terminated by the child after --parent-shutdown-time-s). */
+  | { readonly kind: 'parent-exit' }
+  /** The admin socket's path unlinked, or replaced by a file or a directory, while the process runs (TCP: its admin listen socket closed). */
+  | { readonly kind: 'socket-path'; readonly change: 'unlink' | 'file' | 'directory' }
   /** POST /reset_counters to the process running: its mark goes to 0, its connections stay (issue 28, item 1). */
   | { readonly kind: 'reset-counters' }
   | { readonly kind: 'stop' }
-  | { readonly kind: 'restart'; readonly open: number }
+  | { readonly kind: 'restart'; readonly open: number; readonly trim?: Trim }
   | { readonly kind: 'step-wall'; readonly ms: number }
   | { readonly kind: 'shutdown' }
   | { readonly kind: 'wait' }
@@ -70,13 +100,22 @@ export type Step =
   | { readonly kind: 'pause'; readonly ms: number };
 
 const open = fc.integer({ min: 0, max: 3 });
+/** Mostly untrimmed: a trimmed process is one kind of Envoy among several. */
+const trim: fc.Arbitrary<Trim> = fc.oneof(
+  { arbitrary: fc.constant('none' as const), weight: 5 },
+  { arbitrary: fc.constantFrom('admin-counter' as const, 'listener-gauges' as const, 'hot-restart-gauges' as const), weight: 1 },
+);
 const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant('script' as const), path: fc.constantFrom(...PATHS), behaviours: fc.array(fc.constantFrom(...BEHAVIOURS), { minLength: 1, maxLength: 4 }) }), weight: 4 },
   { arbitrary: fc.record({ kind: fc.constant('connections' as const), open }), weight: 3 },
-  { arbitrary: fc.record({ kind: fc.constant('replace' as const), open }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('replace' as const), open, trim }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('hot-restart' as const), open, trim }), weight: 2 },
+  { arbitrary: fc.record({ kind: fc.constant('parent-connections' as const), open }), weight: 2 },
+  { arbitrary: fc.constant({ kind: 'parent-exit' as const }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('socket-path' as const), change: fc.constantFrom('unlink' as const, 'file' as const, 'directory' as const) }), weight: 1 },
   { arbitrary: fc.constant({ kind: 'stop' as const }), weight: 1 },
   { arbitrary: fc.constant({ kind: 'reset-counters' as const }), weight: 1 },
-  { arbitrary: fc.record({ kind: fc.constant('restart' as const), open }), weight: 1 },
+  { arbitrary: fc.record({ kind: fc.constant('restart' as const), open, trim }), weight: 1 },
   { arbitrary: fc.record({ kind: fc.constant('step-wall' as const), ms: fc.constantFrom(-3_600_000, -5_000, 5_000, 3_600_000) }), weight: 1 },
   { arbitrary: fc.constant({ kind: 'shutdown' as const }), weight: 4 },
   { arbitrary: fc.constant({ kind: 'wait' as const }), weight: 1 },
@@ -84,12 +123,24 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant('pause' as const), ms: fc.integer({ min: 5, max: 200 }) }), weight: 4 },
 );
 
-/** A run: its steps (a SIGTERM, if any, last) and the drain settings that vary between runs. */
+/**
+ * A run: its steps (a SIGTERM, if any, last), the drain settings that vary between runs, and how Envoy is set up
+ * (absent: TCP, one listener, nothing trimmed, as before these were drawn).
+ */
 export interface Scenario {
   readonly steps: readonly Step[];
   readonly minOpenConnections: number;
   readonly drainDelayMs: number;
+  /** The admin API on 127.0.0.1 or on a Unix socket (`--admin-address=unix:<path>`). */
+  readonly transport?: 'tcp' | 'unix';
+  /** Listeners besides `ingress`, with no connections: a listener-heavy Envoy's /stats is thousands of lines. */
+  readonly extraListeners?: number;
+  /** The first process's stats trim; later ones draw their own. */
+  readonly trim?: Trim;
 }
+
+/** A few thousand listeners: enough to make /stats hundreds of KB, few enough that a run stays well under a second. */
+export const HEAVY_LISTENERS = 2_000;
 
 export const scenarioArbitrary: fc.Arbitrary<Scenario> = fc.record({
   steps: fc
@@ -97,6 +148,9 @@ export const scenarioArbitrary: fc.Arbitrary<Scenario> = fc.record({
     .map(([steps, sigterm]) => [...steps.filter((step) => step.kind !== 'sigterm'), { kind: 'shutdown' as const }, ...(sigterm ? [{ kind: 'sigterm' as const }] : [])]),
   minOpenConnections: fc.constantFrom(0, 1),
   drainDelayMs: fc.constantFrom(0, 40),
+  transport: fc.constantFrom('tcp' as const, 'unix' as const),
+  extraListeners: fc.oneof({ arbitrary: fc.constant(0), weight: 5 }, { arbitrary: fc.constant(HEAVY_LISTENERS), weight: 1 }),
+  trim,
 });
 
 // --- the world a run happens in ------------------------------------------------------------------------
@@ -135,6 +189,8 @@ export interface RunReport {
   readonly log: readonly MemoryLogLine[];
   /** Which process was running from when: a new entry at every change (null: none running). */
   readonly processes: readonly { readonly at: number; readonly id: number | null }[];
+  /** Each hot restart: the child's process id and its parent's. */
+  readonly hotRestarts: readonly { readonly child: number; readonly parent: number }[];
   readonly leftovers: readonly string[];
 }
 
@@ -142,14 +198,22 @@ export interface RunReport {
 export async function runScenario(scenario: Scenario): Promise<RunReport> {
   const resourcesBefore = activeResources();
   const clock = new SteppingClock();
-  const admin = await FaultAdmin.start({ listeners: { ingress: 0 }, clock });
+  const directory = scenario.transport === 'unix' ? mkdtempSync(join(tmpdir(), 'drain-model-')) : undefined;
+  const admin = await FaultAdmin.start({
+    listeners: listenersOf(scenario.extraListeners ?? 0),
+    // One worker copy per listener for a heavy one: its /stats is still thousands of lines, rendered and parsed on the event loop the sidecar shares.
+    workers: (scenario.extraListeners ?? 0) > 0 ? 1 : 2,
+    clock,
+    ...(directory === undefined ? {} : { socketPath: join(directory, 'admin.sock') }),
+    ...(scenario.trim === undefined || TRIMS[scenario.trim] === null ? {} : { statsExcluded: TRIMS[scenario.trim] ?? undefined }),
+  });
   // Stamped on the monotonic clock the fault server stamps its calls with.
   const log = new MemoryLog(() => systemClock.now());
   const config = parseSidecarConfig(
     [
       '--serve-address=127.0.0.1',
       '--serve-port=0',
-      `--admin-port=${admin.port}`,
+      ...(directory === undefined ? [`--admin-port=${admin.port}`] : [`--admin-address=${admin.adminAddress}`]),
       `--check-interval=${CHECK_INTERVAL_MS}ms`,
       `--check-delay=${CHECK_DELAY_MS}ms`,
       `--drain-delay=${scenario.drainDelayMs}ms`,
@@ -167,21 +231,34 @@ export async function runScenario(scenario: Scenario): Promise<RunReport> {
   const calls: ClientCall[] = [];
   const pending: Promise<unknown>[] = [];
   const strangers: net.Socket[] = [];
+  const hotRestarts: { child: number; parent: number }[] = [];
   // Envoy's admin API answers before the first step, as in a pod that became Ready (readiness needs it).
   await waitFor(() => sidecar.supervisor.readiness().ready, 2_000);
   try {
     for (const step of scenario.steps) {
-      await perform(step, { admin, sidecar, clock, calls, pending, strangers, noteProcess });
+      await perform(step, { admin, sidecar, clock, calls, pending, strangers, noteProcess, hotRestarts });
     }
     await settleAll(pending, DRAIN_TIMEOUT_MS * 2 + SLACK_MS * 2);
   } finally {
     for (const socket of strangers) socket.destroy();
     await sidecar.stop();
     await admin.close();
+    if (directory !== undefined) rmSync(directory, { recursive: true, force: true });
   }
   noteProcess();
   const leftovers = await leftoverResources(resourcesBefore);
-  return { scenario, calls, adminCalls: admin.calls, log: log.lines, processes, leftovers };
+  return { scenario, calls, adminCalls: admin.calls, log: log.lines, processes, hotRestarts, leftovers };
+}
+
+/** `ingress`, and `extra` more named as Envoy names listeners by address (`0.0.0.0_10000`…), all without connections. */
+function listenersOf(extra: number): Record<string, number> {
+  const listeners: Record<string, number> = { ingress: 0 };
+  for (let i = 0; i < extra; i += 1) listeners[`0.0.0.0_${10_000 + i}`] = 0;
+  return listeners;
+}
+
+function statsExcludedBy(trim: Trim | undefined): { statsExcluded?: RegExp | null } {
+  return trim === undefined ? {} : { statsExcluded: TRIMS[trim] };
 }
 
 interface World {
@@ -192,6 +269,7 @@ interface World {
   readonly pending: Promise<unknown>[];
   readonly strangers: net.Socket[];
   readonly noteProcess: () => void;
+  readonly hotRestarts: { child: number; parent: number }[];
 }
 
 async function perform(step: Step, world: World): Promise<void> {
@@ -202,16 +280,24 @@ async function perform(step: Step, world: World): Promise<void> {
     case 'connections':
       return admin.setConnections('ingress', step.open);
     case 'replace':
-      admin.replaceProcess();
+      admin.replaceProcess(statsExcludedBy(step.trim));
       admin.setConnections('ingress', step.open);
       return world.noteProcess();
+    case 'hot-restart':
+      return hotRestart(world, step);
+    case 'parent-connections':
+      return admin.setParentConnections('ingress', step.open);
+    case 'parent-exit':
+      return admin.parentExit();
+    case 'socket-path':
+      return admin.changeSocketPath(step.change);
     case 'reset-counters':
       return admin.resetCounters();
     case 'stop':
       await admin.stop();
       return world.noteProcess();
     case 'restart':
-      await admin.restart();
+      await admin.restart(statsExcludedBy(step.trim));
       admin.setConnections('ingress', step.open);
       return world.noteProcess();
     case 'step-wall':
@@ -233,6 +319,16 @@ async function perform(step: Step, world: World): Promise<void> {
     case 'pause':
       return new Promise((resolve) => setTimeout(resolve, step.ms));
   }
+}
+
+/** A hot restart needs a process running to be its parent; without one the step does nothing. */
+async function hotRestart(world: World, step: Extract<Step, { kind: 'hot-restart' }>): Promise<void> {
+  const parent = world.admin.process;
+  if (!parent.running) return;
+  await world.admin.hotRestart(statsExcludedBy(step.trim));
+  world.admin.setConnections('ingress', step.open);
+  world.hotRestarts.push({ child: world.admin.process.id, parent: parent.id });
+  world.noteProcess();
 }
 
 function clientCall(world: World, kind: ClientCall['kind'], send: () => Promise<{ status: number; body: string }>): Promise<void> {
@@ -336,11 +432,19 @@ function drainedHonestly(report: RunReport): string[] {
       problems.push(`I2: a poll of the drain started at ${rel(report, drain.startedAt)} matches no stats answer the server gave`);
       continue;
     }
-    // A poll the drain took for its pinned process's must be of that process (a doubtful one it did not trust).
-    const counted = drain.polls.filter((poll) => poll.process !== 'doubtful' && statsCallOf(report, poll)?.processId !== first.processId);
+    // The pinned process, and hot restart children: the drain follows a child of a higher epoch (drain.ts
+    // followHotRestart). Also one whose parent had replaced the pinned process unseen between two reads: no read
+    // tells that apart, and following it drains every process alive, which the held counts below check.
+    const followed = new Set([first.processId, ...report.hotRestarts.map(({ child }) => child)]);
+    // A poll the drain took for its pinned process's must be of one of those (a doubtful or unknown one, which it
+    // did not attribute and which never ends it, may be of any: e.g. a successor whose stats lack the admin counter).
+    const counted = drain.polls.filter((poll) => poll.process !== 'doubtful' && poll.process !== 'unknown' && !followed.has(statsCallOf(report, poll)?.processId ?? -1));
     if (drain.reason === 'connections-closed') {
-      if (last.processId !== first.processId) problems.push(`I2: drained by the count of process ${last.processId}, pinned to ${first.processId}`);
-      if ((last.rendered?.connections['ingress'] ?? Infinity) > min) problems.push(`I2: drained while the server had rendered ${JSON.stringify(last.rendered?.connections)}`);
+      if (!followed.has(last.processId)) problems.push(`I2: drained by the count of process ${last.processId}, pinned to ${first.processId}`);
+      // Every process alive when that answer was rendered, the child and a hot restart parent, at or below min.
+      for (const [id, held] of Object.entries(last.rendered?.held ?? { unknown: Infinity })) {
+        if (held > min) problems.push(`I2: drained while process ${id} held ${held} client connections (the answer showed ${JSON.stringify(last.rendered?.connections)})`);
+      }
     }
     // A count of another process may be logged only as the one that ends the drain as envoy-replaced.
     if (counted.length > 1 || (counted.length === 1 && drain.reason !== 'envoy-replaced')) {
@@ -364,7 +468,10 @@ function oldAnswersOnlyForTheDrainedProcess(report: RunReport): string[] {
     const drained = statsCallOf(report, ended.polls.at(-1)!)?.processId;
     if (drained === undefined) continue; // reported by I2
     const processAtAnswer = processAt(report, call.answeredAt);
-    if (call.processAtSend !== null && processAtAnswer === call.processAtSend && call.processAtSend !== drained) {
+    // Only a process the sidecar could have seen: one that answered it before this answer. One whose admin address
+    // was lost (a socket path unlinked or replaced) as it started is unknown to it, as to anyone reading the address.
+    const seen = report.adminCalls.some((admin) => admin.processId === call.processAtSend && (admin.answeredAt ?? Infinity) <= (call.answeredAt ?? 0));
+    if (call.processAtSend !== null && processAtAnswer === call.processAtSend && call.processAtSend !== drained && seen) {
       problems.push(`I3: /shutdown at ${rel(report, call.sentAt)} got the answer of a drain of process ${drained} while process ${call.processAtSend} ran throughout`);
     }
   }
@@ -377,8 +484,10 @@ function reasonsAsSeen(report: RunReport): string[] {
   for (const drain of drainsOf(report)) {
     const end = drain.finishedAt;
     if (end === undefined) continue;
-    const during = report.adminCalls.filter((call) => call.receivedAt >= drain.startedAt && call.receivedAt <= end);
-    const pinned = drain.polls.length > 0 ? statsCallOf(report, drain.polls[0]!)?.processId : undefined;
+    // The process the drain followed at its end: the one it pinned, or a hot restart child it followed since (the
+    // last poll it attributed to its process; a doubtful one may be of another).
+    const attributed = drain.polls.filter((poll) => poll.process === 'pinned' || poll.process === 'same' || poll.process === 'reset').at(-1) ?? drain.polls[0];
+    const pinned = attributed === undefined ? undefined : statsCallOf(report, attributed)?.processId;
     switch (drain.reason) {
       case 'envoy-exited':
         if (pinned !== undefined && processAt(report, end) === pinned) problems.push(`I4: envoy-exited, but process ${pinned} was running when the drain ended`);
@@ -392,9 +501,9 @@ function reasonsAsSeen(report: RunReport): string[] {
         }
         break;
       case 'connections-closed': {
-        const failed = during.find((call) => call.path === '/healthcheck/fail' && call.effect === 'applied');
-        const earlier = report.adminCalls.find((call) => call.path === '/healthcheck/fail' && call.effect === 'applied' && call.processId === pinned);
-        if (failed === undefined && earlier === undefined) problems.push('I4: connections-closed, but no /healthcheck/fail took effect on the drained process');
+        // On the process whose count ended the drain (a hot restart child's own health checks, not its parent's).
+        const failed = report.adminCalls.find((call) => call.path === '/healthcheck/fail' && call.effect === 'applied' && call.processId === pinned && call.receivedAt <= end);
+        if (failed === undefined) problems.push(`I4: connections-closed, but no /healthcheck/fail took effect on process ${pinned}, whose count ended the drain`);
         break;
       }
       default:
@@ -405,6 +514,7 @@ function reasonsAsSeen(report: RunReport): string[] {
 }
 
 // --- helpers ------------------------------------------------------------------------------------------
+
 
 function processAt(report: RunReport, at: number): number | null {
   let id: number | null = null;

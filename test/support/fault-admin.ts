@@ -41,6 +41,7 @@
  * 'silent' are something else answering or nothing answering: 'withheld'. A refused call is never seen, so
  * never logged. Reads and rejected requests (404, 405, 400) have effect 'none'.
  */
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { systemClock, type Clock } from '../../src/clock.js';
 
@@ -83,8 +84,16 @@ export interface FaultCall {
   readonly receivedAt: number;
   /** When its status line was written; undefined while or if it never was. */
   readonly answeredAt: number | undefined;
-  /** For a `/stats` answer that was rendered: the admin counter (the process's mark) and the counts it showed. */
-  readonly rendered?: { readonly adminConnectionsTotal: number; readonly connections: Readonly<Record<string, number>> };
+  /**
+   * For a `/stats` answer that was rendered: the admin counter (the process's mark), the counts it showed (listeners
+   * with connections open, and `ingress`; a hot restart child's include its parent's), and the client connections
+   * each process alive then held, its own, by process id (the child's and a hot restart parent's).
+   */
+  readonly rendered?: {
+    readonly adminConnectionsTotal: number;
+    readonly connections: Readonly<Record<string, number>>;
+    readonly held: Readonly<Record<number, number>>;
+  };
 }
 
 /** A decision per call; undefined falls through to the default, 'answer'. */
@@ -97,12 +106,21 @@ export interface ProcessOptions {
   readonly initializing?: boolean;
   /** The process started this long ago; default 0. */
   readonly uptimeMs?: number;
+  /** Overrides FaultAdminOptions.statsExcluded for this process (a new process may run with another config); null: none. */
+  readonly statsExcluded?: RegExp | null;
 }
 
 export interface FaultAdminOptions extends ProcessOptions {
   readonly host?: string;
   /** Default 0: a free port, kept by `restart()`. */
   readonly port?: number;
+  /**
+   * Serve on this Unix socket path instead of TCP (Envoy's admin `address: { pipe: { path } }`). Every process
+   * that binds it first removes whatever is there, as Envoy unlinks a stale socket file before bind(2)
+   * (source/common/network/socket_impl.cc, SocketImpl::bind for a pipe); a directory there, which keeps real Envoy
+   * from starting, is removed too (the model explores a path changed while Envoy runs, not a failed start).
+   */
+  readonly socketPath?: string;
   /** Listener stat names and their open connections; default `{ ingress: 0 }`. */
   readonly listeners?: Readonly<Record<string, number>>;
   /** Envoy's --concurrency: the `worker_<n>` copies per listener; default 2. */
@@ -132,6 +150,17 @@ export interface ProcessView {
 
 interface EnvoyProcess {
   readonly id: number;
+  /** False once it exited: its sockets are closed, its timers cleared. */
+  alive: boolean;
+  /** Its listeners' open client connections (its own, not a hot restart parent's). */
+  readonly connections: Map<string, number>;
+  /** The admin connections it accepted and still holds; they stay with it when its admin listen socket closes. */
+  readonly sockets: Set<net.Socket>;
+  /** Its delays, trickles and resets: cleared when it exits. */
+  readonly timers: Set<NodeJS.Timeout>;
+  readonly statsExcluded: RegExp | undefined;
+  /** While a hot restart's parent lives: that parent (its stats merge into this process's). */
+  parent: EnvoyProcess | undefined;
   initialized: boolean;
   healthCheckFailed: boolean;
   drained: boolean;
@@ -174,10 +203,6 @@ export class FaultAdmin {
   private readonly callLog: MutableCall[] = [];
   private readonly queues = new Map<string, Behaviour[]>();
   private chooser: Chooser | undefined;
-  private readonly connections = new Map<string, number>();
-  private readonly sockets = new Set<net.Socket>();
-  /** Delays, trickles and resets: all cleared when the process goes. */
-  private readonly timers = new Set<NodeJS.Timeout>();
   private readonly clock: Pick<Clock, 'now' | 'wallNow'>;
   private wallOffsetMs = 0;
   private current!: EnvoyProcess;
@@ -188,8 +213,8 @@ export class FaultAdmin {
 
   private constructor(private readonly options: FaultAdminOptions) {
     this.clock = options.clock ?? systemClock;
-    this.newProcess(options);
-    for (const [name, open] of Object.entries(options.listeners ?? { ingress: 0 })) this.connections.set(name, open);
+    this.newProcess(options, Object.keys(options.listeners ?? { ingress: 0 }));
+    for (const [name, open] of Object.entries(options.listeners ?? { ingress: 0 })) this.current.connections.set(name, open);
   }
 
   static async start(options: FaultAdminOptions = {}): Promise<FaultAdmin> {
@@ -200,6 +225,11 @@ export class FaultAdmin {
 
   get port(): number {
     return this.boundPort;
+  }
+
+  /** What the sidecar's --admin-address names: the host, or `unix:<path>` in Unix-socket mode. */
+  get adminAddress(): string {
+    return this.options.socketPath === undefined ? this.host : `unix:${this.options.socketPath}`;
   }
 
   get host(): string {
@@ -215,13 +245,29 @@ export class FaultAdmin {
     return {
       id: p.id, state: this.stateOf(p), healthCheckFailed: p.healthCheckFailed, listenersDrained: p.drained, restartEpoch: p.restartEpoch,
       uptimeSeconds: this.uptimeSince(p.startWallMs), adminConnectionsTotal: p.adminTotal, adminConnectionsActive: p.adminActive,
-      connections: Object.fromEntries(this.connections), running: this.server !== undefined,
+      connections: Object.fromEntries(p.connections), running: p.alive,
     };
+  }
+
+  /** A hot restart's parent while it lives (see `hotRestart`), else undefined. */
+  get parentProcess(): { readonly id: number; readonly restartEpoch: number; readonly connections: Readonly<Record<string, number>> } | undefined {
+    const parent = this.current.parent;
+    return parent === undefined ? undefined : { id: parent.id, restartEpoch: parent.restartEpoch, connections: Object.fromEntries(parent.connections) };
   }
 
   /** Sets a listener's open connections (adds the listener if new). */
   setConnections(listener: string, open: number): void {
-    this.connections.set(listener, open);
+    this.current.connections.set(listener, open);
+  }
+
+  /**
+   * Sets the open connections of a hot restart parent's listener, if a parent lives: it may only lose them (it was
+   * told to drain and stopped accepting: HotRestartingParent drainListeners), so a higher count is ignored.
+   */
+  setParentConnections(listener: string, open: number): void {
+    const parent = this.current.parent;
+    if (parent === undefined) return;
+    parent.connections.set(listener, Math.min(open, parent.connections.get(listener) ?? 0));
   }
 
   /** Queues behaviours for the next calls to `path` ('*': any path without a queue of its own). */
@@ -245,8 +291,54 @@ export class FaultAdmin {
 
   /** A new process on the same listening socket: the old one's connections are cut, its pending effects withheld. */
   replaceProcess(options: ProcessOptions = {}): void {
-    this.dropConnections();
+    this.exitProcesses();
     this.newProcess(options);
+  }
+
+  /**
+   * Envoy's hot restart (docs/root/intro/arch_overview/operations/hot_restart.rst; source/server/hot_restarting_child.cc,
+   * hot_restarting_parent.cc; src/emulator/hot-restart.ts for the emulator's version): a child of the next restart
+   * epoch asks the parent to shut its admin down (InstanceImpl::shutdownAdmin closes the admin LISTEN socket only:
+   * the admin connections it accepted, the sidecar's witness among them, stay open until it exits), binds the admin
+   * address, and tells the parent to drain its listeners (it stops accepting; its open connections stay). The
+   * child's stats merge the parent's (source/common/stats/stat_merger.cc: listener gauges Accumulate), and
+   * `server.parent_connections` is the parent's open connections (InstanceBase::updateServerStats). Merges are
+   * taken as instant here; Envoy's happen at each stats flush, and a draining parent only loses connections, so a
+   * merge that lags shows more, never fewer. The model keeps at most two processes: a parent still alive exits
+   * first. The parent exits on `parentExit()` (`--parent-shutdown-time-s`: the child terminates it).
+   */
+  async hotRestart(options: Omit<ProcessOptions, 'restartEpoch'> = {}): Promise<void> {
+    const parent = this.current;
+    if (!parent.alive) throw new Error('hotRestart: no process runs to be the parent');
+    this.parentExit();
+    await this.closeListenSocket();
+    this.newProcess({ ...options, restartEpoch: parent.restartEpoch + 1 });
+    parent.drained = true;
+    this.current.parent = parent;
+    await this.listen(this.boundPort);
+  }
+
+  /** The hot restart parent exits (terminated by the child): every socket it held closes, its connections with them. */
+  parentExit(): void {
+    const parent = this.current.parent;
+    if (parent === undefined) return;
+    this.current.parent = undefined;
+    this.exit(parent);
+  }
+
+  /**
+   * The admin address changes while the process runs, and the process holds every connection it has. Over a Unix
+   * socket: the path is unlinked ('unlink'), or replaced by a regular file or a directory (a tmp cleaner, a volume
+   * remounted, someone's mistake); the process still listens on the unlinked socket, which nothing can reach by
+   * name any more. Over TCP, the closest: the admin listen socket closes and the process runs on (what
+   * InstanceImpl::shutdownAdmin does to a hot restart parent): the port refuses, accepted connections stay open.
+   */
+  async changeSocketPath(change: 'unlink' | 'file' | 'directory'): Promise<void> {
+    const path = this.options.socketPath;
+    if (path === undefined) return this.closeListenSocket();
+    rmSync(path, { force: true, recursive: true });
+    if (change === 'file') writeFileSync(path, 'not a socket\n');
+    if (change === 'directory') mkdirSync(path);
   }
 
   /**
@@ -257,12 +349,10 @@ export class FaultAdmin {
     this.current.adminTotal = 0;
   }
 
-  /** The process exits: the port refuses, open connections are cut. */
+  /** The process exits (and a hot restart parent with it): the port refuses, open connections are cut. */
   async stop(): Promise<void> {
-    const server = this.server;
-    this.server = undefined;
-    this.dropConnections();
-    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
+    this.exitProcesses();
+    await this.closeListenSocket();
   }
 
   /** A new process listening again on the same port (after `stop()` or `/quitquitquit`). */
@@ -280,17 +370,34 @@ export class FaultAdmin {
 
   // --- the process --------------------------------------------------------------------------------
 
-  private newProcess(options: ProcessOptions): void {
+  private newProcess(options: ProcessOptions, listeners: Iterable<string> = this.current.connections.keys()): void {
     const start = this.wallNow() - (options.uptimeMs ?? 0);
     const restartEpoch = options.restartEpoch ?? 0;
     // A hot restart (epoch above 0) carries uptime_all_epochs on; a container restart starts it again.
     const allEpochsStart = restartEpoch > 0 && this.processCount > 0 ? this.current.allEpochsStartWallMs : start;
     this.processCount += 1;
+    const excluded = options.statsExcluded === undefined ? this.options.statsExcluded : (options.statsExcluded ?? undefined);
     this.current = {
-      id: this.processCount, initialized: options.initializing !== true, healthCheckFailed: false, drained: false,
+      id: this.processCount, alive: true, initialized: options.initializing !== true, healthCheckFailed: false, drained: false,
       restartEpoch, startWallMs: start, allEpochsStartWallMs: allEpochsStart, adminTotal: 0, adminActive: 0,
+      connections: new Map([...listeners].map((name) => [name, 0])), sockets: new Set(), timers: new Set(), statsExcluded: excluded, parent: undefined,
     };
-    for (const name of this.connections.keys()) this.connections.set(name, 0);
+  }
+
+  /** The process running exits, and its hot restart parent if one lives. */
+  private exitProcesses(): void {
+    this.parentExit();
+    this.exit(this.current);
+  }
+
+  /** A process exits: the kernel closes every socket it held; calls whose effect was pending never take effect. */
+  private exit(envoy: EnvoyProcess): void {
+    envoy.alive = false;
+    for (const timer of envoy.timers) clearTimeout(timer);
+    envoy.timers.clear();
+    for (const socket of envoy.sockets) socket.destroy();
+    envoy.sockets.clear();
+    for (const call of this.callLog) if (call.effect === 'pending' && call.processId === envoy.id) call.effect = 'withheld';
   }
 
   private wallNow(): number {
@@ -311,23 +418,41 @@ export class FaultAdmin {
   private async listen(port: number): Promise<void> {
     if (this.closed) throw new Error('FaultAdmin is closed');
     const server = net.createServer((socket) => this.accept(socket));
+    const path = this.options.socketPath;
+    if (path !== undefined) rmSync(path, { force: true, recursive: true });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, this.host, () => resolve());
+      if (path === undefined) server.listen(port, this.host, () => resolve());
+      else server.listen(path, () => resolve());
     });
     this.server = server;
-    this.boundPort = (server.address() as net.AddressInfo).port;
+    if (path === undefined) this.boundPort = (server.address() as net.AddressInfo).port;
+  }
+
+  /**
+   * Closes the admin listen socket only: accepted connections stay with the processes holding them. Not awaiting
+   * the server's 'close' event, which Node emits only once every accepted connection has ended: a witness held
+   * open by a live process would hold it forever. The listening handle itself is closed at once (and its Unix
+   * socket path unlinked by libuv), so the address is free for a successor from the next turn of the loop.
+   */
+  private async closeListenSocket(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (server === undefined) return;
+    server.close();
+    await new Promise((resolve) => setImmediate(resolve));
   }
 
   private accept(socket: net.Socket): void {
     const envoy = this.current;
+    if (!envoy.alive) return void socket.destroy();
     envoy.adminTotal += 1;
     envoy.adminActive += 1;
-    this.sockets.add(socket);
+    envoy.sockets.add(socket);
     socket.on('error', () => undefined);
     socket.once('close', () => {
       envoy.adminActive -= 1;
-      this.sockets.delete(socket);
+      envoy.sockets.delete(socket);
     });
     let head = '';
     const onData = (chunk: Buffer): void => {
@@ -341,22 +466,13 @@ export class FaultAdmin {
     socket.on('data', onData);
   }
 
-  /** Cuts every connection; calls whose effect was pending never take effect. */
-  private dropConnections(): void {
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers.clear();
-    for (const socket of this.sockets) socket.destroy();
-    this.sockets.clear();
-    for (const call of this.callLog) if (call.effect === 'pending') call.effect = 'withheld';
-  }
-
-  /** Runs `action` after `ms`, unless the process goes first. */
-  private later(ms: number, action: () => void): void {
+  /** Runs `action` after `ms`, unless `envoy` exits first. */
+  private later(envoy: EnvoyProcess, ms: number, action: () => void): void {
     const timer = setTimeout(() => {
-      this.timers.delete(timer);
+      envoy.timers.delete(timer);
       action();
     }, ms);
-    this.timers.add(timer);
+    envoy.timers.add(timer);
   }
 
   // --- calls ----------------------------------------------------------------------------------------
@@ -370,17 +486,17 @@ export class FaultAdmin {
     const behaviour = this.behaviourFor({ method, path: url.pathname, query, seq });
     const call: MutableCall = { seq, method, path: url.pathname, query, processId: envoy.id, behaviour, effect: 'none', receivedAt: this.clock.now(), answeredAt: undefined };
     this.callLog.push(call);
-    const answer = this.route(method, url, call);
+    const answer = this.route(envoy, method, url, call);
     const takeEffect = (): void => {
       if (answer.effect === undefined) return;
-      if (envoy !== this.current || this.server === undefined) return void (call.effect = 'withheld');
+      if (!envoy.alive) return void (call.effect = 'withheld');
       answer.effect(envoy);
       call.effect = 'applied';
     };
     if (answer.effect !== undefined) call.effect = 'withheld';
     // Envoy exits once its answer to /quitquitquit is out: here, once that connection has closed.
     if (url.pathname === '/quitquitquit') socket.once('close', () => void this.exitAfter(call, envoy));
-    this.perform(socket, call, answer, takeEffect);
+    this.perform(envoy, socket, call, answer, takeEffect);
   }
 
   private behaviourFor(call: Parameters<Chooser>[0]): Behaviour {
@@ -391,7 +507,7 @@ export class FaultAdmin {
     return parseBehaviour(this.chooser?.(call) ?? 'answer');
   }
 
-  private perform(socket: net.Socket, call: MutableCall, answer: Answer, takeEffect: () => void): void {
+  private perform(envoy: EnvoyProcess, socket: net.Socket, call: MutableCall, answer: Answer, takeEffect: () => void): void {
     const b = call.behaviour;
     const write = (text: string, end = false): void => {
       if (socket.destroyed) return;
@@ -407,7 +523,7 @@ export class FaultAdmin {
         if (b.effect === 'on-answer') call.effect = answer.effect === undefined ? 'none' : 'pending';
         else takeEffect();
         // Envoy's handler runs whether or not the client is still there; the answer needs the client.
-        return this.later(b.ms, () => {
+        return this.later(envoy, b.ms, () => {
           if (call.effect === 'pending') takeEffect();
           write(render(answer.status, answer.type, answer.body()), true);
         });
@@ -420,12 +536,13 @@ export class FaultAdmin {
         const body = answer.body();
         write(render(answer.status, answer.type, body).slice(0, -Math.ceil(body.length / 2) || undefined));
         // A moment for the part to reach the client: a reset can discard data not yet read.
-        return this.later(RESET_AFTER_MS, () => void (socket.destroyed || socket.resetAndDestroy()));
+        // A Unix socket has no reset (Node throws ERR_INVALID_HANDLE_TYPE): the closest is an abrupt close.
+        return this.later(envoy, RESET_AFTER_MS, () => void (socket.destroyed || (this.options.socketPath === undefined ? socket.resetAndDestroy() : socket.destroy())));
       }
       case 'endless':
         takeEffect();
         write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"stats":[`);
-        return this.trickle(socket);
+        return this.trickle(envoy, socket);
       case 'deep-json':
         return write(render(200, 'application/json', deepJson(b.depth ?? 1_000_000)), true);
       case 'huge':
@@ -435,11 +552,11 @@ export class FaultAdmin {
     }
   }
 
-  private trickle(socket: net.Socket): void {
-    this.later(TRICKLE_MS, () => {
+  private trickle(envoy: EnvoyProcess, socket: net.Socket): void {
+    this.later(envoy, TRICKLE_MS, () => {
       if (socket.destroyed) return;
       socket.write(' ');
-      this.trickle(socket);
+      this.trickle(envoy, socket);
     });
   }
 
@@ -461,12 +578,12 @@ export class FaultAdmin {
   }
 
   private async exitAfter(call: FaultCall, envoy: EnvoyProcess): Promise<void> {
-    if (call.effect === 'applied' && envoy === this.current && this.server !== undefined) await this.stop();
+    if (call.effect === 'applied' && envoy === this.current && envoy.alive) await this.stop();
   }
 
   // --- endpoints ------------------------------------------------------------------------------------
 
-  private route(method: string, url: URL, call: MutableCall): Answer {
+  private route(envoy: EnvoyProcess, method: string, url: URL, call: MutableCall): Answer {
     const path = url.pathname;
     const text = (status: number, body: string): Answer => ({ status, type: 'text/plain', body: () => body });
     if (MUTATIONS.has(path)) {
@@ -475,18 +592,17 @@ export class FaultAdmin {
     }
     switch (path) {
       case '/ready':
-        return { status: this.stateOf(this.current) === 'LIVE' ? 200 : 503, type: 'text/plain', body: () => `${this.stateOf(this.current)}\n` };
+        return { status: this.stateOf(envoy) === 'LIVE' ? 200 : 503, type: 'text/plain', body: () => `${this.stateOf(envoy)}\n` };
       case '/server_info':
-        return { status: 200, type: 'application/json', body: () => this.serverInfo() };
+        return { status: 200, type: 'application/json', body: () => this.serverInfo(envoy) };
       case '/stats':
-        return this.stats(url.searchParams, call);
+        return this.stats(envoy, url.searchParams, call);
       default:
         return text(404, 'invalid path. admin commands are:\n  /ready\n  /server_info\n  /stats\n  /healthcheck/fail\n  /healthcheck/ok\n  /drain_listeners\n  /quitquitquit\n');
     }
   }
 
-  private serverInfo(): string {
-    const p = this.current;
+  private serverInfo(p: EnvoyProcess): string {
     const info = {
       version: 'fault-admin/1.36.2/Clean/RELEASE/BoringSSL', state: this.stateOf(p),
       uptime_current_epoch: `${this.uptimeSince(p.startWallMs)}s`, uptime_all_epochs: `${this.uptimeSince(p.allEpochsStartWallMs)}s`,
@@ -495,7 +611,7 @@ export class FaultAdmin {
     return `${JSON.stringify(info, null, 2)}\n`;
   }
 
-  private stats(params: URLSearchParams, call: MutableCall): Answer {
+  private stats(envoy: EnvoyProcess, params: URLSearchParams, call: MutableCall): Answer {
     let filter: RegExp | undefined;
     try {
       filter = new RegExp(params.get('filter') ?? '');
@@ -504,9 +620,14 @@ export class FaultAdmin {
     }
     const json = params.get('format') === 'json';
     const body = (): string => {
-      call.rendered = { adminConnectionsTotal: this.current.adminTotal, connections: Object.fromEntries(this.connections) };
-      const excluded = this.options.statsExcluded;
-      const stats = this.statValues().filter(([name]) => filter.test(name) && (excluded === undefined || !excluded.test(name)));
+      const shown = mergedConnections(envoy);
+      call.rendered = {
+        adminConnectionsTotal: envoy.adminTotal,
+        connections: Object.fromEntries([...shown].filter(([name, open]) => open > 0 || name === 'ingress')),
+        held: Object.fromEntries([envoy, envoy.parent].flatMap((p) => (p?.alive === true ? [[p.id, sum(p.connections.values())]] : []))),
+      };
+      const excluded = envoy.statsExcluded;
+      const stats = this.statValues(envoy, shown).filter(([name]) => filter.test(name) && (excluded === undefined || !excluded.test(name)));
       if (!json) return stats.map(([name, value]) => `${name}: ${value}\n`).join('');
       return `{"stats":[${stats.map(([name, value]) => `\n{"name":${JSON.stringify(name)},"value":${value}}`).join(',')}]}\n`;
     };
@@ -517,25 +638,58 @@ export class FaultAdmin {
     return Math.max(1, this.options.workers ?? 2);
   }
 
-  private statValues(): Array<[string, number]> {
-    const p = this.current;
+  /**
+   * `shown`: the listener gauges as merged (mergedConnections). `server.hot_restart_epoch` and
+   * `server.parent_connections` are the process's own (server gauges are not merged: InstanceBase::updateServerStats
+   * sets them), 0 when no parent lives.
+   */
+  private statValues(p: EnvoyProcess, shown: ReadonlyMap<string, number>): Array<[string, number]> {
     const values: Array<[string, number]> = [
       ['listener.admin.downstream_cx_active', p.adminActive],
       ['listener.admin.downstream_cx_total', p.adminTotal],
       ['listener.admin.main_thread.downstream_cx_active', p.adminActive],
+      ['server.hot_restart_epoch', p.restartEpoch],
       ['server.live', p.healthCheckFailed ? 0 : 1],
+      ['server.parent_connections', p.parent?.alive === true ? sum(p.parent.connections.values()) : 0],
       ['server.state', SERVER_STATE_ENUM[this.stateOf(p)]],
       ['server.uptime', this.uptimeSince(p.startWallMs)],
     ];
-    for (const [name, open] of this.connections) {
+    for (const [name, open] of shown) {
       values.push([`listener.${name}.downstream_cx_active`, open]);
       for (let worker = 0; worker < this.workers; worker += 1) {
         const share = Math.floor(open / this.workers) + (worker < open % this.workers ? 1 : 0);
         values.push([`listener.${name}.worker_${worker}.downstream_cx_active`, share]);
       }
     }
-    return values.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    // Envoy sorts its stats by name. Sorting thousands of names at every call would starve the event loop this
+    // fake shares with the sidecar under test: the order is cached per set of names (listeners are only added).
+    const order = this.orderOf(values.map(([name]) => name));
+    return order.map((index) => values[index]!);
   }
+
+  private sortedOrder: { readonly key: string; readonly order: readonly number[] } | undefined;
+
+  private orderOf(names: readonly string[]): readonly number[] {
+    const key = `${names.length}:${names[0]}:${names.at(-1)}`;
+    if (this.sortedOrder?.key === key) return this.sortedOrder.order;
+    const order = names.map((_, index) => index).sort((a, b) => (names[a]! < names[b]! ? -1 : names[a]! > names[b]! ? 1 : 0));
+    this.sortedOrder = { key, order };
+    return order;
+  }
+}
+
+/** A process's listener gauges as its stats show them: its own, plus a live hot restart parent's (StatMerger: Accumulate). */
+function mergedConnections(envoy: EnvoyProcess): Map<string, number> {
+  const shown = new Map(envoy.connections);
+  const parent = envoy.parent;
+  if (parent?.alive === true) for (const [name, open] of parent.connections) shown.set(name, (shown.get(name) ?? 0) + open);
+  return shown;
+}
+
+function sum(values: Iterable<number>): number {
+  let total = 0;
+  for (const value of values) total += value;
+  return total;
 }
 
 /** What a mutation does to its process; /quitquitquit's exit follows its answer (see `exitAfter`). */
