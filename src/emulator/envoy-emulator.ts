@@ -289,7 +289,13 @@ export class EnvoyEmulator {
    */
   hotRestart(): Promise<HotRestartedChild> {
     const { random: _random, clock: _clock, ...plain } = this.options;
-    const childOptions = { ...plain, restartEpoch: this.core.options.restartEpoch + 1, ...(this.adminSocket === undefined ? { adminPort: this.ports.admin } : {}) };
+    // The child's uptime counts from this process's original start (shutdownParentAdmin hands it over).
+    const childOptions = {
+      ...plain,
+      restartEpoch: this.core.options.restartEpoch + 1,
+      startedAt: this.core.startedAtMs,
+      ...(this.adminSocket === undefined ? { adminPort: this.ports.admin } : {}),
+    };
     return hotRestart({
       listenSockets: { http: this.http.socket, tcp: this.tcp.socket },
       childOptions: () => childOptions,
@@ -419,7 +425,8 @@ export class EnvoyEmulator {
       gauge('server.total_connections', this.totalOpenConnections() + this.parentConnections, true),
       gauge('server.parent_connections', this.parentConnections, true),
       gauge('server.hot_restart_epoch', this.core.options.restartEpoch, true),
-      gauge('server.uptime', this.core.uptimeSeconds(), true),
+      // A hot restart child's uptime is set by its first merge, and counts from its parent's start (hot-restart.ts).
+      gauge('server.uptime', this.parentStats?.mergedOnce === false ? 0 : this.core.uptimeSeconds(), true),
       ...Object.entries(this.core.options.extraGauges).map(([name, value]) => gauge(name, value, true)),
     ];
     const merger = this.parentStats;

@@ -14,8 +14,13 @@
  *    parent exits. The child then binds the admin address.
  * 3. The child tells the parent to drain its listeners (drainParentListeners): the parent stops accepting and
  *    starts its drain sequence; its open connections go on being served, and drain-closed as any drain does.
- * 4. Each stats flush of the child (stats_flush_interval, 5 s by default) merges the parent's stats
- *    (mergeParentStatsIfAny): gauges are added to the child's own (Accumulate, the default import mode of the
+ * 4. Each stats flush of the child (stats_flush_interval, 5 s by default) merges the parent's stats. The first merge
+ *    comes when the child's workers start (InstanceBase::startWorkers calls updateServerStats), after its init, not
+ *    when it binds the admin address: until then its gauges leave the parent's connections out, and its
+ *    `server.uptime` and `server.parent_connections` are still 0 (here: the first merge one flush interval after the
+ *    child is ready). After it, `server.uptime` counts from the parent's original start (shutdownParentAdmin hands
+ *    the child the parent's original_start_time_). Each merge
+ *    (mergeParentStatsIfAny) adds gauges to the child's own (Accumulate, the default import mode of the
  *    listener and connection manager gauges; the `server.*` gauges are not imported), counters by the
  *    parent's deltas since the previous merge; `server.parent_connections` is the parent's open connections
  *    and `server.total_connections` both processes'. Once the parent is gone, the merge gives 0s and the
@@ -138,6 +143,8 @@ export class ParentStatsMerger {
   private latest: ParentStats | undefined;
   private firstCounters: Readonly<Record<string, number>> | undefined;
   private parentGone = false;
+  /** Whether the first merge has happened (the child's workers have started: see the header). */
+  mergedOnce = false;
   /** Whether this child has terminated its parent (after which the parent's going away is expected). */
   terminatedParent = false;
   private readonly timer: NodeJS.Timeout;
@@ -151,14 +158,17 @@ export class ParentStatsMerger {
       if (message.type !== 'parent-stats' || this.parentGone) return;
       this.firstCounters ??= message.stats.counters;
       this.latest = message.stats;
+      // The merge and the server stats are one update (updateServerStats): the uptime is set with them.
+      this.mergedOnce = true;
     });
     channel.once('disconnect', () => (this.parentGone = true));
     const flush = (): void => {
       // Merged at the flush: once the parent is gone, the merge gives nothing (its contributions dropped).
-      if (this.parentGone) this.latest = undefined;
-      else if (channel.connected) channel.send?.({ type: 'get-parent-stats' } satisfies HotRestartMessage);
+      if (this.parentGone) {
+        this.latest = undefined;
+        this.mergedOnce = true;
+      } else if (channel.connected) channel.send?.({ type: 'get-parent-stats' } satisfies HotRestartMessage);
     };
-    flush();
     this.timer = setInterval(flush, intervalMs);
     this.timer.unref();
     const terminate = setTimeout(() => {

@@ -110,21 +110,25 @@ function notPerThreadSegment(): string {
  */
 export const CONNECTION_STATS_FILTER =
   `^(listener\\.((?:.*\\.)?(?:${NOT_PER_THREAD_SEGMENT})\\.downstream_cx_(active|total)|.*\\.http\\..*\\.downstream_rq_completed)` +
-  '|http\\..*\\.(downstream_cx_(active|upgrades_active|http2_active|http3_active)|health_check\\.request_total)|server\\.(hot_restart_epoch|parent_connections))$';
+  '|http\\..*\\.(downstream_cx_(active|upgrades_active|http2_active|http3_active)|health_check\\.request_total)|server\\.(hot_restart_epoch|parent_connections|uptime))$';
 
 /**
  * What a read says of Envoy's hot restart (docs/root/intro/arch_overview/operations/hot_restart.rst; server.cc
  * updateServerStats): `server.hot_restart_epoch`, the process's `--restart-epoch` (a hot restart child's is its
  * parent's + 1), and `server.parent_connections`, the open connections of a parent still alive (merged at the
- * child's stats flushes, 0 once the parent is gone). Null when Envoy did not report them (a stats_matcher).
+ * child's stats flushes, 0 once the parent is gone), and `server.uptime`, 0 in a hot restart child until its first
+ * merge of its parent's stats (updateServerStats sets both, and the child's gauges lack the parent's connections
+ * until then). Null when Envoy did not report them (a stats_matcher).
  */
 export interface HotRestartState {
   readonly epoch: number | null;
   readonly parentConnections: number | null;
+  readonly uptime?: number | null;
 }
 
 const HOT_RESTART_EPOCH = 'server.hot_restart_epoch';
 const PARENT_CONNECTIONS = 'server.parent_connections';
+const UPTIME = 'server.uptime';
 
 /** The admin listener's connection counter: every admin call opens a connection, so it grows with each of ours. */
 export const ADMIN_CONNECTIONS_TOTAL = 'listener.admin.downstream_cx_total';
@@ -447,7 +451,7 @@ export function countDownstreamConnections(
   /** Only when listeners are named: otherwise the listeners available are the ones counted. */
   const available = new Set<string>();
   let adminConnectionsTotal: number | null = null;
-  const hotRestart = { epoch: null as number | null, parentConnections: null as number | null };
+  const hotRestart = { epoch: null as number | null, parentConnections: null as number | null, uptime: null as number | null };
   let total = 0;
   const managers: ManagerReadings = { byPrefix: new Map(), adminSeen: false, trusted: true };
   const arrivals: ArrivalCounters = { connections: new Map(), responses: new Map(), healthChecks: new Map() };
@@ -457,10 +461,11 @@ export function countDownstreamConnections(
       adminConnectionsTotal = Number.isSafeInteger(value) && value >= 0 ? value : null;
       continue;
     }
-    if (name === HOT_RESTART_EPOCH || name === PARENT_CONNECTIONS) {
+    if (name === HOT_RESTART_EPOCH || name === PARENT_CONNECTIONS || name === UPTIME) {
       const gaugeValue = Number.isSafeInteger(value) && value >= 0 ? value : null;
       if (name === HOT_RESTART_EPOCH) hotRestart.epoch = gaugeValue;
-      else hotRestart.parentConnections = gaugeValue;
+      else if (name === PARENT_CONNECTIONS) hotRestart.parentConnections = gaugeValue;
+      else hotRestart.uptime = gaugeValue;
       continue;
     }
     if (noteArrivalCounter(arrivals, name, value)) continue;

@@ -241,6 +241,8 @@ export class Drain {
   private pinnedEpoch: number | null | undefined;
   private readonly hotRestarts: HotRestartSeen[] = [];
   private warnedParentHolds = false;
+  /** After following a hot restart: the child has not yet shown that it merged its parent's stats (childMerged). */
+  private awaitingChildMerge = false;
   /** The last read, of whichever process answered it (another one, when the drain ends replaced). */
   private latest: MarkedRead | undefined;
   /** Steps Envoy took since the last read of the pinned process: they may have reached a process that replaced it. */
@@ -660,10 +662,14 @@ export class Drain {
    * counter starts again at 0. Its child would never be told to drain, and its count (which merges the parent's)
    * would end the drain on check-delay counted from the parent's /healthcheck/fail. So the steps are sent again
    * (both are idempotent) and check-delay counts from the new one: a real reset costs one check-delay, a hot restart
-   * is drained. Found by the drain model (test/sidecar/drain-model.test.ts, the hot-restart-gauges trim).
+   * is drained. Found by the drain model (test/sidecar/drain-model.test.ts, the hot-restart-gauges trim). And, as
+   * after a hot restart, no count ends the drain until Envoy reports an uptime (childMerged): a reset process has
+   * one already, a hot restart child only once it merged its parent's connections, and a stats_matcher that trims
+   * the uptime too holds the drain to its deadline.
    */
   private resendStepsAfterBlindReset(epoch: number | null): void {
     if (epoch !== null) this.pinnedEpoch = epoch;
+    this.awaitingChildMerge = true;
     this.log.info(
       { event: 'drain_steps_resent', steps: this.steps.map((step) => step.name), cause: 'counters-reset-without-epoch' },
       "Envoy's counters went down with no restart epoch in its stats (a stats_matcher?): a hot restart cannot be ruled out, so its health checks are failed and its listeners drained again",
@@ -678,7 +684,10 @@ export class Drain {
    * (`--parent-shutdown-time-s`). Neither is drained by the other: the drain now pins the child, fails its health
    * checks and drains its listeners (the steps are sent again, and check-delay counts from the child's failure),
    * and its count ends the drain only once `server.parent_connections` is 0 (see parentHoldsConnections). The
-   * child's listener gauges include the parent's connections anyway (StatMerger: gauges accumulate).
+   * child's listener gauges include the parent's connections anyway (StatMerger: gauges accumulate), but only from
+   * its first merge, when its workers start (InstanceBase::startWorkers calls updateServerStats): before it, the
+   * parent's connections are in no count and parent_connections is 0, so no count ends the drain until the child
+   * reports an uptime (set by that same update; see childMerged).
    */
   private followHotRestart(count: ConnectionCount & { readonly evidence?: ReadEvidence }): void {
     const fromEpoch = this.pinnedEpoch ?? 0;
@@ -695,10 +704,23 @@ export class Drain {
     const unwitnessed = count.evidence === undefined ? undefined : { ...count.evidence, witness: null };
     this.pinned.observe(count.adminConnectionsTotal, this.pinned.expect(), unwitnessed);
     this.pinnedEpoch = toEpoch;
+    this.awaitingChildMerge = true;
     for (const step of this.steps) step.done = false;
     this.healthChecksFailedAtMs = undefined;
     this.stepsSinceRead = [];
     this.recordCount(count, this.clock.now(), 'doubtful');
+  }
+
+  /**
+   * Whether a hot restart child followed has merged its parent's stats: `server.uptime` above 0 (0 until
+   * updateServerStats first runs; then the time since the parent's original start, in whole seconds). Unreported (a
+   * stats_matcher), or 0 still because the parent was less than a second old, it never shows: the drain then holds to
+   * its deadline, the safe side.
+   */
+  private childMerged(count: ConnectionCount): boolean {
+    if (!this.awaitingChildMerge) return true;
+    if ((count.hotRestart?.uptime ?? 0) > 0) this.awaitingChildMerge = false;
+    return !this.awaitingChildMerge;
   }
 
   /** Whether a hot restart's parent still holds connections (`server.parent_connections`): then no count ends the drain. */
@@ -735,7 +757,7 @@ export class Drain {
     // No listener gauge at all (a stats_matcher trims them): the 0 summed is no count, whatever is open. The
     // supervisor says so at start (checkNeededStats: "it can only end at its deadline or when Envoy exits").
     if (count.availableListeners.length === 0) return undefined;
-    if (this.parentHoldsConnections(count)) return undefined;
+    if (!this.childMerged(count) || this.parentHoldsConnections(count)) return undefined;
     const min = this.settings['min-open-connections'];
     if (count.total <= min) return 'connections-closed';
     const leaveLongLived = this.longLivedMayBeLeftFromMs();

@@ -117,7 +117,7 @@ describe('counting open downstream connections', () => {
       drainable: 0,
       longLived: 0,
       arrivals: { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [] },
-      hotRestart: { epoch: null, parentConnections: null },
+      hotRestart: { epoch: null, parentConnections: null, uptime: null },
     });
   });
 
@@ -125,9 +125,10 @@ describe('counting open downstream connections', () => {
     const count = countDownstreamConnections([
       { name: 'server.hot_restart_epoch', value: 3 },
       { name: 'server.parent_connections', value: 7 },
+      { name: 'server.uptime', value: 86_400 },
       { name: 'listener.0.0.0.0_8080.downstream_cx_active', value: 9 },
     ]);
-    assert.deepEqual(count.hotRestart, { epoch: 3, parentConnections: 7 });
+    assert.deepEqual(count.hotRestart, { epoch: 3, parentConnections: 7, uptime: 86_400 });
     assert.equal(count.total, 9, 'they are no listener count');
   });
 

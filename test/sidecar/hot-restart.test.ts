@@ -96,6 +96,41 @@ describe('issue 28, item 2: a hot restart during a drain', () => {
     const result = await outcome;
     assert.deepEqual(await childMutations(child), ['/healthcheck/fail', '/drain_listeners'], 'the new epoch was told to fail its health checks and to drain');
     assert.equal(await childState(child), 'DRAINING');
-    assert.equal(result.reason, 'deadline', `the parent's 2 connections, merged into the child's gauges, held it: ${JSON.stringify(result)}`);
+    assert.equal(result.reason, 'deadline', `no uptime shows the child's merge of the parent's 2 connections: held to the deadline: ${JSON.stringify(result)}`);
   });
+
+  // Envoy merges a parent's stats into the child only when the child's workers start (updateServerStats): until then
+  // the parent's connections are in no count, and server.parent_connections is 0. The child's uptime, set by that
+  // same update, tells the drain when the counts can be trusted.
+  for (const pretendMerged of [false, true]) {
+    test(
+      pretendMerged
+        ? "control: a drain that takes the child's first counts as merged (an uptime reported before the merge) says drained while the parent holds its connections"
+        : "before the child's first merge (its workers not started), its counts lack the parent's connections: no count ends the drain until the child reports an uptime",
+      async (t) => {
+        const parent = await EnvoyEmulator.start({ statsFlushIntervalMs: 1_500, parentShutdownTimeMs: 60_000 });
+        t.after(() => parent.close());
+        const held = await openTcpConnections(parent.ports.tcp, 2);
+        t.after(() => closeAll(held));
+        const client = new EnvoyAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
+        t.after(() => client.close());
+        const target = pretendMerged
+          ? changedTarget(client, { read: (read) => ({ ...read, hotRestart: { epoch: read.hotRestart?.epoch ?? null, parentConnections: read.hotRestart?.parentConnections ?? null, uptime: 1 } }) })
+          : changedTarget(client, {});
+        const settings: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': INTERVAL_MS, 'min-open-connections': 0, 'drain-timeout': 4_000, 'admin-refusals': 2 };
+        const drain = new Drain(target, settings, new MemoryLog(), systemClock);
+        const outcome = drain.start();
+        await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS * 6));
+        await hotRestarted(t, parent);
+        const result = await outcome;
+        assert.equal(parent.openConnections.tcp, 2, 'the parent still holds both connections');
+        if (pretendMerged) {
+          assert.deepEqual([result.reason, result.openConnections], ['connections-closed', 0], `drained on the child's own count: ${JSON.stringify(result)}`);
+        } else {
+          // Once merged, the parent's 2 connections are in the child's count and in parent_connections: to the deadline.
+          assert.deepEqual([result.reason, result.openConnections], ['deadline', 2], JSON.stringify(result));
+        }
+      },
+    );
+  }
 });
