@@ -6,6 +6,7 @@
  * a probe over its bound on a loaded machine).
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, test } from 'node:test';
@@ -40,6 +41,15 @@ describe('the test suite', () => {
       typeScriptFiles(join(REPO_ROOT, directory)).flatMap((path) => assertionsWithoutMessage(relative(REPO_ROOT, path), readFileSync(path, 'utf8'))),
     );
     assert.deepEqual(missing, [], 'add a message saying what was expected');
+  });
+
+  test("npm test's file list (test/support/test-files.mjs) has every test file once, and no two that run alone in a row", () => {
+    const listed = execFileSync(process.execPath, [join(REPO_ROOT, 'test/support/test-files.mjs')], { encoding: 'utf8' }).trim().split('\n');
+    const all = typeScriptFiles(join(REPO_ROOT, 'test')).filter((path) => path.endsWith('.test.ts')).map((path) => relative(REPO_ROOT, path));
+    assert.deepEqual([...listed].sort(), all.sort(), 'every test file, once');
+    const alone = listed.map((file) => /^runsAlone\(\);$/m.test(readFileSync(join(REPO_ROOT, file), 'utf8')));
+    assert.ok(alone.filter(Boolean).length >= 10, 'the files that load the machine run alone');
+    assert.ok(!alone.some((isAlone, index) => isAlone && alone[index + 1] === true), 'two files that run alone next to each other');
   });
 
   test('control: the scan finds both forms, and leaves calls with a message alone', () => {
