@@ -281,11 +281,9 @@ function counterValue(value: number): number | undefined {
  */
 export function isPerThreadCopy(name: string): boolean {
   if (!name.startsWith('listener.') || !(name.endsWith('.downstream_cx_active') || name.endsWith('.downstream_cx_total'))) return false;
-  const end = name.lastIndexOf('.');
-  const start = name.lastIndexOf('.', end - 1);
-  return PER_THREAD_SEGMENT.test(name.slice(start + 1, end));
+  // The name less its last segment ends with the per-thread segment, as a listener's name does (PER_THREAD_SUFFIX).
+  return PER_THREAD_SUFFIX.test(name.slice(0, name.lastIndexOf('.')));
 }
-const PER_THREAD_SEGMENT = /^(?:worker_\d+|main_thread)$/;
 
 /** Notes `name` if it is one of the arrival counters; whether it was. */
 function noteArrivalCounter(counters: ArrivalCounters, name: string, value: number): boolean {

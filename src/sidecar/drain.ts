@@ -651,6 +651,11 @@ export class Drain {
       { event: 'drain_steps_resent', steps: this.stepsSinceRead },
       `${this.stepsSinceRead.join(' and ')} went to an Envoy process not identified yet: sending again to the one that answered`,
     );
+    this.sendStepsAgain();
+  }
+
+  /** Both steps sent again at the next round (they are idempotent), and check-delay counted from their new answer. */
+  private sendStepsAgain(): void {
     for (const step of this.steps) step.done = false;
     this.healthChecksFailedAtMs = undefined;
     this.stepsSinceRead = [];
@@ -674,8 +679,7 @@ export class Drain {
       { event: 'drain_steps_resent', steps: this.steps.map((step) => step.name), cause: 'counters-reset-without-epoch' },
       "Envoy's counters went down with no restart epoch in its stats (a stats_matcher?): a hot restart cannot be ruled out, so its health checks are failed and its listeners drained again",
     );
-    for (const step of this.steps) step.done = false;
-    this.healthChecksFailedAtMs = undefined;
+    this.sendStepsAgain();
   }
 
   /**
@@ -705,9 +709,7 @@ export class Drain {
     this.pinned.observe(count.adminConnectionsTotal, this.pinned.expect(), unwitnessed);
     this.pinnedEpoch = toEpoch;
     this.awaitingChildMerge = true;
-    for (const step of this.steps) step.done = false;
-    this.healthChecksFailedAtMs = undefined;
-    this.stepsSinceRead = [];
+    this.sendStepsAgain();
     this.recordCount(count, this.clock.now(), 'doubtful');
   }
 
