@@ -81,6 +81,7 @@ function resolveOptions(options: EnvoyEmulatorOptions): ResolvedOptions {
     restartEpoch: Math.max(0, options.restartEpoch ?? 0),
     parentShutdownTimeMs: Math.max(0, options.parentShutdownTimeMs ?? DEFAULT_PARENT_SHUTDOWN_TIME_MS),
     statsFlushIntervalMs: Math.max(1, options.statsFlushIntervalMs ?? DEFAULT_STATS_FLUSH_INTERVAL_MS),
+    statsExclusion: options.statsExclusion ?? [],
   };
 }
 
@@ -164,9 +165,19 @@ export class EmulatorCore {
   /** The `/stream` responses' and the HTTP drain timers, stopped at exit. */
   private readonly dataTimers = new Set<NodeJS.Timeout>();
 
+  /** The stats_matcher's exclusion list, compiled once. */
+  readonly statsExcluded: readonly RegExp[];
+
   constructor(options: EnvoyEmulatorOptions) {
     this.options = resolveOptions(options);
     this.version = checkedVersion(options);
+    this.statsExcluded = this.options.statsExclusion.map((pattern, index) => {
+      try {
+        return new RegExp(pattern);
+      } catch (error) {
+        throw new Error(`statsExclusion[${index}]: ${JSON.stringify(pattern)} is not a regular expression (${(error as Error).message})`, { cause: error });
+      }
+    });
     this.random = options.random ?? cryptoRandom;
     this.clock = options.clock ?? Date.now;
     this.commandLine = options.commandLine ?? {};

@@ -431,7 +431,8 @@ export class EnvoyEmulator {
     ];
     const merger = this.parentStats;
     const merged = merger === undefined ? values : values.map((stat) => merger.merged(stat));
-    return merged.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const excluded = this.core.statsExcluded;
+    return merged.filter((stat) => !excluded.some((pattern) => pattern.test(stat.name))).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** The parent's open connections, as a hot restart child last merged them; 0 otherwise. */

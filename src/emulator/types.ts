@@ -146,6 +146,12 @@ export interface EnvoyEmulatorOptions {
   readonly parentShutdownTimeMs?: number;
   /** The bootstrap's `stats_flush_interval`, in ms: how often a hot restart child merges its parent's stats; default 5 s. */
   readonly statsFlushIntervalMs?: number;
+  /**
+   * The bootstrap's `stats_config.stats_matcher.exclusion_list` (regular expressions, matched anywhere in the name
+   * as a `safe_regex` would be, anchored as written): a matching stat is never created, so it is absent from every
+   * /stats format, not 0. A hot restart child starts with the same bootstrap. Default: none.
+   */
+  readonly statsExclusion?: readonly string[];
 }
 
 /** Open connections of the HTTP listener by codec, as the `http.<prefix>.downstream_cx_*_active` gauges count them. */

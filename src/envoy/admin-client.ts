@@ -13,6 +13,7 @@ import { adminSocketPath } from '../config/values.js';
 import { isJsonObject } from '../json.js';
 import { drainListenersPath, parseEnvoyVersion, type EnvoyVersion } from './version.js';
 import { countDownstreamConnections, CONNECTION_STATS_FILTER, jsonDepthExceeds, MAX_JSON_DEPTH, parseJsonStats, type ConnectionCount } from './stats.js';
+import { holderEpochOf, witnessVouches, type ClosedWitness, type HolderEpoch } from './identity.js';
 
 /**
  * As CommonJS loads it, not by an ESM import: importing a built-in reads every one of its exports, and on
@@ -116,7 +117,8 @@ export abstract class EnvoyAdminError extends Error {
 export interface WitnessEvidence {
   /**
    * The witness that was open when the call was sent and still open when it ended, and whose address still
-   * names the socket it connected to (a Unix socket path not replaced since); null when none was.
+   * names the socket it connected to (a Unix socket path not replaced since); for a stats read, only if held by a
+   * process of the read's restart epoch (identity.ts witnessVouches); null when none was.
    */
   readonly witness: number | null;
   /** Every witness numbered up to this one has been closed by the other end (0: none has). */
@@ -130,7 +132,12 @@ export interface WitnessEvidence {
    * read's is a hot restart child, which the witness, held by its parent, says nothing of (identity.ts).
    */
   readonly restartEpoch?: number | null;
+  /** The latest witnesses closed by the other end (at most CLOSED_WITNESSES_KEPT), with their holders' epochs. */
+  readonly closed: readonly ClosedWitness[];
 }
+
+/** Closed witnesses kept for the evidence: one is created at most once per answered read, and older ones decide nothing new. */
+const CLOSED_WITNESSES_KEPT = 16;
 
 /** What is at a Unix socket path now (lstat): for messages, and to tell a moved socket from an exited Envoy. */
 export type SocketPathState = 'socket' | 'missing' | 'file' | 'directory' | 'other';
@@ -241,8 +248,15 @@ export class EnvoyAdminClient {
    * by that (nor by an idle timeout: AdminImpl's connection manager leaves its idle_timeout_ unset, as read in
    * source/server/admin/admin.h; what a close while Envoy lives costs: see identity.ts).
    */
-  private witness: { readonly id: number; readonly socket: import('node:net').Socket; open: boolean; closed: boolean; inode: string | undefined; givenUp: boolean } | undefined;
+  private witness: Witness | undefined;
   private witnesses = 0;
+  /**
+   * `server.hot_restart_epoch` of the newest stats read answered (null: the answer lacked it; undefined: none yet): a
+   * witness created after it connected to that process or a later one (identity.ts holderEpochOf).
+   */
+  private latestEpoch: number | null | undefined;
+  /** The latest witnesses closed by the other end (see WitnessEvidence.closed). */
+  private closedWitnesses: ClosedWitness[] = [];
   /** Every witness numbered up to this has closed (ids only grow, and one is opened only once the last closed). */
   private witnessesClosedThrough = 0;
   /** The number of the latest witness that connected, and whether it has closed since. */
@@ -399,19 +413,32 @@ export class EnvoyAdminClient {
     const witnessAtSend = this.vouchingWitness();
     const body = await this.call('GET', path, signal, ADMIN_BODY_LIMITS.stats);
     const witnessAtAnswer = this.vouchingWitness();
-    const evidence: WitnessEvidence = { ...this.witnessEvidence(), witness: witnessAtSend !== null && witnessAtSend === witnessAtAnswer ? witnessAtSend : null };
     let count: ConnectionCount;
     try {
       count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [], probePorts: this.options.probePorts ?? [] });
     } catch (error) {
       throw new AdminResponseError(`GET ${path}`, (error as Error).message, { cause: error });
     }
+    const restartEpoch = count.hotRestart?.epoch ?? null;
+    const held = witnessAtSend !== undefined && witnessAtSend === witnessAtAnswer ? witnessAtSend : undefined;
+    const vouches = held !== undefined && witnessVouches(this.settleHolder(held, restartEpoch), restartEpoch);
+    const evidence: WitnessEvidence = { ...this.witnessEvidence(), witness: vouches ? held.id : null, restartEpoch };
+    this.latestEpoch = restartEpoch;
     this.answered = true;
     this.answeredReads += 1;
+    // A witness held by another process than the one answering (a hot restart's parent, while the child took the
+    // address) proves nothing of it: let it go, and hold one that connects to the process answering now.
+    if (held !== undefined && !vouches) this.renewWitness();
     // From the second answered read on (so that the start-up probe, one-off calls and a wrong address leave no
     // connection behind): the next read, and every read after, has a witness to be judged by.
     if (this.answeredReads >= 2) this.ensureWitness();
-    return { ...count, evidence: { ...evidence, restartEpoch: count.hotRestart?.epoch ?? null } };
+    return { ...count, evidence };
+  }
+
+  /** The epoch of the process holding `witness`, settled by the first read sent once it was open (identity.ts holderEpochOf). */
+  private settleHolder(witness: Witness, readEpoch: number | null): HolderEpoch {
+    witness.holder ??= holderEpochOf(witness.epochBefore, readEpoch);
+    return witness.holder;
   }
 
   /** Fails the calls in flight (AdminTransportError "client closed") and releases their sockets, the witness's too. */
@@ -425,7 +452,13 @@ export class EnvoyAdminClient {
   /** The witness connection as it is now (see WitnessEvidence); `witness`: the one open now, whatever the address. */
   witnessEvidence(): WitnessEvidence {
     const open = this.witness !== undefined && this.witness.open && !this.witness.closed ? this.witness.id : null;
-    return { witness: open, closedThrough: this.witnessesClosedThrough, created: this.witnesses, lastClosed: open === null && this.lastConnectedWitness?.closed === true };
+    return {
+      witness: open,
+      closedThrough: this.witnessesClosedThrough,
+      created: this.witnesses,
+      lastClosed: open === null && this.lastConnectedWitness?.closed === true,
+      closed: [...this.closedWitnesses],
+    };
   }
 
   /**
@@ -434,18 +467,18 @@ export class EnvoyAdminClient {
    * same socket (device and inode) as when the witness connected: a second Envoy that unlinks and rebinds the path
    * answers there while the first still holds the witness.
    */
-  private vouchingWitness(): number | null {
+  private vouchingWitness(): Witness | undefined {
     const witness = this.witness;
-    if (witness === undefined || !witness.open || witness.closed) return null;
-    if (!('socketPath' in this.connectTo)) return witness.id;
-    return witness.inode !== undefined && inodeOf(this.connectTo.socketPath) === witness.inode ? witness.id : null;
+    if (witness === undefined || !witness.open || witness.closed) return undefined;
+    if (!('socketPath' in this.connectTo)) return witness;
+    return witness.inode !== undefined && inodeOf(this.connectTo.socketPath) === witness.inode ? witness : undefined;
   }
 
   /**
    * Lets go of the witness (its close is ours, not evidence of the other end) and opens another: after a hot
-   * restart the old one is held by the parent process, and the drain follows the child (drain.ts).
+   * restart the old one is held by the parent process, while the child answers.
    */
-  renewWitness(): void {
+  private renewWitness(): void {
     const witness = this.witness;
     if (witness !== undefined && !witness.closed) {
       witness.givenUp = true;
@@ -461,7 +494,7 @@ export class EnvoyAdminClient {
     const id = ++this.witnesses;
     const target = this.connectTo;
     const socket = 'socketPath' in target ? net.connect({ path: target.socketPath }) : net.connect({ host: target.host, port: target.port, autoSelectFamily: true });
-    const witness = { id, socket, open: false, closed: false, inode: undefined as string | undefined, givenUp: false };
+    const witness: Witness = { id, socket, open: false, closed: false, inode: undefined, givenUp: false, epochBefore: this.latestEpoch, holder: undefined };
     this.witness = witness;
     // A witness never keeps the process alive, and a connect that hangs is given up at the call timeout.
     socket.unref();
@@ -482,7 +515,10 @@ export class EnvoyAdminClient {
       witness.closed = true;
       witness.open = false;
       // Given up by us (a connect that hung) or the client closing: nothing the other end did.
-      if (!witness.givenUp && !this.closing) this.witnessesClosedThrough = Math.max(this.witnessesClosedThrough, id);
+      if (!witness.givenUp && !this.closing) {
+        this.witnessesClosedThrough = Math.max(this.witnessesClosedThrough, id);
+        this.closedWitnesses = [...this.closedWitnesses, { id, holder: witness.holder }].slice(-CLOSED_WITNESSES_KEPT);
+      }
       if (this.lastConnectedWitness?.id === id && !this.closing && !witness.givenUp) this.lastConnectedWitness.closed = true;
     });
   }
@@ -540,6 +576,22 @@ export class EnvoyAdminClient {
   private noteAnswer(endpoint: string, status: number, body: string): void {
     this.latestAnswer = { endpoint, status, excerpt: answerExcerpt(body), at: this.clock.now() };
   }
+}
+
+/** The witness connection (see EnvoyAdminClient.witness). */
+interface Witness {
+  readonly id: number;
+  readonly socket: import('node:net').Socket;
+  open: boolean;
+  closed: boolean;
+  /** For a Unix socket: the socket file it connected to (device and inode). */
+  inode: string | undefined;
+  /** Closed by us (a connect that hung, a witness let go): not evidence of the other end. */
+  givenUp: boolean;
+  /** The epoch of the newest stats read answered before it was created (undefined: none). */
+  readonly epochBefore: number | null | undefined;
+  /** The epoch of the process holding it, once a read sent while it was open settled it. */
+  holder: HolderEpoch | undefined;
 }
 
 /**

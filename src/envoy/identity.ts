@@ -93,7 +93,10 @@ export type ProcessVerdict =
 
 /** What the witness connection showed of a read (WitnessEvidence in admin-client.ts, restated to keep this module pure). */
 export interface ReadEvidence {
-  /** The witness open throughout the read, at an address unchanged since it connected; null when none was. */
+  /**
+   * The witness open throughout the read, at an address unchanged since it connected, and held by the process that
+   * answered it (`witnessVouches`); null when none was.
+   */
   readonly witness: number | null;
   /** Every witness numbered up to this one has been closed by the other end. */
   readonly closedThrough: number;
@@ -101,6 +104,45 @@ export interface ReadEvidence {
   readonly created?: number;
   /** `server.hot_restart_epoch` in the read's answer; null or undefined when unknown. */
   readonly restartEpoch?: number | null;
+  /** The latest witnesses closed by the other end, with the restart epoch of the process that held each (see letGoOfUs). */
+  readonly closed?: readonly ClosedWitness[];
+}
+
+/**
+ * The restart epoch of the process that holds a witness: a number, null when that process's stats carry none (a
+ * stats_matcher), or 'ambiguous' when a hot restart may have handed the admin address on while the witness connected.
+ */
+export type HolderEpoch = number | null | 'ambiguous';
+
+/** A witness closed by the other end, and the epoch of the process that held it (undefined: never settled by a read). */
+export interface ClosedWitness {
+  readonly id: number;
+  readonly holder: HolderEpoch | undefined;
+}
+
+/**
+ * Which process a witness connected to, from the reads around its connect: `before`, the epoch of the newest read
+ * answered before it was created (undefined: none); `after`, the epoch of the first read sent once it was open.
+ * The admin address passes only to a higher epoch while the process holding it lives (a hot restart child), and a
+ * new epoch 0 only once it has exited (and closed the witness). So the holder's epoch lies between the two: it is
+ * known when they agree, or when the later one is 0; otherwise a hot restart may have passed the address on between
+ * them, and the witness is held by the parent or the child: 'ambiguous'. Both without the gauge: null, the blind
+ * case the drain handles as a possible hot restart (drain.ts resendStepsAfterBlindReset).
+ */
+export function holderEpochOf(before: number | null | undefined, after: number | null): HolderEpoch {
+  if (after === 0 || before === after) return after;
+  if (before === undefined && after === null) return null;
+  return 'ambiguous';
+}
+
+/**
+ * Whether a witness held by a process of epoch `holder` speaks for a read of epoch `epoch`: only when they are the
+ * same. A read of another epoch is of another process (a hot restart child while its parent holds the witness,
+ * issue 38), and so is a read whose stats carry the gauge where the holder's did not, or the reverse: a process's
+ * stats_matcher is bootstrap config, fixed for its life.
+ */
+export function witnessVouches(holder: HolderEpoch, epoch: number | null): boolean {
+  return holder !== 'ambiguous' && holder === epoch;
 }
 
 /** This sidecar's own connections to the admin port, numbered as their sockets are created (EnvoyAdminClient). */
@@ -172,10 +214,16 @@ export function isHotRestartChild(earlier: number | null | undefined, later: num
  */
 export function letGoOfUs(earlier: MarkedRead, evidence: ReadEvidence | undefined): boolean {
   if (evidence === undefined || earlier.witness === undefined) return true;
+  // The witness that spoke for the earlier read is held by its process: closed by the other end, that process exited.
   if (earlier.witness !== null) return evidence.closedThrough >= earlier.witness;
-  // No witness at the earlier read: one created after it was answered, and closed since, connected (or tried to)
-  // to whatever held the address after that read, and was let go; one process binds the address at a time.
-  return earlier.witnessesCreated !== undefined && evidence.closedThrough > earlier.witnessesCreated;
+  // No witness spoke for the earlier read: one created after it was answered, held by a process of the same epoch,
+  // and closed since. That process held the admin address after the earlier read with the earlier one's epoch: the
+  // same process (an epoch passes to a child, never back), or one of a new chain, which the earlier one had to exit
+  // to let bind. A witness held by a hot restart's parent or child of another epoch proves nothing of it (issue 38).
+  const createdBefore = earlier.witnessesCreated;
+  if (createdBefore === undefined) return false;
+  const epoch = earlier.restartEpoch ?? null;
+  return (evidence.closed ?? []).some((witness) => witness.id > createdBefore && witness.holder !== undefined && witnessVouches(witness.holder, epoch));
 }
 
 /** Taken right before a read is sent: the reads it will be compared with, and the growth it must show since each. */

@@ -43,11 +43,6 @@ export interface EnvoyDrainTarget extends OwnConnections {
   drainListeners(signal: AbortSignal): Promise<void>;
   /** With `evidence`, what the witness connection showed (EnvoyAdminClient); absent from a target that keeps none. */
   countOpenConnections(signal: AbortSignal): Promise<ConnectionCount & { readonly evidence?: ReadEvidence }>;
-  /**
-   * Lets go of the witness connection (without taking its close for the process's exit) and opens a new one:
-   * after a hot restart the old one is held by the parent, and the drain now follows the child.
-   */
-  renewWitness?(): void;
 }
 
 /** A hot restart the drain followed (see Drain.followHotRestart): the epoch it was pinned to, and the child's. */
@@ -702,8 +697,8 @@ export class Drain {
       `Envoy hot-restarted (restart epoch ${fromEpoch} to ${toEpoch}): the parent keeps its connections until it exits; ` +
         'the drain now follows the new epoch, fails its health checks and drains its listeners too, and ends only once the parent holds no connection',
     );
-    // The witness is held by the parent: the child's reads are tied to it by a new one, and by the child's counter.
-    this.envoy.renewWitness?.();
+    // The witness is held by the parent, and speaks for none of the child's reads (identity.ts witnessVouches): the
+    // admin client lets it go and holds a new one, and the child's reads are tied by that one and by its counter.
     this.pinned = new ProcessTrail(this.envoy, this.pinned.trust);
     const unwitnessed = count.evidence === undefined ? undefined : { ...count.evidence, witness: null };
     this.pinned.observe(count.adminConnectionsTotal, this.pinned.expect(), unwitnessed);

@@ -142,7 +142,10 @@ const WATCH_RETRY_MIN_MS = 100;
 const WATCH_LOG_EVERY_MS = 60_000;
 
 type ReadVerdict = ReturnType<ProcessTrail['observe']>;
-type MarkRead = { readonly ok: true; readonly verdict: ReadVerdict } | { readonly ok: false; readonly kind: AdminFailureKind; readonly message: string };
+/** `restartEpoch`: the answer's `server.hot_restart_epoch` (null: it lacked the gauge, so a hot restart cannot be told). */
+type MarkRead =
+  | { readonly ok: true; readonly verdict: ReadVerdict; readonly restartEpoch: number | null }
+  | { readonly ok: false; readonly kind: AdminFailureKind; readonly message: string };
 
 export class DrainSupervisor {
   private drain: Drain;
@@ -295,7 +298,7 @@ export class DrainSupervisor {
         failures.recovered();
         retryMs = undefined;
         delayMs = intervalMs;
-        this.afterWatchRead(read.verdict);
+        this.afterWatchRead(read);
       } else {
         failures.failed(read.kind, read.message);
         retryMs = retryMs === undefined ? Math.min(intervalMs, WATCH_RETRY_MIN_MS) : Math.min(intervalMs, retryMs * 2);
@@ -373,19 +376,27 @@ export class DrainSupervisor {
     // The watch re-armed meanwhile: the new drain still counts from this /shutdown's arrival.
     if (this.drain !== ended) return this.drain.current === 'idle' ? this.startDrain(arrivedAtMs) : this.drain.start();
     if (!read.ok && read.kind === 'refused') return ended.start(); // no Envoy: nothing to drain
-    if (read.ok && (read.verdict === 'same' || read.verdict === 'reset')) return ended.start();
+    if (read.ok && (read.verdict === 'same' || (read.verdict === 'reset' && read.restartEpoch !== null))) return ended.start();
     if (read.ok && read.verdict === 'replaced') {
       this.rearm('a /shutdown came after the last drain had ended, and another Envoy process answers', false);
     } else {
-      const why = read.ok ? 'no earlier read to compare with' : read.kind;
-      this.rearm(`a /shutdown came after the last drain had ended, and Envoy's admin API did not say which process runs (${why}): it may be a new one`, true);
+      // A blind reset may be a hot restart child never told to drain: no inheriting the drained process's failed checks.
+      const blindReset = read.ok && read.verdict === 'reset';
+      this.rearm(`a /shutdown came after the last drain had ended, and ${whyUntold(read)}`, !blindReset);
     }
     return this.startDrain(arrivedAtMs);
   }
 
-  private afterWatchRead(verdict: ReadVerdict): void {
+  /**
+   * After a drain ended: another process is drained by the next /shutdown, and so is a reset without a restart
+   * epoch (a hot restart child while its parent holds the witness looks just so), from its first step.
+   */
+  private afterWatchRead(read: Extract<MarkRead, { ok: true }>): void {
     const ended = this.drain.current === 'drained' || this.drain.current === 'timed-out';
-    if (ended && verdict === 'replaced') this.rearm('Envoy was restarted after the last drain', false);
+    if (!ended) return;
+    if (read.verdict === 'replaced') this.rearm('Envoy was restarted after the last drain', false);
+    // Not as the same process: the reset one's read is followed now, and a hot restart child must be told to drain.
+    else if (read.verdict === 'reset' && read.restartEpoch === null) this.rearm(`after the last drain ended, ${whyUntold(read)}`, false);
   }
 
   /** A new idle drain for the next /shutdown; `mayBeSameProcess`: see newDrain. */
@@ -434,7 +445,7 @@ export class DrainSupervisor {
     const read = this.envoy.countOpenConnections(cancel.signal).then(
       (count): MarkRead => {
         this.checkStatsOnce(count);
-        return { ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, expected, count.evidence) };
+        return { ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, expected, count.evidence), restartEpoch: count.hotRestart?.epoch ?? null };
       },
       (error: unknown): MarkRead => ({ ok: false, kind: failureKindOf(error), message: messageOf(error) }),
     );
@@ -607,3 +618,20 @@ function messageOf(error: unknown): string {
 }
 
 export type { RecoveryAction };
+
+/**
+ * Why a read after an ended drain cannot say that the drained process still runs, for the re-arm's log line. A reset
+ * without a restart epoch is what a hot restart looks like while its parent holds this sidecar's witness: as a running
+ * drain does (drain.ts resendStepsAfterBlindReset), the next drain fails the health checks of whatever answers.
+ */
+function whyUntold(read: MarkRead): string {
+  if (!read.ok) return `Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`;
+  switch (read.verdict) {
+    case 'reset':
+      return "Envoy's counters went down with no restart epoch in its stats: a counter reset or a hot restart, which nothing here can tell apart, so it is drained again";
+    case 'doubtful':
+      return "Envoy's admin counter did not grow as this sidecar's own connections say, and no connection held to the drained process tells whether it is the same one, reset, or another: it is drained again";
+    default:
+      return "Envoy's admin API did not say which process runs (no earlier read to compare with): it may be a new one";
+  }
+}

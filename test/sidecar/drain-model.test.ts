@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { problemsOf, runScenario, scenarioArbitrary, type Scenario } from '../support/drain-model.js';
+import { ALL_PACES, PACES, problemsOf, runScenario, scenarioArbitrary, type Scenario } from '../support/drain-model.js';
 import { runsAlone } from '../support/exclusive.js';
 
 // It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
@@ -30,7 +30,7 @@ const RUNS = Number(process.env['DRAIN_MODEL_RUNS'] ?? 20);
  * hot restart after a drain ended passed for the drained process (also when only the child's stats had the epoch),
  * and a replaced Envoy whose predecessor's stats lacked the admin counter passed for it.
  */
-const KEPT: readonly { readonly name: string; readonly scenario: Scenario }[] = [
+const KEPT: readonly { readonly name: string; readonly scenario: Scenario; readonly mustNotAnswer?: RegExp }[] = [
   {
     name: 'a stats read answered 101 Switching Protocols held /shutdown until the client gave up (I1)',
     scenario: {
@@ -270,15 +270,90 @@ const KEPT: readonly { readonly name: string; readonly scenario: Scenario }[] = 
       trim: 'admin-counter',
     },
   },
+  {
+    // Issue 38 (FUZZ_SEED=4242, 1 of 300 runs; 10 of 10 replays on an idle machine): Envoy hot-restarted right after
+    // /shutdown, so the drain pinned the child (epoch 1) while the parent held the witness the sidecar had opened at
+    // start. The parent exited 83 ms later, closing it; then the child's counters were reset. The closed witness
+    // was taken for the child letting go, the reset counter for another process: "envoy-replaced", and both
+    // /shutdown calls got 200 "drained" while the child held its 2 connections. A witness now speaks only for reads
+    // of its holder's restart epoch (identity.ts holderEpochOf, witnessVouches): the drain holds to its deadline.
+    name: "a followed hot restart child's counter reset, right after its parent exited, was taken for another Envoy and answered drained (I4)",
+    mustNotAnswer: /^drained/,
+    scenario: {
+      steps: [
+        { kind: 'shutdown' },
+        { kind: 'script', path: '/drain_listeners', behaviours: ['endless', 'silent'] },
+        { kind: 'script', path: '/stats', behaviours: ['delay:40', 'answer', 'reset', 'upgrade'] },
+        { kind: 'hot-restart', open: 2, trim: 'none' },
+        { kind: 'pause', ms: 83 },
+        { kind: 'parent-exit' },
+        { kind: 'reset-counters' },
+        { kind: 'script', path: '/healthcheck/fail', behaviours: [{ kind: 'deep-json', depth: 100_000 }] },
+        { kind: 'script', path: '/drain_listeners', behaviours: [{ kind: 'deep-json', depth: 100_000 }, 'upgrade', 'upgrade', 'endless'] },
+        { kind: 'parent-exit' },
+        { kind: 'shutdown' },
+      ],
+      minOpenConnections: 1,
+      drainDelayMs: 0,
+      transport: 'tcp',
+      extraListeners: 2_000,
+      trim: 'none',
+    },
+  },
+  {
+    // Issue 33, case 6 (the FUZZ_SEED=10 run left open by issue 28): after a drain ended, a hot restart whose child's
+    // stats lack the restart epoch. The parent held the witness, so the child read as the drained process with its
+    // counters reset, and the next /shutdown got the old answer. A witness held by a process whose stats carry the
+    // epoch does not speak for one whose stats lack it (a stats_matcher is fixed per process).
+    name: 'after a drain ended, a hot restart child without the restart epoch passed for the drained process (I3)',
+    scenario: {
+      steps: [
+        { kind: 'connections', open: 0 },
+        { kind: 'shutdown' },
+        { kind: 'pause', ms: 250 },
+        { kind: 'hot-restart', open: 1, trim: 'hot-restart-gauges' },
+        { kind: 'parent-connections', open: 1 },
+        { kind: 'pause', ms: 60 },
+        { kind: 'shutdown' },
+      ],
+      minOpenConnections: 1,
+      drainDelayMs: 0,
+      transport: 'tcp',
+      trim: 'none',
+    },
+  },
+  {
+    // The same with neither process's stats carrying the epoch: the reset cannot be told from a hot restart, and after
+    // an ended drain it was answered with the old outcome. It now re-arms (supervisor.ts afterWatchRead), and the
+    // next drain fails the health checks of whatever answers, as a running drain does for such a reset.
+    name: 'after a drain ended, a counter reset without any restart epoch (a hot restart?) got the old answer (I3)',
+    scenario: {
+      steps: [
+        { kind: 'connections', open: 0 },
+        { kind: 'shutdown' },
+        { kind: 'pause', ms: 250 },
+        { kind: 'hot-restart', open: 1, trim: 'hot-restart-gauges' },
+        { kind: 'parent-connections', open: 1 },
+        { kind: 'pause', ms: 60 },
+        { kind: 'shutdown' },
+      ],
+      minOpenConnections: 1,
+      drainDelayMs: 0,
+      transport: 'tcp',
+      trim: 'hot-restart-gauges',
+    },
+  },
 ];
 
 describe('the drain model: generated faults against the real sidecar', () => {
-  test(`${RUNS} generated runs keep every invariant`, { timeout: RUNS * 4_000 + 30_000 }, async () => {
+  test(`${RUNS} generated runs keep every invariant, each as written and at another pace`, { timeout: RUNS * 8_000 + 30_000 }, async () => {
     const heapBefore = process.memoryUsage().heapUsed;
     await fc.assert(
-      fc.asyncProperty(scenarioArbitrary, async (scenario) => {
-        const problems = problemsOf(await runScenario(scenario));
-        assert.deepEqual(problems, [], JSON.stringify(scenario));
+      fc.asyncProperty(scenarioArbitrary, fc.constantFrom(PACES.brisk, PACES.leisurely), async (scenario, pace) => {
+        for (const each of [PACES['as written'], pace]) {
+          const problems = problemsOf(await runScenario(scenario, each));
+          assert.deepEqual(problems, [], `${JSON.stringify(scenario)} (${each.name})`);
+        }
       }),
       { numRuns: RUNS, endOnFailure: true },
     );
@@ -286,9 +361,17 @@ describe('the drain model: generated faults against the real sidecar', () => {
     assert.ok(grownMib < 128, `I5: the heap grew by ${grownMib.toFixed(1)} MiB over ${RUNS} runs`);
   });
 
-  for (const { name, scenario } of KEPT) {
-    test(`kept counterexample: ${name}`, async () => {
-      assert.deepEqual(problemsOf(await runScenario(scenario)), []);
+  for (const { name, scenario, mustNotAnswer } of KEPT) {
+    test(`kept counterexample, at every pace: ${name}`, async () => {
+      for (const pace of ALL_PACES) {
+        const report = await runScenario(scenario, pace);
+        assert.deepEqual(problemsOf(report), [], `at the ${pace.name} pace`);
+        // Beyond the invariants, the answer the issue saw, to a /shutdown sent while the hot restart child (which holds
+        // its connections throughout) ran. One sent before may be answered for the parent, drained before it.
+        const children = new Set(report.hotRestarts.map(({ child }) => child));
+        const wrong = report.calls.filter((call) => mustNotAnswer !== undefined && call.kind === 'shutdown' && children.has(call.processAtSend ?? -1) && mustNotAnswer.test(call.body ?? ''));
+        assert.deepEqual(wrong.map((call) => call.body), [], `at the ${pace.name} pace, no /shutdown sent while the child ran may be answered ${String(mustNotAnswer)}`);
+      }
     });
   }
 });

@@ -184,6 +184,7 @@ interface ClientCall {
 
 export interface RunReport {
   readonly scenario: Scenario;
+  readonly pace: Pace;
   readonly calls: readonly ClientCall[];
   readonly adminCalls: readonly FaultCall[];
   readonly log: readonly MemoryLogLine[];
@@ -194,8 +195,33 @@ export interface RunReport {
   readonly leftovers: readonly string[];
 }
 
+/**
+ * How fast the world moves against the sidecar's own timers (issue 38: a verdict that depends on the machine's pace
+ * means nothing). On a loaded machine the sidecar's reads come late against the steps' pauses, which are timers
+ * too; on a quiet one it reads between every two steps. A pace scales every pause, and may add a gap between
+ * consecutive steps, so that a scenario's interleavings are tried on purpose rather than by the machine's load.
+ */
+export interface Pace {
+  readonly name: 'as written' | 'brisk' | 'leisurely';
+  /** Each pause step lasts its ms times this. */
+  readonly pauseScale: number;
+  /** A pause between every two steps (one check interval and more: the sidecar reads in between). */
+  readonly gapMs: number;
+}
+
+export const PACES: Readonly<Record<Pace['name'], Pace>> = {
+  'as written': { name: 'as written', pauseScale: 1, gapMs: 0 },
+  /** Pauses a quarter as long, no gaps: the steps crowd the sidecar's reads, as on a loaded machine. */
+  brisk: { name: 'brisk', pauseScale: 0.25, gapMs: 0 },
+  /** Pauses twice as long, and a read's worth of time between every two steps. */
+  leisurely: { name: 'leisurely', pauseScale: 2, gapMs: CHECK_INTERVAL_MS + 10 },
+};
+
+/** Every scenario kept is run at each pace; a generated one as written and at one other. */
+export const ALL_PACES: readonly Pace[] = Object.values(PACES);
+
 /** Runs one scenario against a fresh sidecar and fault admin server; the report is checked by `problemsOf`. */
-export async function runScenario(scenario: Scenario): Promise<RunReport> {
+export async function runScenario(scenario: Scenario, pace: Pace = PACES['as written']): Promise<RunReport> {
   const resourcesBefore = activeResources();
   const clock = new SteppingClock();
   const directory = scenario.transport === 'unix' ? mkdtempSync(join(tmpdir(), 'drain-model-')) : undefined;
@@ -235,8 +261,9 @@ export async function runScenario(scenario: Scenario): Promise<RunReport> {
   // Envoy's admin API answers before the first step, as in a pod that became Ready (readiness needs it).
   await waitFor(() => sidecar.supervisor.readiness().ready, 2_000);
   try {
-    for (const step of scenario.steps) {
-      await perform(step, { admin, sidecar, clock, calls, pending, strangers, noteProcess, hotRestarts });
+    for (const [index, step] of scenario.steps.entries()) {
+      if (index > 0 && pace.gapMs > 0) await new Promise((resolve) => setTimeout(resolve, pace.gapMs));
+      await perform(step, { admin, sidecar, clock, calls, pending, strangers, noteProcess, hotRestarts, pace });
     }
     await settleAll(pending, DRAIN_TIMEOUT_MS * 2 + SLACK_MS * 2);
   } finally {
@@ -247,7 +274,7 @@ export async function runScenario(scenario: Scenario): Promise<RunReport> {
   }
   noteProcess();
   const leftovers = await leftoverResources(resourcesBefore);
-  return { scenario, calls, adminCalls: admin.calls, log: log.lines, processes, hotRestarts, leftovers };
+  return { scenario, pace, calls, adminCalls: admin.calls, log: log.lines, processes, hotRestarts, leftovers };
 }
 
 /** `ingress`, and `extra` more named as Envoy names listeners by address (`0.0.0.0_10000`…), all without connections. */
@@ -270,6 +297,7 @@ interface World {
   readonly strangers: net.Socket[];
   readonly noteProcess: () => void;
   readonly hotRestarts: { child: number; parent: number }[];
+  readonly pace: Pace;
 }
 
 async function perform(step: Step, world: World): Promise<void> {
@@ -317,7 +345,7 @@ async function perform(step: Step, world: World): Promise<void> {
     case 'strangers':
       return openStrangers(sidecar.port, step.count, step.style, world.strangers);
     case 'pause':
-      return new Promise((resolve) => setTimeout(resolve, step.ms));
+      return new Promise((resolve) => setTimeout(resolve, step.ms * world.pace.pauseScale));
   }
 }
 
