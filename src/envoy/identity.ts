@@ -42,12 +42,13 @@
  *   is a doubt (the drain holds to its deadline), never a replacement.
  * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
  *   parent keeps serving its connections and keeps the admin connections it accepted, the witness among them
- *   (InstanceImpl::shutdownAdmin closes only the listen socket). So the child's reads arrive while the witness
- *   stays open, and a counter that went down would read as a reset. The restart epoch read with the counts tells
- *   it: a read of a higher epoch than the earlier one's is another process whatever the witness ('replaced', though
- *   the parent lives on: the supervisor drains it anew after an ended drain; a drain follows it, drain.ts
- *   followHotRestart). Without the epoch (a stats_matcher trims it) it reads as a reset, and the drain sends its
- *   steps again (drain.ts resendStepsAfterBlindReset).
+ *   (InstanceImpl::shutdownAdmin closes only the listen socket). So the child's reads arrive while the parent holds
+ *   the witness, and the parent's exit closes it. A witness therefore speaks only for reads of its holder's restart
+ *   epoch (holderEpochOf, witnessVouches; the admin client lets go of one that speaks for no read and opens another),
+ *   and a read of a higher epoch than the earlier one's is another process ('replaced', though the parent lives on:
+ *   the supervisor drains it anew after an ended drain; a drain follows it, drain.ts followHotRestart). Without the
+ *   epoch (a stats_matcher trims it in both processes) it reads as a reset, and the drain sends its steps again
+ *   (drain.ts resendStepsAfterBlindReset; after an ended drain, the supervisor re-arms).
  * - An idle admin connection closed by something else while Envoy lives (a proxy's idle timeout, Envoy's
  *   proactive drain of idle connections on a listener that proxies to the admin API): that close, with a counter
  *   reset in the same interval, reads as a replacement.

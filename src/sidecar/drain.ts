@@ -261,6 +261,8 @@ export class Drain {
   /** Whether a refusal while the witness showed Envoy alive was logged (once per drain). */
   private warnedAliveRefusing = false;
   private warnedBlind = false;
+  /** Whether a read that could be a reset or another process was logged (once per drain: drainAsForBoth). */
+  private warnedUntold = false;
   /** The admin call in flight, if any: named when the deadline cuts it. */
   private pendingCall: string | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
@@ -630,6 +632,8 @@ export class Drain {
         "Envoy's admin counter went down while the connection this sidecar holds open to the process being drained stayed open: its counters were reset (POST /reset_counters), it is the same process, and the drain goes on",
       );
     }
+    // Marks follow our connections here, yet this one did not, and no witness tells: a reset or another process.
+    if (verdict === 'doubtful' && this.pinned.trust.verified) this.drainAsForBoth(growth.pinned.base?.mark ?? null, mark);
     if (verdict === 'doubtful' || verdict === 'unknown') return verdict; // not the pinned process's: steps since stay noted
     this.stepsSinceRead = [];
     return verdict;
@@ -645,6 +649,23 @@ export class Drain {
     this.log.info(
       { event: 'drain_steps_resent', steps: this.stepsSinceRead },
       `${this.stepsSinceRead.join(' and ')} went to an Envoy process not identified yet: sending again to the one that answered`,
+    );
+    this.sendStepsAgain();
+  }
+
+  /**
+   * Once per drain: a read that is the pinned process reset or another process, and nothing here tells which (issue
+   * 38: a hot restart child reset just after its parent exited with the witness). Drained as for both: the steps are
+   * sent again, so that another process is told to drain too, and no count ends the drain until a read is tied to
+   * the pinned process again (a doubt never ends it), so it is never taken for "replaced".
+   */
+  private drainAsForBoth(pinnedMark: ProcessMark, seenMark: ProcessMark): void {
+    if (this.warnedUntold) return;
+    this.warnedUntold = true;
+    this.log.warn(
+      { event: 'envoy_process_untold', pinned_admin_connections: pinnedMark, seen_admin_connections: seenMark },
+      "Envoy's admin counter did not grow as this sidecar's connections say, and no connection held to the process being drained tells whether it was reset or replaced: " +
+        'draining as for both (its health checks failed and its listeners drained again); no count ends the drain until one is tied to that process again',
     );
     this.sendStepsAgain();
   }
