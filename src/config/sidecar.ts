@@ -2,6 +2,7 @@
 import { POD_DRAIN_SETTINGS } from './drain.js';
 import { envName, readSettings, type Setting, type ValuesOf } from './settings.js';
 import * as kinds from './values.js';
+import type { ProbeSchedule } from './values.js';
 
 export const LOG_LEVEL_SETTING = {
   kind: kinds.oneOf('fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'),
@@ -33,10 +34,12 @@ export const SIDECAR_SETTINGS = {
     help: "After this many consecutive refused connections Envoy is taken as exited and the drain as done, once Envoy's admin API has answered at least once.",
   } satisfies Setting<number>,
   'probe-ports': {
-    kind: kinds.portList,
-    default: [] as readonly number[],
-    help: "The ports the kubelet probes Envoy on (the injector reads them from Envoy's probes): listeners whose stat names end in one of them (0.0.0.0_8002) are counted but not watched for new client traffic, since the kubelet's probes are not clients.",
-  } satisfies Setting<readonly number[]>,
+    kind: kinds.probeList,
+    default: [] as readonly ProbeSchedule[],
+    help:
+      "The kubelet's readiness and liveness probes of Envoy, each as PORT/PERIOD (the injector reads them from Envoy's probes): on a listener whose stat name ends in the port (0.0.0.0_8080), " +
+      "up to one new connection and request per probe period are taken for the probe, not for a client, so that a probe on a traffic port neither blinds the drain to that listener's clients nor holds it.",
+  } satisfies Setting<readonly ProbeSchedule[]>,
   'drain-inbound-only': {
     kind: kinds.boolean,
     default: false,

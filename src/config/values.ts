@@ -236,15 +236,36 @@ export const nameList: ValueKind<readonly string[]> = {
 };
 
 /** A comma-separated list of port numbers (1-65535), each once; empty means "none". */
-export const portList: ValueKind<readonly number[]> = {
-  form: 'a comma-separated list of port numbers from 1 to 65535',
+/**
+ * A probe of the kubelet on one of Envoy's ports, with its period: the kubelet runs readiness and liveness probes
+ * every periodSeconds for as long as the container runs, through its termination too, so a probe on a traffic
+ * listener adds at most one connection (and one request) per period to what clients send there.
+ */
+export interface ProbeSchedule {
+  readonly port: number;
+  readonly periodMs: number;
+}
+
+/** Kubernetes' default periodSeconds (k8s.io/api core/v1 Probe): what a port given alone stands for. */
+export const DEFAULT_PROBE_PERIOD_MS = 10_000;
+
+const probePeriod = durationBetween(1_000, `${DURATION_FORM}, from 1s to 24h`);
+
+/** `8080/10s,8080/5s`: one entry per probe (two probes on one port are two entries); `8080` alone: every 10 s. */
+export const probeList: ValueKind<readonly ProbeSchedule[]> = {
+  form: 'a comma-separated list of PORT or PORT/PERIOD (a port number from 1 to 65535; PERIOD a duration from 1s to 24h, the probe\'s periodSeconds; PORT alone: every 10s, the kubelet\'s default)',
   parse: (raw) => {
-    const items = raw.split(',').map((item) => item.trim()).filter((item) => item !== '');
-    const ports = items.map((item) => port.parse(item));
-    if (ports.some((value) => value === undefined)) return undefined;
-    return [...new Set(ports as number[])].sort((a, b) => a - b);
+    const probes: ProbeSchedule[] = [];
+    for (const item of raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')) {
+      const [portText = '', periodText, extra] = item.split('/');
+      const number = port.parse(portText);
+      const periodMs = periodText === undefined ? DEFAULT_PROBE_PERIOD_MS : probePeriod.parse(periodText);
+      if (number === undefined || periodMs === undefined || extra !== undefined) return undefined;
+      probes.push({ port: number, periodMs });
+    }
+    return probes.sort((a, b) => a.port - b.port || a.periodMs - b.periodMs);
   },
-  format: (ports) => ports.join(','),
+  format: (probes) => probes.map(({ port: number, periodMs }) => `${number}/${formatDuration(periodMs)}`).join(','),
 };
 
 export function oneOf<T extends string>(...choices: T[]): ValueKind<T> {

@@ -9,7 +9,7 @@
  * loopback needs nothing more.
  */
 import { OwnedTimer, systemClock, type Clock } from '../clock.js';
-import { adminSocketPath } from '../config/values.js';
+import { adminSocketPath, type ProbeSchedule } from '../config/values.js';
 import { isJsonObject } from '../json.js';
 import { drainListenersPath, parseEnvoyVersion, type EnvoyVersion } from './version.js';
 import { countDownstreamConnections, CONNECTION_STATS_FILTER, jsonDepthExceeds, MAX_JSON_DEPTH, parseJsonStats, type ConnectionCount } from './stats.js';
@@ -36,8 +36,8 @@ export interface EnvoyAdminOptions {
   readonly timeoutMs: number;
   /** Count only these listeners; empty counts every listener but admin and internal ones. */
   readonly listeners?: readonly string[];
-  /** The kubelet's probe ports: their listeners are not watched for client arrivals (see ConnectionCountOptions). */
-  readonly probePorts?: readonly number[];
+  /** The kubelet's probes of Envoy: what their listeners' arrivals owe to them (see ConnectionCountOptions). */
+  readonly probes?: readonly ProbeSchedule[];
   /**
    * Add `inboundonly` to `drain_listeners`. Since Envoy 1.34 that drains only listeners configured with
    * `traffic_direction: INBOUND` (before, it only limited which listeners are stopped at the end of the
@@ -415,7 +415,7 @@ export class EnvoyAdminClient {
     const witnessAtAnswer = this.vouchingWitness();
     let count: ConnectionCount;
     try {
-      count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [], probePorts: this.options.probePorts ?? [] });
+      count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [], probes: this.options.probes ?? [] });
     } catch (error) {
       throw new AdminResponseError(`GET ${path}`, (error as Error).message, { cause: error });
     }

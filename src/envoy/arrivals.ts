@@ -21,10 +21,42 @@
  *   docs/root/configuration/listeners/stats.rst): Envoy's tcp_proxy counts per stat prefix, not per listener, and
  *   nothing tells a load balancer's TCP check from a client that connects. Such checks hold the drain.
  *
- * What it cannot see: a load balancer that still routes to the pod but has nothing to send (a quiet client).
- * Counters that went down (`POST /reset_counters`, a listener replaced) are taken as an arrival: waiting one
+ * - **The kubelet's probes** on a listener's port (--probe-ports, with each probe's period) are a connection, and a
+ *   request unless the health-check filter answers them, every period: on such a listener, up to that many new
+ *   connections and requests are the probes' (a token bucket in load-balancer.ts), and only what comes beyond is a
+ *   client. So a probe on a traffic port neither hides that listener's clients nor holds the drain; a client that
+ *   comes while the bucket holds a probe's token is taken for the probe (at most the bucket's burst of them).
+ *
+ * What it cannot see, and says so (BlindSpot): a listener whose stats lack both counters (a stats_matcher), and an
+ * HTTP listener whose stats lack downstream_cx_total (requests are seen, new clients and the gaps between them are
+ * not). A load balancer that still routes to the pod but has nothing to send (a quiet client) looks like one that
+ * let go. Counters that went down (`POST /reset_counters`, a listener replaced) are taken as an arrival: waiting one
  * more quiet period is the safe mistake.
  */
+
+/** Why a counted listener's clients cannot be seen arriving (see the header). */
+export type BlindReason =
+  /** Neither `downstream_cx_total` nor a per-listener `downstream_rq_completed`: nothing arriving is seen. */
+  | 'arrival-counters-missing'
+  /** Requests are seen, new connections are not: the gaps between new clients, which size the silence, are unknown. */
+  | 'new-connections-missing';
+
+export interface BlindSpot {
+  readonly listener: string;
+  readonly reason: BlindReason;
+}
+
+/** The reason a listener with these counters is blind to clients; undefined when it sees them. */
+export function blindReasonOf(hasConnections: boolean, hasResponses: boolean): BlindReason | undefined {
+  if (!hasConnections) return hasResponses ? 'new-connections-missing' : 'arrival-counters-missing';
+  return undefined;
+}
+
+/** The kubelet's probes on one listener: their arrivals per ms (the sum of 1/period), and how many may come at once. */
+export interface ProbeRate {
+  readonly perMs: number;
+  readonly burst: number;
+}
 
 /** The counters of one read that arrivals are computed from, by key; see ArrivalKey. */
 export interface ArrivalTally {
@@ -36,8 +68,12 @@ export interface ArrivalTally {
   readonly healthChecks: Readonly<Record<string, number>>;
   /** Watched listeners without an HTTP connection manager's per-listener stats: their new connections are clients. */
   readonly connectionListeners: readonly string[];
-  /** The listeners watched (counted and not serving probes), sorted. */
+  /** The listeners watched (every counted one), sorted. */
   readonly watched: readonly string[];
+  /** The kubelet's probes on watched listeners, by listener (absent: none probes it). */
+  readonly probeRates: Readonly<Record<string, ProbeRate>>;
+  /** Watched listeners whose clients cannot be seen arriving, and why; sorted by listener. */
+  readonly blindSpots: readonly BlindSpot[];
 }
 
 /**
@@ -48,7 +84,7 @@ export function isObservable(tally: ArrivalTally): boolean {
   return Object.keys(tally.connections).length > 0 || Object.keys(tally.responses).length > 0;
 }
 
-export const EMPTY_TALLY: ArrivalTally = { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [] };
+export const EMPTY_TALLY: ArrivalTally = { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [], probeRates: {}, blindSpots: [] };
 
 /** What arrived between two reads of one process. */
 export interface Arrivals {
@@ -70,6 +106,8 @@ export interface Arrivals {
    * rate of these is what the silence scales with (src/sidecar/load-balancer.ts).
    */
   readonly newClients: number;
+  /** Per probed listener, the new connections taken for the kubelet's probes (out of the allowance given). */
+  readonly probesTaken: Readonly<Record<string, number>>;
 }
 
 /** Whether `arrivals` holds any client traffic: what restarts the quiet period. */
@@ -97,30 +135,47 @@ function growthOf(earlier: Readonly<Record<string, number>>, later: Readonly<Rec
   return { sum, reset };
 }
 
-/** What arrived between `earlier` and `later`, two reads of the same process. */
-export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally): Arrivals {
+/**
+ * What arrived between `earlier` and `later`, two reads of the same process. `probeAllowance`: per probed listener,
+ * how many of its new connections (each with at most one request) may be the kubelet's probes in this interval
+ * (load-balancer.ts keeps the bucket they come from); they are taken out before anything is called a client.
+ */
+export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally, probeAllowance: Readonly<Record<string, number>> = {}): Arrivals {
   const connections = growthOf(earlier.connections, later.connections);
-  const proxied = growthOf(earlier.connections, later.connections, later.connectionListeners);
   const checks = growthOf(earlier.healthChecks, later.healthChecks);
   const responses = growthOf(earlier.responses, later.responses);
-  let newClients = proxied.sum;
+  const probesTaken: Record<string, number> = {};
+  let requests = 0;
+  let proxied = 0;
+  let newClients = 0;
   for (const listener of later.watched) {
-    if (later.connectionListeners.includes(listener)) continue;
     const keys = Object.keys(later.responses).filter((key) => key.startsWith(`${listener} `));
+    const listenerRequests = growthOf(earlier.responses, later.responses, keys).sum;
     // A load balancer's HTTP health check comes on a connection of its own: where the filter counts them, they are
     // taken out of the new connections (a prefix on several listeners is taken out of each: fewer new clients).
     const prefixes = keys.map((key) => key.slice(listener.length + 1)).filter((prefix) => prefix in later.healthChecks);
-    const connected = growthOf(earlier.connections, later.connections, [listener]).sum - growthOf(earlier.healthChecks, later.healthChecks, prefixes).sum;
-    newClients += Math.max(0, Math.min(connected, growthOf(earlier.responses, later.responses, keys).sum));
+    const connected = Math.max(0, growthOf(earlier.connections, later.connections, [listener]).sum - growthOf(earlier.healthChecks, later.healthChecks, prefixes).sum);
+    const probes = Math.min(Math.max(0, Math.floor(probeAllowance[listener] ?? 0)), connected);
+    if (probes > 0) probesTaken[listener] = probes;
+    const clientConnections = connected - probes;
+    if (later.connectionListeners.includes(listener)) {
+      proxied += clientConnections;
+      newClients += clientConnections;
+      continue;
+    }
+    const clientRequests = Math.max(0, listenerRequests - probes);
+    requests += clientRequests;
+    newClients += Math.min(clientConnections, clientRequests);
   }
   return {
-    requests: responses.sum,
+    requests,
     newClients,
     connections: connections.sum,
-    proxiedConnections: proxied.sum,
+    proxiedConnections: proxied,
     healthChecks: checks.sum,
     // A check counter that went down changes nothing the rule waits for.
     reset: connections.reset || responses.reset,
+    probesTaken,
   };
 }
 

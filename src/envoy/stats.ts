@@ -16,7 +16,8 @@
  * error, never "0 connections".
  */
 import { isJsonObject } from '../json.js';
-import { portOfListener, type ArrivalTally } from './arrivals.js';
+import { blindReasonOf, portOfListener, type ArrivalTally, type BlindSpot, type ProbeRate } from './arrivals.js';
+import type { ProbeSchedule } from '../config/values.js';
 
 /** One counter or gauge. Histograms and text readouts carry no connection count and are dropped. */
 export interface StatSample {
@@ -214,10 +215,10 @@ export interface ConnectionCountOptions {
   /** Count only these listener names (e.g. "0.0.0.0_8080"); empty means every listener but admin and internal. */
   readonly listeners?: readonly string[];
   /**
-   * The ports the kubelet probes Envoy on: listeners bound to them are counted but not watched for arrivals
-   * (the kubelet's probes are not clients). A listener is matched by the port its stat name ends with.
+   * The kubelet's probes of Envoy: on a listener bound to a probe's port (matched by the port its stat name ends
+   * with), up to one new connection and request per period are the probe's, not a client's (see arrivals.ts).
    */
-  readonly probePorts?: readonly number[];
+  readonly probes?: readonly ProbeSchedule[];
 }
 
 export interface ConnectionCount {
@@ -316,29 +317,43 @@ function noteArrivalCounter(counters: ArrivalCounters, name: string, value: numb
   return false;
 }
 
-/** The arrival tally of the counted listeners that serve no probe (see arrivals.ts). */
-function arrivalTally(counters: ArrivalCounters, counted: readonly string[], probePorts: readonly number[]): ArrivalTally {
-  const probes = new Set(probePorts);
-  const watched = counted.filter((listener) => {
-    const port = portOfListener(listener);
-    return port === undefined || !probes.has(port);
-  });
+/**
+ * The arrival tally of the counted listeners (see arrivals.ts): their counters, the probe rates of those the kubelet
+ * probes, and the ones whose counters cannot show clients (blindSpots).
+ */
+function arrivalTally(counters: ArrivalCounters, counted: readonly string[], probes: readonly ProbeSchedule[]): ArrivalTally {
+  const watched = counted;
   const connections: Record<string, number> = {};
   const responses: Record<string, number> = {};
   const connectionListeners: string[] = [];
+  const probeRates: Record<string, ProbeRate> = {};
+  const blind: BlindSpot[] = [];
   for (const listener of watched) {
     const total = counters.connections.get(listener);
     if (total !== undefined) connections[listener] = total;
     const byPrefix = counters.responses.get(listener);
     if (byPrefix === undefined || byPrefix.size === 0) connectionListeners.push(listener);
     else for (const [prefix, count] of byPrefix) responses[`${listener} ${prefix}`] = count;
+    const rate = probeRateOf(listener, probes);
+    if (rate !== undefined) probeRates[listener] = rate;
+    const reason = blindReasonOf(total !== undefined, byPrefix !== undefined && byPrefix.size > 0);
+    if (reason !== undefined) blind.push({ listener, reason });
   }
   // For the report only: health checks are never in the responses (see arrivals.ts).
   const healthChecks: Record<string, number> = {};
   for (const [prefix, count] of counters.healthChecks) {
     if (watched.some((listener) => counters.responses.get(listener)?.has(prefix) === true)) healthChecks[prefix] = count;
   }
-  return { connections, responses, healthChecks, connectionListeners: connectionListeners.sort(), watched: [...watched].sort() };
+  return { connections, responses, healthChecks, connectionListeners: connectionListeners.sort(), watched: [...watched].sort(), probeRates, blindSpots: blind.sort((a, b) => (a.listener < b.listener ? -1 : 1)) };
+}
+
+/** The kubelet's probes on a listener's port, as a rate and a burst; undefined when none probes it. */
+function probeRateOf(listener: string, probes: readonly ProbeSchedule[]): ProbeRate | undefined {
+  const port = portOfListener(listener);
+  const on = probes.filter((probe) => probe.port === port);
+  if (port === undefined || on.length === 0) return undefined;
+  // One probe of each may come a period early or late (the kubelet's probe workers tick on their own): one more.
+  return { perMs: on.reduce((sum, probe) => sum + 1 / probe.periodMs, 0), burst: on.length + 1 };
 }
 
 /** The listener a stat belongs to, when it is a whole-listener `downstream_cx_active` gauge; undefined otherwise. */
@@ -489,7 +504,7 @@ export function countDownstreamConnections(
     availableListeners: wanted === undefined ? [...counted].sort() : [...available].sort(),
     adminConnectionsTotal,
     ...splitLongLived(total, managers),
-    arrivals: arrivalTally(arrivals, counted, options.probePorts ?? []),
+    arrivals: arrivalTally(arrivals, counted, options.probes ?? []),
     hotRestart,
   };
 }

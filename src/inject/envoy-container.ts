@@ -3,6 +3,7 @@ import type { V1Container } from '@kubernetes/client-node';
 import { ANNOTATIONS } from '../config/annotation-names.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError } from '../config/errors.js';
+import { DEFAULT_PROBE_PERIOD_MS, type ProbeSchedule } from '../config/values.js';
 
 export type EnvoyContainerLookup =
   | { readonly found: true; readonly index: number }
@@ -48,17 +49,23 @@ function listNames(containers: readonly V1Container[]): string {
 }
 
 /**
- * The ports the kubelet probes Envoy on (liveness, readiness, startup: httpGet, tcpSocket or grpc), named ports
- * resolved through the container's ports, sorted: the sidecar does not take their listeners' traffic for clients
- * (--probe-ports). A name the container does not declare probes nothing the kubelet can reach, and is left out.
+ * The kubelet's probes of Envoy that run while the pod terminates (liveness and readiness: httpGet, tcpSocket or
+ * grpc; a startup probe stops once the container has started), each with its port (a named one resolved through the
+ * container's ports) and period (periodSeconds, default 10), sorted: on a traffic listener, the sidecar takes up to
+ * one connection per period for the probe, not for a client (--probe-ports). A name the container does not declare
+ * probes nothing the kubelet can reach, and is left out.
  */
-export function envoyProbePorts(envoy: V1Container): number[] {
-  const ports = new Set<number>();
-  for (const probe of [envoy.livenessProbe, envoy.readinessProbe, envoy.startupProbe]) {
-    for (const port of [probe?.httpGet?.port, probe?.tcpSocket?.port, probe?.grpc?.port]) {
+export function envoyProbes(envoy: V1Container): ProbeSchedule[] {
+  const probes: ProbeSchedule[] = [];
+  for (const probe of [envoy.livenessProbe, envoy.readinessProbe]) {
+    if (probe === undefined) continue;
+    for (const port of [probe.httpGet?.port, probe.tcpSocket?.port, probe.grpc?.port]) {
       const number = typeof port === 'number' ? port : envoy.ports?.find((declared) => declared.name === port)?.containerPort;
-      if (number !== undefined && Number.isInteger(number) && number >= 1 && number <= 65535) ports.add(number);
+      if (number === undefined || !Number.isInteger(number) || number < 1 || number > 65535) continue;
+      const seconds = probe.periodSeconds;
+      const periodMs = typeof seconds === 'number' && Number.isInteger(seconds) && seconds >= 1 ? seconds * 1000 : DEFAULT_PROBE_PERIOD_MS;
+      probes.push({ port: number, periodMs });
     }
   }
-  return [...ports].sort((a, b) => a - b);
+  return probes.sort((a, b) => a.port - b.port || a.periodMs - b.periodMs);
 }

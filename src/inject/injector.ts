@@ -12,7 +12,7 @@ import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { matchesLabels } from '../config/label-selector.js';
 import { resolveSidecarResources, type SidecarResources } from '../config/resources.js';
-import { adminSocketPath, boolean, injectSwitch } from '../config/values.js';
+import { adminSocketPath, boolean, injectSwitch, type ProbeSchedule } from '../config/values.js';
 import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
 import { discoverAdmin } from './admin-discovery.js';
 import {
@@ -24,7 +24,7 @@ import {
   type AdminEndpoint,
   type RunAs,
 } from './admin-endpoint.js';
-import { envoyProbePorts, findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
+import { envoyProbes, findEnvoyContainer, type EnvoyContainerLookup } from './envoy-container.js';
 import { decideEnvoyDrainFlags, type EnvoyDrainFlagsDecision } from './envoy-drain-flags.js';
 import { buildSidecarContainer, shutdownHook, SIDECAR_USER_ID, STATE_VOLUME_NAME, stateVolume, waitHook } from './sidecar.js';
 import { recordedHandler, type InjectionStatus, type ReplacedFields } from './status.js';
@@ -176,7 +176,7 @@ function injectFresh(pod: V1Pod, config: InjectionConfig, token: string): Inject
     adminMount: admin.mount,
     runAs: admin.runAs,
     // The admin listener is never counted: a probe of Envoy's admin port needs no saying.
-    probePorts: envoyProbePorts(envoyContainer).filter((port) => adminSocketPath(plan['admin-address']) !== undefined || port !== plan['admin-port']),
+    probes: envoyProbes(envoyContainer).filter(({ port }) => adminSocketPath(plan['admin-address']) !== undefined || port !== plan['admin-port']),
   };
   return { action: 'inject', pod: mutate(pod, changes), plan, warnings };
 }
@@ -462,11 +462,11 @@ interface PodChanges {
   readonly adminMount: V1VolumeMount | undefined;
   readonly runAs: RunAs | undefined;
   /** The ports the kubelet probes Envoy on: the sidecar does not watch their listeners for client traffic. */
-  readonly probePorts: readonly number[];
+  readonly probes: readonly ProbeSchedule[];
 }
 
 function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
-  const { envoyIndex, envoyArgs, waitContainers, plan, config, resources, status, token, adminMount, runAs, probePorts } = changes;
+  const { envoyIndex, envoyArgs, waitContainers, plan, config, resources, status, token, adminMount, runAs, probes } = changes;
   const spec = pod.spec as V1PodSpec;
   const containers = spec.containers.map((container, index) => {
     if (index === envoyIndex) {
@@ -479,7 +479,7 @@ function mutate(pod: V1Pod, changes: PodChanges): V1Pod {
     if (waitContainers.has(container.name)) return { ...container, lifecycle: { ...container.lifecycle, preStop: waitHook(plan, token) } };
     return container;
   });
-  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token, resources, adminMount, runAs, probePorts });
+  const sidecar = buildSidecarContainer(plan, config, { native: status.native, token, resources, adminMount, runAs, probes });
   // A native sidecar goes last among the init containers: bootstrap init containers (Contour's) run first.
   const placement = status.native
     ? { containers, initContainers: [...(spec.initContainers ?? []), sidecar] }

@@ -5,7 +5,7 @@ import { SIDECAR_CONTAINER_NAME, SIDECAR_PATHS } from '../config/endpoints.js';
 import { resourceRequirements, type SidecarResources } from '../config/resources.js';
 import { toFlags } from '../config/settings.js';
 import { SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS } from '../config/sidecar.js';
-import { adminSocketPath } from '../config/values.js';
+import { adminSocketPath, type ProbeSchedule } from '../config/values.js';
 import type { InjectionConfig } from '../config/webhook.js';
 
 /**
@@ -61,7 +61,7 @@ function sidecarHook(path: string, plan: PodDrainValues, token: string | undefin
 }
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
-export function sidecarArgs(plan: PodDrainValues, probePorts: readonly number[] = []): string[] {
+export function sidecarArgs(plan: PodDrainValues, probes: readonly ProbeSchedule[] = []): string[] {
   const { 'termination-grace-period': _boundByDrainTimeout, listeners, 'drain-timeout': drainTimeout, 'long-lived-grace': longLivedGrace, ...planned } = plan;
   const settings: Partial<typeof planned> = { ...planned };
   // A socket has no port: the flag would only mislead a reader of the pod spec.
@@ -75,7 +75,7 @@ export function sidecarArgs(plan: PodDrainValues, probePorts: readonly number[] 
       // Only when set: off is the sidecar's default, and pods that do not use it keep the spec they had.
       ...(longLivedGrace !== null ? { 'long-lived-grace': longLivedGrace } : {}),
       // Only when Envoy has probes: the kubelet's checks of them are not clients.
-      ...(probePorts.length > 0 ? { 'probe-ports': probePorts } : {}),
+      ...(probes.length > 0 ? { 'probe-ports': probes } : {}),
       'drain-timeout': drainTimeout,
       'state-dir': STATE_DIR,
     }),
@@ -151,8 +151,8 @@ export interface SidecarOptions {
   readonly adminMount?: V1VolumeMount | undefined;
   /** Envoy's user, so that the sidecar may connect to its admin socket; undefined keeps the image's user. */
   readonly runAs?: { readonly user: number; readonly group: number | undefined } | undefined;
-  /** The ports the kubelet probes Envoy on (envoyProbePorts); none when absent. */
-  readonly probePorts?: readonly number[];
+  /** The kubelet's probes of Envoy while it terminates (envoyProbes); none when absent. */
+  readonly probes?: readonly ProbeSchedule[];
 }
 
 /**
@@ -171,10 +171,10 @@ function cachedTemplate(plan: PodDrainValues, config: InjectionConfig, options: 
   let byKey = templates.get(config);
   if (byKey === undefined) templates.set(config, (byKey = new Map()));
   // Every input but the token's value is in the key, options that are added later included.
-  const { token, native, resources, adminMount, runAs, probePorts, ...unkeyed } = options;
+  const { token, native, resources, adminMount, runAs, probes, ...unkeyed } = options;
   // An option added later must join the key: this stops compiling until it does.
   const _everyOptionKeyed: Record<string, never> = unkeyed;
-  const key = `${jsonOf(plan)} ${jsonOf(resources)} ${native} ${token !== undefined} ${JSON.stringify(adminMount ?? null)} ${JSON.stringify(runAs ?? null)} ${(probePorts ?? []).join(',')}`;
+  const key = `${jsonOf(plan)} ${jsonOf(resources)} ${native} ${token !== undefined} ${JSON.stringify(adminMount ?? null)} ${JSON.stringify(runAs ?? null)} ${JSON.stringify(probes ?? [])}`;
   let template = byKey.get(key);
   if (template === undefined) {
     if (byKey.size >= TEMPLATES_PER_CONFIG) byKey.clear();
@@ -215,7 +215,7 @@ function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: S
     name: SIDECAR_CONTAINER_NAME,
     image: config.sidecarImage,
     imagePullPolicy: config.sidecarImagePullPolicy,
-    args: sidecarArgs(plan, options.probePorts ?? []),
+    args: sidecarArgs(plan, options.probes ?? []),
     // The token by environment, not flag: it stays out of the process list.
     env: [...SIDECAR_ENV, ...(options.token === undefined ? [] : [{ name: SHUTDOWN_TOKEN_ENV, value: options.token }])],
     ports: [{ name: 'shutdown-mgr', containerPort: plan['serve-port'], protocol: 'TCP' }],

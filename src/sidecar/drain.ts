@@ -23,6 +23,7 @@
  * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both containers'
  * hooks at the same time, so every caller awaits the same outcome.
  */
+import type { BlindReason, BlindSpot } from '../envoy/arrivals.js';
 import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
 import { compareProcess, isHotRestartChild, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
@@ -260,7 +261,8 @@ export class Drain {
   private refusalsSinceMs: number | undefined;
   /** Whether a refusal while the witness showed Envoy alive was logged (once per drain). */
   private warnedAliveRefusing = false;
-  private warnedBlind = false;
+  /** The sight and blind spots last warned about (warnIfBlind); '' before any. */
+  private warnedBlind = '';
   /** Whether a read that could be a reset or another process was logged (once per drain: drainAsForBoth). */
   private warnedUntold = false;
   /** The admin call in flight, if any: named when the deadline cuts it. */
@@ -823,14 +825,28 @@ export class Drain {
   }
 
   /** Once per drain: a quiet period that cannot observe anything must say so, at the first read. */
+  /**
+   * Once per drain and set of blind spots: what of the load balancer letting go the drain cannot see, and what
+   * protects it instead. Its lag is then not reported (never as 0): load-balancer.ts LoadBalancerReport.sight.
+   */
   private warnIfBlind(count: ConnectionCount): void {
-    if (this.warnedBlind || quietPeriodOf(this.settings) === null || count.arrivals.watched.length === 0) return;
-    if (this.loadBalancerWatch.observable) return;
-    this.warnedBlind = true;
+    if (quietPeriodOf(this.settings) === null || count.arrivals.watched.length === 0) return;
+    const sight = this.loadBalancerWatch.sight;
+    const key = `${sight} ${JSON.stringify(count.arrivals.blindSpots)}`;
+    if (sight === 'whole' || key === this.warnedBlind) return;
+    this.warnedBlind = key;
+    if (sight === 'none') {
+      this.log.warn(
+        { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched, blind_spots: count.arrivals.blindSpots },
+        "Envoy's stats report no downstream_cx_total nor per-listener downstream_rq_completed for the drained listeners (a stats_matcher?): " +
+          "the load balancer letting go cannot be observed, so the quiet period holds nothing, check-delay alone protects this drain, and its lag is not reported",
+      );
+      return;
+    }
     this.log.warn(
-      { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched },
-      "Envoy's stats report no downstream_cx_total nor per-listener downstream_rq_completed for the drained listeners (a stats_matcher?): " +
-        'the load balancer letting go cannot be observed, so the quiet period holds nothing and check-delay alone protects this drain',
+      { event: 'load_balancer_partly_blind', blind_spots: count.arrivals.blindSpots },
+      `the drain cannot see every client arriving: ${describeBlindSpots(count.arrivals.blindSpots)}; ` +
+        'the quiet period holds on what it sees, check-delay protects the rest, and the load balancer\'s lag is not reported',
     );
   }
 
@@ -1035,6 +1051,8 @@ function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown>
     last_connection_ms: report.lastConnectionMs,
     load_balancer_quiet: report.quiet,
     quiet_period_ms: report.quietPeriodMs,
+    load_balancer_sight: report.sight,
+    ...(report.blindSpots.length === 0 ? {} : { load_balancer_blind_spots: report.blindSpots }),
     needed_quiet_ms: report.neededQuietMs,
     longest_gap_ms: report.longestGapMs,
     arrivals_since_health_checks_failed: report.sinceHealthChecksFailed,
@@ -1054,8 +1072,26 @@ function hotRestartClause(hotRestarts: readonly HotRestartSeen[]): string {
   return `Envoy hot-restarted during the drain (restart epoch ${epochs}): the drain followed the new epoch, and its count included the parent's connections`;
 }
 
+/** The blind spots in a sentence: each reason with the listeners it blinds (the first few named). */
+export function describeBlindSpots(spots: readonly BlindSpot[]): string {
+  const byReason = new Map<BlindReason, string[]>();
+  for (const { listener, reason } of spots) byReason.set(reason, [...(byReason.get(reason) ?? []), listener]);
+  return [...byReason]
+    .map(([reason, listeners]) => {
+      const named = listeners.length <= 3 ? listeners.join(', ') : `${listeners.slice(0, 3).join(', ')} and ${listeners.length - 3} more`;
+      return reason === 'new-connections-missing'
+        ? `on ${named}, requests are seen but not new connections (no downstream_cx_total: a stats_matcher?), so the gaps between new clients cannot be learned`
+        : `on ${named}, no client arrival is seen (neither downstream_cx_total nor downstream_rq_completed: a stats_matcher?)`;
+    })
+    .join('; ');
+}
+
 /** What the drain saw of the load balancer letting go; empty before the health checks failed. */
 export function loadBalancerClause(report: LoadBalancerReport): string {
+  if (report.quietPeriodMs !== null && report.sight !== 'whole' && report.watchedListeners.length > 0) {
+    const what = report.sight === 'none' ? 'no listener shows its clients arriving' : describeBlindSpots(report.blindSpots);
+    return `the load balancer's lag was not observed (${what}): check-delay protected what the quiet period could not see`;
+  }
   if (report.lagMs === null || !report.observable) return '';
   const lag =
     report.lagMs === 0

@@ -24,7 +24,7 @@
  * known before it). A read of another process, or one whose process is in doubt, is never compared: the drain
  * ends on such a read or ignores it, and the next read of the pinned process is compared with the last of it.
  */
-import { arrivalsBetween, hasClientTraffic, isObservable, type ArrivalTally } from '../envoy/arrivals.js';
+import { arrivalsBetween, hasClientTraffic, isObservable, type ArrivalTally, type BlindSpot, type ProbeRate } from '../envoy/arrivals.js';
 
 /** The silence waited for is at least this many times the longest gap between new clients since the failure. */
 export const GAP_FACTOR = 3;
@@ -40,7 +40,7 @@ export interface LoadBalancerReport {
   readonly neededQuietMs: number | null;
   /** The longest gap between new clients since the health-check failure (the failure counting as the first); null before one. */
   readonly longestGapMs: number | null;
-  /** The listeners watched: counted, and serving no probe of the kubelet (`--probe-ports`). */
+  /** The listeners watched: every counted one (the kubelet's probes on one are taken out of its arrivals). */
   readonly watchedListeners: readonly string[];
   /**
    * False when Envoy reports none of the counters arrivals are told from for the watched listeners (a
@@ -48,9 +48,18 @@ export interface LoadBalancerReport {
    */
   readonly observable: boolean;
   /**
+   * What the drain could see of the load balancer letting go: 'whole' (every watched listener shows its clients
+   * arriving), 'partial' (not all, or not all of it: the quiet period holds on what is seen, and the lag is not
+   * reported), 'none' (no arrival counter at all: check-delay alone protects the drain). blindSpots says why.
+   */
+  readonly sight: 'whole' | 'partial' | 'none';
+  /** Watched listeners whose clients cannot be seen arriving, and why (see arrivals.ts). */
+  readonly blindSpots: readonly BlindSpot[];
+  /**
    * The lag: ms from Envoy's health-check failure to the answer of the read that first showed the last client
    * arrival (an upper bound; see lagAtLeastMs). 0 when none came after the health checks failed; null
-   * before they failed, or before a read after it.
+   * before they failed, before a read after it, or when the sight is not whole: a lag seen on some listeners is no
+   * measure of the load balancer's, and a blind one is never reported as 0.
    */
   readonly lagMs: number | null;
   /** The lower bound of the lag: the last arrival came after this (the previous read was sent then); null as lagMs. */
@@ -76,6 +85,9 @@ export class LoadBalancerWatch {
   /** When a read last saw a new client after the failure (the failure itself before one), and the longest gap between. */
   private lastNewClientAtMs: number | undefined;
   private longestGap: number | undefined;
+  /** Per probed listener, the kubelet's probes that may still come unseen (a token bucket; see arrivals.ts). */
+  private probeTokens = new Map<string, number>();
+  private lastAnsweredAtMs: number | undefined;
 
   /**
    * `gapFactor`: see GAP_FACTOR; null keeps the silence at the quiet period whatever the gaps (what the rule was
@@ -93,13 +105,15 @@ export class LoadBalancerWatch {
   observe(tally: ArrivalTally, sentAtMs: number, answeredAtMs: number, failedAtMs: number | undefined): void {
     const previous = this.last;
     const previousSentAtMs = this.lastSentAtMs ?? sentAtMs;
+    const allowance = this.refillProbeTokens(tally.probeRates, answeredAtMs);
     this.last = tally;
     this.lastSentAtMs = sentAtMs;
     if (previous === undefined) {
       this.quietSinceMs = answeredAtMs;
       return;
     }
-    const arrivals = arrivalsBetween(previous, tally);
+    const arrivals = arrivalsBetween(previous, tally, allowance);
+    for (const [listener, taken] of Object.entries(arrivals.probesTaken)) this.probeTokens.set(listener, (this.probeTokens.get(listener) ?? 0) - taken);
     const afterFailure = failedAtMs !== undefined && answeredAtMs > failedAtMs;
     if (afterFailure) {
       // New clients only: an idle client's next request on its old connection was routed before the failure, and a
@@ -140,6 +154,30 @@ export class LoadBalancerWatch {
     return Math.max(this.quietPeriodMs, this.gapFactor * this.longestGap);
   }
 
+  /**
+   * The kubelet's probes that may have come since the last read, per probed listener: a bucket that fills at the
+   * probes' rate up to their burst (full at the first read: probes came before it too), spent by the new
+   * connections taken for them. Time is the reads' answers'.
+   */
+  private refillProbeTokens(rates: Readonly<Record<string, ProbeRate>>, answeredAtMs: number): Record<string, number> {
+    const elapsedMs = this.lastAnsweredAtMs === undefined ? Infinity : Math.max(0, answeredAtMs - this.lastAnsweredAtMs);
+    this.lastAnsweredAtMs = answeredAtMs;
+    const allowance: Record<string, number> = {};
+    for (const [listener, rate] of Object.entries(rates)) {
+      const tokens = Math.min(rate.burst, (this.probeTokens.get(listener) ?? 0) + elapsedMs * rate.perMs);
+      this.probeTokens.set(listener, tokens);
+      allowance[listener] = tokens;
+    }
+    return allowance;
+  }
+
+  /** What the last read showed of the watched listeners (LoadBalancerReport.sight). */
+  get sight(): LoadBalancerReport['sight'] {
+    const last = this.last;
+    if (last === undefined || !isObservable(last) || last.watched.length === 0) return 'none';
+    return last.blindSpots.length === 0 ? 'whole' : 'partial';
+  }
+
   private noteNewClient(atMs: number, failedAtMs: number): void {
     const gap = atMs - (this.lastNewClientAtMs ?? failedAtMs);
     this.longestGap = Math.max(this.longestGap ?? 0, gap);
@@ -147,7 +185,8 @@ export class LoadBalancerWatch {
   }
 
   report(failedAtMs: number | undefined, watched: readonly string[]): LoadBalancerReport {
-    const known = failedAtMs !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= failedAtMs;
+    const sight = this.sight;
+    const known = failedAtMs !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= failedAtMs && sight === 'whole';
     const since = (atMs: number | undefined): number | null => (!known ? null : atMs === undefined ? 0 : Math.max(0, atMs - failedAtMs));
     const quietFrom = this.quietFromMs();
     return {
@@ -156,6 +195,8 @@ export class LoadBalancerWatch {
       longestGapMs: this.longestGap ?? null,
       watchedListeners: watched,
       observable: this.observable,
+      sight,
+      blindSpots: this.last?.blindSpots ?? [],
       lagMs: since(this.lastArrival?.atMs),
       lagAtLeastMs: since(this.lastArrival?.afterMs),
       lastRequestMs: since(this.lastRequestAtMs),

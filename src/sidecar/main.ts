@@ -79,7 +79,7 @@ export async function startSidecar(
     port: config['admin-port'],
     timeoutMs: config['admin-timeout'],
     listeners: config.listeners,
-    probePorts: config['probe-ports'],
+    probes: config['probe-ports'],
     inboundOnly: config['drain-inbound-only'],
     clock,
   });

@@ -153,8 +153,23 @@ export function sidecarMetrics(
     registers: [registry],
     collect() {
       this.reset();
-      const { lagMs, quietPeriodMs, observable } = drain.snapshot().loadBalancer;
-      if (lagMs !== null && observable) this.set({ rule: quietPeriodMs === null ? 'check-delay' : 'observed' }, lagMs / 1000);
+      const { lagMs, quietPeriodMs, observable, sight } = drain.snapshot().loadBalancer;
+      if (lagMs !== null && observable && sight === 'whole') this.set({ rule: quietPeriodMs === null ? 'check-delay' : 'observed' }, lagMs / 1000);
+    },
+  });
+  // Where the lag above is absent because the drain could not see it: never a 0 that passes for a fast balancer.
+  new Gauge({
+    name: 'shutdown_manager_load_balancer_unobserved_listeners',
+    help: "During and after a drain, the drained listeners whose new clients the drain could not see arriving, by reason (arrival-counters-missing: neither downstream_cx_total nor downstream_rq_completed; new-connections-missing: requests seen, new connections not); absent when it saw every one. While any is, the load balancer's lag is not reported.",
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const { blindSpots, quietPeriodMs } = drain.snapshot().loadBalancer;
+      if (quietPeriodMs === null) return;
+      const byReason = new Map<string, number>();
+      for (const { reason } of blindSpots) byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
+      for (const [reason, count] of byReason) this.set({ reason }, count);
     },
   });
   new Histogram({

@@ -25,7 +25,7 @@ import { markedRead, MarkTrust, ProcessTrail, type Expectation, type ProcessMark
 import { isObservable } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
-import { Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
+import { describeBlindSpots, Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal, StepProgress } from './journal.js';
 import type { SidecarLog } from './log.js';
 import { decideRecovery, type RecoveryAction, type RecoveryDecision } from './recovery.js';
@@ -119,6 +119,10 @@ export function checkNeededStats(count: ConnectionCount): StatsCheck {
   if (count.arrivals.watched.length > 0 && !isObservable(count.arrivals)) {
     missing.push('listener.<listener>.downstream_cx_total');
     why.push("no listener downstream_cx_total nor per-listener downstream_rq_completed: the load balancer letting go cannot be observed, so --quiet-period holds nothing and check-delay alone protects a drain");
+  } else if (count.arrivals.blindSpots.length > 0) {
+    // Issue 33, case 2: a stats_matcher that trims some of them blinds the rule where it does, and says so here.
+    missing.push('listener.<listener>.downstream_cx_total');
+    why.push(`${describeBlindSpots(count.arrivals.blindSpots)}: the quiet period holds on what is seen, check-delay protects the rest, and the load balancer's lag is not reported`);
   }
   const detail = missing.length === 0 ? '' : `Envoy's stats lack what the drain needs (a stats_matcher?): ${why.join('; ')}`;
   return { missing, detail };

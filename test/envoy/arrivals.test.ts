@@ -25,29 +25,46 @@ function contour(values: { http: number; https: number; probes: number; tcp: num
 
 const ZERO = { http: 0, https: 0, probes: 0, tcp: 0, checks: 0, connects: 0 };
 
-function arrivals(before: typeof ZERO, after: typeof ZERO, probePorts = [8002]) {
-  const read = (values: typeof ZERO) => countDownstreamConnections(contour(values), { probePorts }).arrivals;
-  return arrivalsBetween(read(before), read(after));
+/** The kubelet's readiness probe on 8002 every 10 s (--probe-ports=8002/10s). */
+const PROBES = [{ port: 8002, periodMs: 10_000 }];
+
+/** `allowance`: the probes the watch's bucket lets through on 8002 in this interval (load-balancer.ts). */
+function arrivals(before: typeof ZERO, after: typeof ZERO, allowance: Record<string, number> = {}) {
+  const read = (values: typeof ZERO) => countDownstreamConnections(contour(values), { probes: PROBES }).arrivals;
+  return arrivalsBetween(read(before), read(after), allowance);
 }
 
 describe('arrivals: what counts as new client traffic', () => {
-  test('the tally: watched listeners (the probe listener and admin left out), per-listener responses, TCP-proxy listeners apart, worker copies ignored', () => {
-    const tally = countDownstreamConnections(contour({ ...ZERO, http: 5 }), { probePorts: [8002] }).arrivals;
-    assert.deepEqual(tally.watched, ['0.0.0.0_5432', '0.0.0.0_8080', '0.0.0.0_8443']);
+  test('the tally: every counted listener watched (admin left out), the probed one with its probe rate, per-listener responses, TCP-proxy listeners apart, worker copies ignored', () => {
+    const tally = countDownstreamConnections(contour({ ...ZERO, http: 5 }), { probes: PROBES }).arrivals;
+    assert.deepEqual(tally.watched, ['0.0.0.0_5432', '0.0.0.0_8002', '0.0.0.0_8080', '0.0.0.0_8443']);
     assert.deepEqual(tally.connectionListeners, ['0.0.0.0_5432']);
-    assert.deepEqual(tally.responses, { '0.0.0.0_8080 ingress_http': 5, '0.0.0.0_8443 ingress_https': 0 });
-    assert.deepEqual(tally.connections, { '0.0.0.0_8080': 5, '0.0.0.0_8443': 0, '0.0.0.0_5432': 0 });
+    assert.deepEqual(tally.responses, { '0.0.0.0_8002 stats': 0, '0.0.0.0_8080 ingress_http': 5, '0.0.0.0_8443 ingress_https': 0 });
+    assert.deepEqual(tally.connections, { '0.0.0.0_8002': 0, '0.0.0.0_8080': 5, '0.0.0.0_8443': 0, '0.0.0.0_5432': 0 });
+    assert.deepEqual(tally.probeRates, { '0.0.0.0_8002': { perMs: 1 / 10_000, burst: 2 } }, 'one probe every 10 s, and one more for its jitter');
+    assert.deepEqual(tally.blindSpots, [], 'every listener shows its clients arriving');
     assert.equal(isObservable(tally), true);
   });
 
-  test('client requests and TCP-proxy connections are traffic; health checks, bare connects and the probe listener are not', () => {
+  test("client requests and TCP-proxy connections are traffic; health checks, bare connects and the kubelet's probes within their allowance are not", () => {
     assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, http: 3 })), true);
     assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, tcp: 1 })), true);
-    const noise = arrivals(ZERO, { ...ZERO, checks: 40, connects: 40, probes: 40 });
-    assert.equal(hasClientTraffic(noise), false);
-    assert.deepEqual([noise.healthChecks, noise.connections], [40, 40], 'reported, not waited for');
-    // Control: without --probe-ports, the kubelet's probes on 8002 pass for clients.
-    assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, probes: 40 }, [])), true);
+    const noise = arrivals(ZERO, { ...ZERO, checks: 40, connects: 40, probes: 2 }, { '0.0.0.0_8002': 2 });
+    assert.equal(hasClientTraffic(noise), false, 'health checks, bare connects and two probes are no client');
+    assert.deepEqual([noise.healthChecks, noise.connections, noise.probesTaken], [40, 42, { '0.0.0.0_8002': 2 }], 'reported, not waited for');
+    // Beyond the probes' allowance, the probe port's traffic is a client's: a probe on a traffic port blinds nothing.
+    const beyond = arrivals(ZERO, { ...ZERO, probes: 5 }, { '0.0.0.0_8002': 2 });
+    assert.deepEqual([hasClientTraffic(beyond), beyond.requests, beyond.newClients], [true, 3, 3], 'three clients beyond the two probes');
+    // Control: with no allowance (no --probe-ports), the kubelet's probes on 8002 pass for clients.
+    assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, probes: 2 })), true, 'probes without an allowance are clients');
+  });
+
+  test('blind spots: a listener without arrival counters, and an HTTP listener without downstream_cx_total, are named', () => {
+    const trimmedTotals = contour({ ...ZERO, http: 5 }).filter((sample) => !(sample.name.endsWith('.downstream_cx_total') && sample.name.includes('8080')));
+    const partial = countDownstreamConnections(trimmedTotals, { probes: PROBES }).arrivals;
+    assert.deepEqual(partial.blindSpots, [{ listener: '0.0.0.0_8080', reason: 'new-connections-missing' }], 'requests seen, new clients not');
+    const bare = contour(ZERO).filter((sample) => !sample.name.includes('5432') || sample.name.endsWith('_active'));
+    assert.deepEqual(countDownstreamConnections(bare).arrivals.blindSpots, [{ listener: '0.0.0.0_5432', reason: 'arrival-counters-missing' }], 'nothing arriving is seen');
   });
 
   test('new clients: new connections carrying requests; HTTP health checks on connections of their own are taken out, and requests on old connections are none', () => {
@@ -55,7 +72,7 @@ describe('arrivals: what counts as new client traffic', () => {
     assert.equal(arrivals(ZERO, { ...ZERO, checks: 5, connects: 5 }).newClients, 0, "the load balancer's HTTP checks");
     assert.equal(arrivals(ZERO, { ...ZERO, tcp: 2 }).newClients, 2, 'proxied connections');
     // Requests with no new connection (idle keep-alive clients coming back): traffic, but no new client.
-    const oldConnections = countDownstreamConnections(contour(ZERO), { probePorts: [8002] }).arrivals;
+    const oldConnections = countDownstreamConnections(contour(ZERO), { probes: PROBES }).arrivals;
     const later = { ...oldConnections, responses: { ...oldConnections.responses, '0.0.0.0_8080 ingress_http': 2 } };
     const comeBack = arrivalsBetween(oldConnections, later);
     assert.deepEqual([hasClientTraffic(comeBack), comeBack.newClients], [true, 0]);

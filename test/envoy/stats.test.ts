@@ -116,7 +116,7 @@ describe('counting open downstream connections', () => {
       adminConnectionsTotal: null,
       drainable: 0,
       longLived: 0,
-      arrivals: { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [] },
+      arrivals: { connections: {}, responses: {}, healthChecks: {}, connectionListeners: [], watched: [], probeRates: {}, blindSpots: [] },
       hotRestart: { epoch: null, parentConnections: null, uptime: null },
     });
   });

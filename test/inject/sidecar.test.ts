@@ -104,7 +104,7 @@ describe("the sidecar's probes", () => {
   });
 });
 
-describe("the kubelet's probes of Envoy are not clients (--probe-ports)", () => {
+describe("the kubelet's probes of Envoy, with their periods, are told from clients (--probe-ports)", () => {
   const withProbes = (envoy: Record<string, unknown>): V1Pod => {
     const pod = structuredClone(review.request.object);
     const containers = pod.spec?.containers ?? [];
@@ -119,14 +119,22 @@ describe("the kubelet's probes of Envoy are not clients (--probe-ports)", () => 
     return sidecar?.args?.find((arg) => arg.startsWith('--probe-ports='));
   };
 
-  test("Contour's readiness probe on its health listener (8002, by name) and a tcpSocket liveness probe: both ports, sorted, once each", () => {
+  test("Contour's readiness probe on its health listener (8002, by name, every 3 s) and a tcpSocket liveness probe (the default 10 s): each with its period, sorted; the startup probe, done before any drain, left out", () => {
     const pod = withProbes({
       ports: [{ name: 'http', containerPort: 8080 }, { name: 'health', containerPort: 8002 }],
-      readinessProbe: { httpGet: { path: '/ready', port: 'health' } },
+      readinessProbe: { httpGet: { path: '/ready', port: 'health' }, periodSeconds: 3 },
       livenessProbe: { tcpSocket: { port: 8443 } },
       startupProbe: { httpGet: { path: '/ready', port: 8002 } },
     });
-    assert.equal(probePortsOf(pod), '--probe-ports=8002,8443');
+    assert.equal(probePortsOf(pod), '--probe-ports=8002/3s,8443/10s');
+  });
+
+  test('a readiness and a liveness probe on one traffic port are two probes, each counted', () => {
+    const pod = withProbes({
+      readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 5 },
+      livenessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 20 },
+    });
+    assert.equal(probePortsOf(pod), '--probe-ports=8080/5s,8080/20s');
   });
 
   test("none for probes of Envoy's admin port (never counted), for a port name the container does not declare, or without probes", () => {

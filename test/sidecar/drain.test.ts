@@ -433,6 +433,8 @@ function tally(counts: { responses?: number; healthChecks?: number; connections?
     healthChecks: counts.healthChecks === undefined ? {} : { ingress_http: counts.healthChecks },
     connectionListeners: ['tcp'],
     watched: ['ingress', 'tcp'],
+    probeRates: {},
+    blindSpots: [],
   };
 }
 

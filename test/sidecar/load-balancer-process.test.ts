@@ -90,6 +90,23 @@ function every(
   };
 }
 
+/** When new clients come after /shutdown (ms): gaps of 0.1 s growing to 1 s, past the 0.5 s quiet period. */
+const CLIENTS_THINNING_MS = [100, 200, 300, 450, 650, 900, 1_200, 1_600, 2_100, 2_700, 3_400, 4_200, 5_200];
+
+/** One send at each instant (ms from now), whatever the drain does; counts what was answered and what was lost. */
+function sendAt(instantsMs: readonly number[], send: () => Promise<boolean>): { finished: () => Promise<{ sent: number; lost: number }> } {
+  const started = Date.now();
+  const counts = { sent: 0, lost: 0 };
+  const loop = (async () => {
+    for (const at of instantsMs) {
+      await sleep(Math.max(0, started + at - Date.now()));
+      counts.sent += 1;
+      if (!(await send())) counts.lost += 1;
+    }
+  })();
+  return { finished: async () => (await loop, counts) };
+}
+
 /** The kubelet: Envoy's preStop hook, then SIGTERM to Envoy the moment it returns. */
 async function deletePod(sidecarProcess: SidecarProcess, emulator: EnvoyEmulator): Promise<{ outcome: DrainOutcome & { description: string }; tookMs: number }> {
   const started = Date.now();
@@ -157,21 +174,90 @@ describe('sidecar process: the observed rule lets go only once the load balancer
     assert.ok(sinceHealthChecksFailed.healthChecks > 0 && sinceHealthChecksFailed.connections > 0, JSON.stringify(sinceHealthChecksFailed));
   });
 
-  test("the kubelet's probes on a probe listener are not clients (--probe-ports); control: without it they hold the drain to its deadline", async (t) => {
+  test("the kubelet's probes on a probe listener, at their period, are not clients (--probe-ports=PORT/PERIOD); control: without it they hold the drain to its deadline", async (t) => {
     for (const probed of [true, false]) {
       const emulator = await envoy(t, { readonlyAdminPort: 0 });
       const probePort = emulator.readonlyAdminPort ?? 0;
-      const flags = ['--quiet-period=1s', '--drain-timeout=4s', ...(probed ? [`--probe-ports=${probePort}`] : [])];
+      const flags = ['--quiet-period=1s', '--drain-timeout=5s', ...(probed ? [`--probe-ports=${probePort}/1s`] : [])];
       const process = await sidecar(t, emulator, flags);
-      const probes = every(50, 6_000, () => request(probePort, '/ready'));
+      // The kubelet's shortest period: one probe a second, each on a new connection.
+      const probes = every(1_000, 7_000, () => request(probePort, '/ready'));
       const { outcome, tookMs } = await deletePod(process, emulator);
       await probes.stop();
-      t.diagnostic(`probe ports ${probed ? probePort : 'not given'}: /shutdown after ${tookMs} ms, ${outcome.reason}`);
+      t.diagnostic(`probes ${probed ? `on ${probePort} every 1s` : 'not given'}: /shutdown after ${tookMs} ms, ${outcome.reason}`);
       if (probed) {
-        assert.equal(outcome.reason, 'connections-closed');
-        assert.ok(!outcome.loadBalancer.watchedListeners.some((listener) => listener.endsWith(`_${probePort}`)), '!outcome.loadBalancer.watchedListeners.some((listener) => listener.endsWith(`_${probePort}`))');
+        assert.equal(outcome.reason, 'connections-closed', `the probes were taken for clients: ${outcome.description}`);
+        assert.ok(outcome.loadBalancer.watchedListeners.some((listener) => listener.endsWith(`_${probePort}`)), 'the probed listener is watched, not blinded');
+        assert.equal(outcome.loadBalancer.sight, 'whole', 'nothing unseen');
       } else {
         assert.equal(outcome.reason, 'deadline', 'the probes pass for clients');
+      }
+      process.kill();
+    }
+  });
+
+  // Issue 33, case 1: a readiness probe on the port Envoy serves clients on (hand-written Envoy specs do it). The
+  // listener used to be left out of the watch whole: the drain ended at check-delay with a lag of 0, and the load
+  // balancer's later clients were lost. Now the probe's share is taken out of that listener's arrivals.
+  test('a probe on the traffic port: the load balancer\'s clients are still seen, nothing is lost, and its lag is reported; controls: the listener blind (its counters trimmed) loses and says the lag was not observed, and the probe not declared holds the drain', async (t) => {
+    for (const variant of ['probe declared', 'listener blind', 'probe not declared'] as const) {
+      const trimmed = variant === 'listener blind' ? { statsExclusion: ['^listener\\.(?!admin\\.).*\\.(downstream_cx_total|http\\..*\\.downstream_rq_completed)$'] } : {};
+      const emulator = await envoy(t, trimmed);
+      const port = emulator.ports.http;
+      const declared = variant === 'probe not declared' ? [] : [`--probe-ports=${port}/1s`];
+      const process = await sidecar(t, emulator, ['--quiet-period=1s', '--drain-timeout=8s', ...declared]);
+      const probe = every(1_000, 10_000, () => request(port, '/'));
+      const balancer = every(100, 2_500, () => request(port, '/'));
+      const { outcome, tookMs } = await deletePod(process, emulator);
+      const { sent, lost } = await balancer.finished();
+      await probe.stop();
+      t.diagnostic(`${variant}: /shutdown after ${tookMs} ms; ${sent} sent, ${lost} lost; ${outcome.description}`);
+      const { lagMs, sight, blindSpots } = outcome.loadBalancer;
+      if (variant === 'probe declared') {
+        assert.equal(outcome.reason, 'connections-closed', outcome.description);
+        assert.equal(lost, 0, 'no client reached an Envoy that had exited');
+        assert.ok(lagMs !== null && lagMs >= 2_000, `the lag observed: ${lagMs} ms`);
+      } else if (variant === 'listener blind') {
+        assert.ok(lost > 0, 'blind, the drain ended at check-delay while the balancer still sent');
+        assert.deepEqual([sight, lagMs], ['none', null], 'no lag reported, never 0');
+        assert.deepEqual(blindSpots.map(({ reason }) => reason), ['arrival-counters-missing', 'arrival-counters-missing'], 'both listeners named blind');
+        assert.match(outcome.description, /the load balancer's lag was not observed/);
+      } else {
+        assert.equal(outcome.reason, 'deadline', `the probes pass for clients: ${outcome.description}`);
+      }
+      process.kill();
+    }
+  });
+
+  // Issue 33, case 2: a stats_matcher that trims downstream_cx_total but keeps downstream_rq_completed. Requests
+  // still restart the silence, but no new client is seen, so no gap is learned and sparse clients are let go at the
+  // quiet period's floor: said at pod start (envoy_stats_missing), in the outcome and in /metrics, never a lag of 0.
+  test('a partial stats trim (no downstream_cx_total) is warned at start and reported, with no lag; control: with the counter, the gaps between sparse clients are learned and nothing is lost', async (t) => {
+    for (const trim of [true, false]) {
+      const emulator = await envoy(t, trim ? { statsExclusion: ['^listener\\.(?!admin\\.).*\\.downstream_cx_total$'] } : {});
+      const process = await sidecar(t, emulator, ['--quiet-period=500ms', '--drain-timeout=10s']);
+      const missing = trim ? await process.waitForLog((line) => line['event'] === 'envoy_stats_missing', 5_000) : undefined;
+      // New clients ever sparser, each gap at most 4/3 of the one before: gaps a learning rule keeps up with.
+      const clients = sendAt(CLIENTS_THINNING_MS, () => request(emulator.ports.http, '/'));
+      const drained = deletePod(process, emulator);
+      await sleep(1_500);
+      const during = await fetch(process.url('/metrics')).then((response) => response.text());
+      const { outcome, tookMs } = await drained;
+      const { sent, lost } = await clients.finished();
+      t.diagnostic(`trimmed ${trim}: /shutdown after ${tookMs} ms; ${sent} sent, ${lost} lost; ${outcome.description}`);
+      if (trim) {
+        assert.match(String(missing?.['msg'] ?? JSON.stringify(missing)), /requests are seen but not new connections/, 'the warning at start names the blind spot');
+        assert.deepEqual([outcome.loadBalancer.sight, outcome.loadBalancer.lagMs], ['partial', null], 'no lag reported');
+        assert.ok(lost > 0, 'sparse clients let go at the floor, as a fixed rule would');
+        assert.match(outcome.description, /lag was not observed \(.*on 0\.0\.0\.0_\d+, requests are seen but not new connections/);
+        // The HTTP listener sees requests only; the TCP proxy, with no request counter, sees nothing.
+        assert.equal(sampleOf(during, 'shutdown_manager_load_balancer_unobserved_listeners{reason="new-connections-missing"}'), 1, 'the HTTP listener, in /metrics');
+        assert.equal(sampleOf(during, 'shutdown_manager_load_balancer_unobserved_listeners{reason="arrival-counters-missing"}'), 1, 'the TCP proxy, in /metrics');
+        assert.equal(sampleOf(during, 'shutdown_manager_load_balancer_lag_seconds{rule="observed"}'), undefined, 'no lag sample, not 0');
+      } else {
+        assert.equal(lost, 0, 'the gaps learned held the drain past the last client');
+        assert.ok(outcome.loadBalancer.lagMs !== null && outcome.loadBalancer.lagMs >= 2_000, `lag ${outcome.loadBalancer.lagMs} ms`);
+        assert.equal(sampleOf(during, 'shutdown_manager_load_balancer_unobserved_listeners{reason="new-connections-missing"}'), undefined, 'nothing unobserved');
       }
       process.kill();
     }
