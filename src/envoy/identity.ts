@@ -25,8 +25,10 @@
  * with evidence that the process of the earlier read let go of us: the witness open at that read (or, if none
  * was, one opened after it) has been closed by the other end since (`letGoOfUs`). Without that evidence, or before marks have proved to follow our connections
  * at this address (MarkTrust: a proxy in front of the admin API grows its own counter, not ours), it is
- * 'doubtful', and a doubtful count never ends a drain. A read that carries no mark and no witness linking it
- * to the earlier one is 'unknown': not replaced, and its count never ends a drain either.
+ * 'doubtful', and a doubtful count never ends a drain. A mark that appears where the earlier read had none, or
+ * goes, is another process's (a stats_matcher is fixed for a process's life): 'replaced' on the same evidence, else
+ * 'doubtful'. Two reads without a mark and no witness linking them are 'unknown': not replaced, never followed, and
+ * the count never ends a drain either.
  *
  * The rule: **a count ends a drain only when it is linked to the pinned process by the witness or by a mark
  * that grew as our connections say; the pinned process is taken as gone only when the witness it held was
@@ -302,6 +304,14 @@ export class ProcessTrail {
       this.trust.verified = true;
       return letGoOfUs(base, evidence) ? 'replaced' : 'doubtful';
     }
+    // A counter that appears where the earlier answer had none, or the reverse, is another process's: a stats_matcher
+    // is bootstrap config, fixed for a process's life (as for the restart epoch: isHotRestartChild). Taken for the same
+    // one, its reads would pass for the pinned process's (FUZZ_SEED=107 at the brisk pace).
+    if ((base.mark === null) !== (mark === null)) {
+      if (letGoOfUs(base, evidence)) return 'replaced';
+      this.doubt ??= mark === null ? undefined : read;
+      return 'doubtful';
+    }
     const verdict = compareProcess(base.mark, mark, expected.growth, this.trust.verified);
     if (verdict === 'same') this.trust.verified = true;
     if (verdict === 'replaced' && !letGoOfUs(base, evidence)) {
@@ -310,11 +320,9 @@ export class ProcessTrail {
       return 'doubtful';
     }
     if (verdict === 'doubtful') this.doubt ??= read;
-    // An unknown read is followed, so that later marks compare with it, unless the process of the earlier read has
-    // closed the witness it held since: then it may well be a new process (one whose stats now carry the counter
-    // its predecessor's trimmed), and following it would pass it for the one before.
-    const gone = verdict === 'unknown' && evidence !== undefined && base.witness !== undefined && letGoOfUs(base, evidence);
-    if ((verdict === 'same' || verdict === 'unknown') && !gone && mark !== null && newest) this.last = read;
+    // Only a read tied to the process followed is followed: an unknown one (neither read marked, no witness across
+    // them) says nothing of which process gave it.
+    if (verdict === 'same' && newest) this.last = read;
     return verdict;
   }
 }

@@ -25,7 +25,7 @@
  */
 import type { BlindReason, BlindSpot } from '../envoy/arrivals.js';
 import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
-import { compareProcess, isHotRestartChild, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
+import { compareProcess, isHotRestartChild, letGoOfUs, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { GAP_FACTOR, LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
@@ -924,9 +924,11 @@ export class Drain {
 
   /**
    * Whether refusals may be read as Envoy gone: not while the witness connection is open (the process holding it
-   * lives: the address was unlinked or moved, not closed); yes once the latest witness was closed by the other
-   * end; otherwise (no witness ever connected) only after refusals lasting REFUSALS_WITHOUT_EVIDENCE_MS. A refusal
-   * without evidence at all (a target that keeps no witness) is taken as before.
+   * lives: the address was unlinked or moved, not closed); yes once the process drained let go of a witness that
+   * spoke for it (identity.ts letGoOfUs: not one held by the process before it, which a restart just before the
+   * drain's first read closes: FUZZ_SEED=108 at the brisk pace), or, before any read was pinned, once the latest
+   * witness was closed by the other end; otherwise only after refusals lasting REFUSALS_WITHOUT_EVIDENCE_MS. A
+   * refusal without evidence at all (a target that keeps no witness) is taken as before.
    */
   private exitProven(error: unknown): boolean {
     const evidence: WitnessEvidence | undefined = error instanceof AdminRefusedError ? error.evidence : undefined;
@@ -935,7 +937,8 @@ export class Drain {
       this.warnAliveRefusing(error as AdminRefusedError);
       return false;
     }
-    if (evidence.lastClosed) return true;
+    const pinnedRead = this.pinned.latest;
+    if (pinnedRead === undefined ? evidence.lastClosed : letGoOfUs(pinnedRead, evidence)) return true;
     return this.clock.now() - (this.refusalsSinceMs ?? this.clock.now()) >= REFUSALS_WITHOUT_EVIDENCE_MS;
   }
 
