@@ -534,15 +534,18 @@ export class Drain {
 
   /**
    * From when long-lived connections no longer hold the drain: long-lived-grace after the health checks failed
-   * (the instant check-delay counts from, so that clients had the same notice), and never before check-delay.
-   * Undefined when the setting is off, or the health checks have not failed.
+   * (the instant check-delay counts from, so that clients had the same notice), never before check-delay, and with
+   * the observed rule, once no client request came for its silence. New TCP-proxy connections do not restart that
+   * silence: they are long-lived ones too, cut with the rest, and a load balancer's TCP checks on a TCP proxy look
+   * just like them (issue 33, case 4: they held such a drain to its deadline, grace or not). Undefined when the
+   * setting is off, or the health checks have not failed.
    */
   private longLivedMayBeLeftFromMs(): number | undefined {
     const grace = this.longLivedGraceMs;
-    const mayEnd = this.countMayEndFromMs();
     const failedAt = this.healthChecksFailedAtMs;
-    if (grace === null || mayEnd === undefined || failedAt === undefined) return undefined;
-    return Math.max(mayEnd, failedAt + grace);
+    if (grace === null || failedAt === undefined) return undefined;
+    const requestsQuietFrom = this.loadBalancerWatch.requestsQuietFromMs() ?? -Infinity;
+    return Math.max(failedAt + this.settings['check-delay'], failedAt + grace, requestsQuietFrom);
   }
 
   // --- reading Envoy -----------------------------------------------------------------------------------
@@ -772,17 +775,18 @@ export class Drain {
    */
   private endOfDrainBy(count: ConnectionCount, sentAtMs: number): 'connections-closed' | 'long-lived-left' | undefined {
     const mayEnd = this.countMayEndFromMs();
-    if (mayEnd === undefined || sentAtMs < mayEnd) return undefined;
+    const leaveLongLived = this.longLivedMayBeLeftFromMs();
+    const countMayEnd = mayEnd !== undefined && sentAtMs >= mayEnd;
+    const longLivedMayBeLeft = leaveLongLived !== undefined && sentAtMs >= leaveLongLived;
+    if (!countMayEnd && !longLivedMayBeLeft) return undefined;
     if (count.missingListeners.length > 0) return undefined;
     // No listener gauge at all (a stats_matcher trims them): the 0 summed is no count, whatever is open. The
     // supervisor says so at start (checkNeededStats: "it can only end at its deadline or when Envoy exits").
     if (count.availableListeners.length === 0) return undefined;
     if (!this.childMerged(count) || this.parentHoldsConnections(count)) return undefined;
     const min = this.settings['min-open-connections'];
-    if (count.total <= min) return 'connections-closed';
-    const leaveLongLived = this.longLivedMayBeLeftFromMs();
-    if (leaveLongLived === undefined || sentAtMs < leaveLongLived) return undefined;
-    return count.drainable <= min ? 'long-lived-left' : undefined;
+    if (countMayEnd && count.total <= min) return 'connections-closed';
+    return longLivedMayBeLeft && count.drainable <= min ? 'long-lived-left' : undefined;
   }
 
   private recordCount(count: ConnectionCount, sentAtMs: number, process: ProcessVerdict | 'pinned'): void {

@@ -78,6 +78,8 @@ export class LoadBalancerWatch {
   private lastSentAtMs: number | undefined;
   /** Answer of the read that last saw client traffic, or of the first read. */
   private quietSinceMs: number | undefined;
+  /** Answer of the read that last saw a client request (or a reset), or of the first read. */
+  private requestsQuietSinceMs: number | undefined;
   private lastArrival: { readonly atMs: number; readonly afterMs: number } | undefined;
   private lastRequestAtMs: number | undefined;
   private lastConnectionAtMs: number | undefined;
@@ -110,6 +112,7 @@ export class LoadBalancerWatch {
     this.lastSentAtMs = sentAtMs;
     if (previous === undefined) {
       this.quietSinceMs = answeredAtMs;
+      this.requestsQuietSinceMs = answeredAtMs;
       return;
     }
     const arrivals = arrivalsBetween(previous, tally, allowance);
@@ -125,6 +128,7 @@ export class LoadBalancerWatch {
       if (arrivals.requests > 0) this.lastRequestAtMs = answeredAtMs;
       if (arrivals.connections > 0) this.lastConnectionAtMs = answeredAtMs;
     }
+    if (arrivals.requests > 0 || arrivals.reset) this.requestsQuietSinceMs = answeredAtMs;
     if (!hasClientTraffic(arrivals)) return;
     this.quietSinceMs = answeredAtMs;
     if (afterFailure) this.lastArrival = { atMs: answeredAtMs, afterMs: previousSentAtMs };
@@ -140,6 +144,18 @@ export class LoadBalancerWatch {
     // Blind: waiting would learn nothing (see LoadBalancerReport.observable).
     if (this.last !== undefined && !this.observable) return undefined;
     return this.quietSinceMs === undefined ? Infinity : this.quietSinceMs + needed;
+  }
+
+  /**
+   * The same silence over client requests alone: new TCP-proxy connections left out. What long-lived-grace waits for
+   * once it is over (drain.ts longLivedMayBeLeftFromMs): a connection Envoy cannot drain is cut then anyway, and a
+   * load balancer's TCP checks on a TCP proxy, which look just like one, would hold the drain to its deadline.
+   */
+  requestsQuietFromMs(): number | undefined {
+    const needed = this.neededQuietMs();
+    if (needed === null) return undefined;
+    if (this.last !== undefined && !this.observable) return undefined;
+    return this.requestsQuietSinceMs === undefined ? Infinity : this.requestsQuietSinceMs + needed;
   }
 
   /** Whether the last read carried counters to tell arrivals from (LoadBalancerReport.observable). */

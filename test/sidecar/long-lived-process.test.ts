@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http2 from 'node:http2';
+import net from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
 import WebSocket from 'ws';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
@@ -66,6 +67,42 @@ describe('sidecar process: long-lived-grace with TCP-proxy connections held open
     const drain = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
     assert.deepEqual([drain['reason'], drain['longLivedConnections'], drain['longLivedGraceMs']], ['deadline', HELD, null]);
   });
+});
+
+// Issue 33, case 4: NLB-style TCP checks (connect, close) on a TCP-proxy listener, with the observed rule on. Each is a
+// new connection on a listener without an HTTP connection manager, which Envoy's stats cannot tell from a client: they
+// hold the silence the rule waits for. long-lived-grace, which promises to let long-lived connections go after the
+// grace, waited for that silence too, so such a drain ran to its deadline whatever the grace.
+describe('sidecar process: long-lived-grace ends a TCP-proxy drain that a load balancer\'s TCP checks keep busy', () => {
+  for (const grace of [true, false]) {
+    test(grace ? 'with --long-lived-grace=1s: drained after the grace, the held TCP connections left to be cut' : 'control: without it, the TCP checks hold the drain to its deadline', async (t) => {
+      const { emulator, sidecar } = await setUp(t, ['--quiet-period=1s', '--drain-timeout=5s', ...(grace ? ['--long-lived-grace=1s'] : [])]);
+      let stopped = false;
+      const checks = (async () => {
+        // A TCP health check every 200 ms, until the drain is answered (at most 10 s of them).
+        for (let i = 0; i < 50 && !stopped; i += 1) {
+          await new Promise<void>((resolve) => {
+            const socket = net.connect({ host: '127.0.0.1', port: emulator.ports.tcp }, () => socket.destroy());
+            socket.on('close', () => resolve());
+            socket.on('error', () => resolve());
+          });
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      })();
+      const shutdown = await timedShutdown(sidecar);
+      stopped = true;
+      await checks;
+      const drain = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
+      if (grace) {
+        assert.equal(shutdown.status, 200, shutdown.body);
+        assert.deepEqual([drain['reason'], drain['longLivedConnections']], ['long-lived-left', HELD], 'drained, the held connections counted as left');
+        assert.ok(shutdown.elapsedMs < 4_000, `returned after ${Math.round(shutdown.elapsedMs)} ms: the TCP checks held it past the grace`);
+      } else {
+        assert.equal(shutdown.status, 503, shutdown.body);
+        assert.equal(drain['reason'], 'deadline', 'the TCP checks pass for clients, and hold the silence');
+      }
+    });
+  }
 });
 
 describe('sidecar process: long-lived-grace with WebSockets and HTTP/2 connections', () => {
