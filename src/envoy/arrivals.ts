@@ -46,6 +46,28 @@ export interface BlindSpot {
   readonly reason: BlindReason;
 }
 
+/** Blind spots of one reason, as reports show them: how many listeners, the first few named (an Envoy may have thousands). */
+export interface BlindSpotSummary {
+  readonly reason: BlindReason;
+  readonly count: number;
+  /** At most BLIND_LISTENERS_NAMED, sorted. */
+  readonly listeners: readonly string[];
+}
+
+export const BLIND_LISTENERS_NAMED = 5;
+
+/** The blind spots by reason, bounded whatever the number of listeners. */
+export function summarizeBlindSpots(spots: readonly BlindSpot[]): BlindSpotSummary[] {
+  const byReason = new Map<BlindReason, { count: number; listeners: string[] }>();
+  for (const { listener, reason } of spots) {
+    const entry = byReason.get(reason) ?? { count: 0, listeners: [] };
+    entry.count += 1;
+    if (entry.listeners.length < BLIND_LISTENERS_NAMED) entry.listeners.push(listener);
+    byReason.set(reason, entry);
+  }
+  return [...byReason].sort(([a], [b]) => (a < b ? -1 : 1)).map(([reason, { count, listeners }]) => ({ reason, count, listeners }));
+}
+
 /** The reason a listener with these counters is blind to clients; undefined when it sees them. */
 export function blindReasonOf(hasConnections: boolean, hasResponses: boolean): BlindReason | undefined {
   if (!hasConnections) return hasResponses ? 'new-connections-missing' : 'arrival-counters-missing';

@@ -23,7 +23,7 @@
  * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both containers'
  * hooks at the same time, so every caller awaits the same outcome.
  */
-import type { BlindReason, BlindSpot } from '../envoy/arrivals.js';
+import { summarizeBlindSpots, type BlindSpotSummary } from '../envoy/arrivals.js';
 import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
 import { compareProcess, isHotRestartChild, letGoOfUs, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
@@ -425,6 +425,7 @@ export class Drain {
         ...loadBalancerFields(outcome.loadBalancer),
         ...(outcome.adminFailure === null ? {} : { admin_failure: outcome.adminFailure.kind }),
         ...(outcome.missingListeners.length > 0 ? { missing_listeners: outcome.missingListeners } : {}),
+        ...(heldByTraffic(outcome) ? { held_by_traffic: true } : {}),
       },
       describeOutcome(outcome),
     );
@@ -836,20 +837,21 @@ export class Drain {
   private warnIfBlind(count: ConnectionCount): void {
     if (quietPeriodOf(this.settings) === null || count.arrivals.watched.length === 0) return;
     const sight = this.loadBalancerWatch.sight;
-    const key = `${sight} ${JSON.stringify(count.arrivals.blindSpots)}`;
+    const spots = summarizeBlindSpots(count.arrivals.blindSpots);
+    const key = `${sight} ${JSON.stringify(spots)}`;
     if (sight === 'whole' || key === this.warnedBlind) return;
     this.warnedBlind = key;
     if (sight === 'none') {
       this.log.warn(
-        { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched, blind_spots: count.arrivals.blindSpots },
+        { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched.length, blind_spots: spots },
         "Envoy's stats report no downstream_cx_total nor per-listener downstream_rq_completed for the drained listeners (a stats_matcher?): " +
           "the load balancer letting go cannot be observed, so the quiet period holds nothing, check-delay alone protects this drain, and its lag is not reported",
       );
       return;
     }
     this.log.warn(
-      { event: 'load_balancer_partly_blind', blind_spots: count.arrivals.blindSpots },
-      `the drain cannot see every client arriving: ${describeBlindSpots(count.arrivals.blindSpots)}; ` +
+      { event: 'load_balancer_partly_blind', blind_spots: spots },
+      `the drain cannot see every client arriving: ${describeBlindSpots(spots)}; ` +
         'the quiet period holds on what it sees, check-delay protects the rest, and the load balancer\'s lag is not reported',
     );
   }
@@ -1068,8 +1070,15 @@ function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown>
 
 /** One sentence for logs and for the /shutdown answer, with what was seen of the load balancer. */
 export function describeOutcome(outcome: DrainOutcome): string {
-  const clauses = [describeEnd(outcome), hotRestartClause(outcome.hotRestarts), loadBalancerClause(outcome.loadBalancer)];
+  const traffic = heldByTraffic(outcome) ? untiringTrafficClause(outcome.loadBalancer) : loadBalancerClause(outcome.loadBalancer);
+  const clauses = [describeEnd(outcome), hotRestartClause(outcome.hotRestarts), traffic];
   return clauses.filter((clause) => clause !== '').join('; ');
+}
+
+/** Of a drain held by traffic that never went quiet: when it last came, which is no load balancer's lag. */
+function untiringTrafficClause(report: LoadBalancerReport): string {
+  if (report.lagMs === null) return '';
+  return `new client traffic last reached Envoy ${seconds(report.lagAtLeastMs ?? 0)}-${seconds(report.lagMs)}s after its health checks failed (no load balancer's lag: it never stopped)`;
 }
 
 /** The hot restarts the drain followed; empty when none. */
@@ -1080,12 +1089,10 @@ function hotRestartClause(hotRestarts: readonly HotRestartSeen[]): string {
 }
 
 /** The blind spots in a sentence: each reason with the listeners it blinds (the first few named). */
-export function describeBlindSpots(spots: readonly BlindSpot[]): string {
-  const byReason = new Map<BlindReason, string[]>();
-  for (const { listener, reason } of spots) byReason.set(reason, [...(byReason.get(reason) ?? []), listener]);
-  return [...byReason]
-    .map(([reason, listeners]) => {
-      const named = listeners.length <= 3 ? listeners.join(', ') : `${listeners.slice(0, 3).join(', ')} and ${listeners.length - 3} more`;
+export function describeBlindSpots(spots: readonly BlindSpotSummary[]): string {
+  return spots
+    .map(({ reason, count, listeners }) => {
+      const named = count <= listeners.length ? listeners.join(', ') : `${listeners.join(', ')} and ${count - listeners.length} more`;
       return reason === 'new-connections-missing'
         ? `on ${named}, requests are seen but not new connections (no downstream_cx_total: a stats_matcher?), so the gaps between new clients cannot be learned`
         : `on ${named}, no client arrival is seen (neither downstream_cx_total nor downstream_rq_completed: a stats_matcher?)`;
@@ -1157,7 +1164,25 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
   if (outcome.availableListeners.length === 0) {
     return ": Envoy's stats report no listener's downstream_cx_active gauge (a stats_matcher?), so no count of its connections could be read";
   }
+  if (heldByTraffic(outcome)) {
+    const { sinceHealthChecksFailed: since } = outcome.loadBalancer;
+    return (
+      ` with ${open} connections open (at most ${outcome.minOpenConnections} wanted), held only by new client traffic that never went quiet ` +
+      `(${since.requests} requests and ${since.connections} connections since the health checks failed). A poller does that (a load balancer's check of a routed path, ` +
+      "an uptime monitor, a scrape through Envoy), and failing Envoy's health checks cannot take the pod out of it: point load-balancer checks at the health-check filter's path"
+    );
+  }
   return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)${longLivedClause(outcome)}`;
+}
+
+/**
+ * A drain that reached its deadline with its connections at or below the minimum, Envoy told to drain, and the
+ * observed rule still waiting for a silence: only new client traffic held it. Behind a load balancer that lets go,
+ * traffic stops; what never does is a poller (issue 33, case 4), and a longer grace period cannot help.
+ */
+export function heldByTraffic(outcome: Pick<DrainOutcome, 'healthChecksFailed' | 'openConnections' | 'minOpenConnections' | 'loadBalancer'> & { readonly reason: DrainEndReason | null }): boolean {
+  const { reason, healthChecksFailed, openConnections, minOpenConnections, loadBalancer } = outcome;
+  return reason === 'deadline' && healthChecksFailed && openConnections !== null && openConnections <= minOpenConnections && loadBalancer.quietPeriodMs !== null && loadBalancer.observable && !loadBalancer.quiet;
 }
 
 /** The long-lived-left sentence: what was drained, what was left, and why that was allowed. */

@@ -24,7 +24,7 @@
  * known before it). A read of another process, or one whose process is in doubt, is never compared: the drain
  * ends on such a read or ignores it, and the next read of the pinned process is compared with the last of it.
  */
-import { arrivalsBetween, hasClientTraffic, isObservable, type ArrivalTally, type BlindSpot, type ProbeRate } from '../envoy/arrivals.js';
+import { arrivalsBetween, hasClientTraffic, isObservable, summarizeBlindSpots, type ArrivalTally, type BlindSpotSummary, type ProbeRate } from '../envoy/arrivals.js';
 
 /** The silence waited for is at least this many times the longest gap between new clients since the failure. */
 export const GAP_FACTOR = 3;
@@ -53,8 +53,8 @@ export interface LoadBalancerReport {
    * reported), 'none' (no arrival counter at all: check-delay alone protects the drain). blindSpots says why.
    */
   readonly sight: 'whole' | 'partial' | 'none';
-  /** Watched listeners whose clients cannot be seen arriving, and why (see arrivals.ts). */
-  readonly blindSpots: readonly BlindSpot[];
+  /** Watched listeners whose clients cannot be seen arriving, by reason (see arrivals.ts); empty when none. */
+  readonly blindSpots: readonly BlindSpotSummary[];
   /**
    * The lag: ms from Envoy's health-check failure to the answer of the read that first showed the last client
    * arrival (an upper bound; see lagAtLeastMs). 0 when none came after the health checks failed; null
@@ -90,6 +90,7 @@ export class LoadBalancerWatch {
   /** Per probed listener, the kubelet's probes that may still come unseen (a token bucket; see arrivals.ts). */
   private probeTokens = new Map<string, number>();
   private lastAnsweredAtMs: number | undefined;
+  private blindSummary: readonly BlindSpotSummary[] = [];
 
   /**
    * `gapFactor`: see GAP_FACTOR; null keeps the silence at the quiet period whatever the gaps (what the rule was
@@ -108,6 +109,8 @@ export class LoadBalancerWatch {
     const previous = this.last;
     const previousSentAtMs = this.lastSentAtMs ?? sentAtMs;
     const allowance = this.refillProbeTokens(tally.probeRates, answeredAtMs);
+    // Once per read, not per report: a listener-heavy Envoy may have thousands, and /drain is asked for often.
+    if (tally.blindSpots !== this.last?.blindSpots) this.blindSummary = summarizeBlindSpots(tally.blindSpots);
     this.last = tally;
     this.lastSentAtMs = sentAtMs;
     if (previous === undefined) {
@@ -212,7 +215,7 @@ export class LoadBalancerWatch {
       watchedListeners: watched,
       observable: this.observable,
       sight,
-      blindSpots: this.last?.blindSpots ?? [],
+      blindSpots: this.blindSummary,
       lagMs: since(this.lastArrival?.atMs),
       lagAtLeastMs: since(this.lastArrival?.afterMs),
       lastRequestMs: since(this.lastRequestAtMs),

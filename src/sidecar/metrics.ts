@@ -6,7 +6,7 @@
 import type * as PromClient from 'prom-client';
 import { ADMIN_FAILURE_KINDS } from '../envoy/admin-client.js';
 import type { AdminCallCounts } from './admin-calls.js';
-import type { DrainState } from './drain.js';
+import { heldByTraffic, type DrainState } from './drain.js';
 import type { DrainServerCounters } from './server.js';
 import { NEEDED_STATS, type DrainSupervisor, type RecoveryAction } from './supervisor.js';
 
@@ -157,6 +157,14 @@ export function sidecarMetrics(
       if (lagMs !== null && observable && sight === 'whole') this.set({ rule: quietPeriodMs === null ? 'check-delay' : 'observed' }, lagMs / 1000);
     },
   });
+  new Gauge({
+    name: 'shutdown_manager_drain_held_by_traffic',
+    help: "1 once a drain reached its deadline with its connections at or below the minimum, held only by new client traffic that never went quiet (a poller: a load balancer's check of a routed path, an uptime monitor, a scrape through Envoy; a longer grace period cannot help); 0 otherwise.",
+    registers: [registry],
+    collect() {
+      this.set(heldByTraffic(drain.snapshot()) ? 1 : 0);
+    },
+  });
   // Where the lag above is absent because the drain could not see it: never a 0 that passes for a fast balancer.
   new Gauge({
     name: 'shutdown_manager_load_balancer_unobserved_listeners',
@@ -167,9 +175,7 @@ export function sidecarMetrics(
       this.reset();
       const { blindSpots, quietPeriodMs } = drain.snapshot().loadBalancer;
       if (quietPeriodMs === null) return;
-      const byReason = new Map<string, number>();
-      for (const { reason } of blindSpots) byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
-      for (const [reason, count] of byReason) this.set({ reason }, count);
+      for (const { reason, count } of blindSpots) this.set({ reason }, count);
     },
   });
   new Histogram({

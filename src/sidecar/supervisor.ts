@@ -22,7 +22,7 @@
  */
 import { failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
 import { markedRead, MarkTrust, ProcessTrail, type Expectation, type ProcessMark, type ReadEvidence } from '../envoy/identity.js';
-import { isObservable } from '../envoy/arrivals.js';
+import { isObservable, summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { describeBlindSpots, Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
@@ -122,7 +122,7 @@ export function checkNeededStats(count: ConnectionCount): StatsCheck {
   } else if (count.arrivals.blindSpots.length > 0) {
     // Issue 33, case 2: a stats_matcher that trims some of them blinds the rule where it does, and says so here.
     missing.push('listener.<listener>.downstream_cx_total');
-    why.push(`${describeBlindSpots(count.arrivals.blindSpots)}: the quiet period holds on what is seen, check-delay protects the rest, and the load balancer's lag is not reported`);
+    why.push(`${describeBlindSpots(summarizeBlindSpots(count.arrivals.blindSpots))}: the quiet period holds on what is seen, check-delay protects the rest, and the load balancer's lag is not reported`);
   }
   const detail = missing.length === 0 ? '' : `Envoy's stats lack what the drain needs (a stats_matcher?): ${why.join('; ')}`;
   return { missing, detail };
@@ -131,11 +131,16 @@ export function checkNeededStats(count: ConnectionCount): StatsCheck {
 /** Lags of ended drains kept for /metrics: a sidecar re-armed by a crash-looping Envoy must not grow without bound. */
 const SETTLED_LAGS_KEPT = 16;
 
-/** A drain's load-balancer lag once it can no longer grow: the drain ended, or the balancer has been quiet long enough. */
+/**
+ * A drain's load-balancer lag once it can no longer grow: with the observed rule, once the balancer has been quiet
+ * long enough (a drain that ended before, at its deadline or by Envoy's exit, never saw it let go: traffic that never
+ * stops, a poller, is no lag); with the fixed rule, once the drain ended.
+ */
 function settledLag(drain: DrainSnapshot): number | undefined {
-  const { lagMs, quiet } = drain.loadBalancer;
+  const { lagMs, quiet, quietPeriodMs } = drain.loadBalancer;
   if (lagMs === null || !drain.loadBalancer.observable) return undefined;
-  return quiet || (drain.state !== 'idle' && drain.state !== 'draining') ? lagMs : undefined;
+  if (quietPeriodMs !== null) return quiet ? lagMs : undefined;
+  return drain.state !== 'idle' && drain.state !== 'draining' ? lagMs : undefined;
 }
 
 /** An identity read for the journal must not hold back the health-check failure for long: the drain matters more. */

@@ -220,7 +220,7 @@ describe('sidecar process: the observed rule lets go only once the load balancer
       } else if (variant === 'listener blind') {
         assert.ok(lost > 0, 'blind, the drain ended at check-delay while the balancer still sent');
         assert.deepEqual([sight, lagMs], ['none', null], 'no lag reported, never 0');
-        assert.deepEqual(blindSpots.map(({ reason }) => reason), ['arrival-counters-missing', 'arrival-counters-missing'], 'both listeners named blind');
+        assert.deepEqual(blindSpots.map(({ reason, count }) => [reason, count]), [['arrival-counters-missing', 2]], 'both listeners named blind');
         assert.match(outcome.description, /the load balancer's lag was not observed/);
       } else {
         assert.equal(outcome.reason, 'deadline', `the probes pass for clients: ${outcome.description}`);
@@ -258,6 +258,34 @@ describe('sidecar process: the observed rule lets go only once the load balancer
         assert.equal(lost, 0, 'the gaps learned held the drain past the last client');
         assert.ok(outcome.loadBalancer.lagMs !== null && outcome.loadBalancer.lagMs >= 2_000, `lag ${outcome.loadBalancer.lagMs} ms`);
         assert.equal(sampleOf(during, 'shutdown_manager_load_balancer_unobserved_listeners{reason="new-connections-missing"}'), undefined, 'nothing unobserved');
+      }
+      process.kill();
+    }
+  });
+
+  // Issue 33, case 4: a poller of a routed path (a load balancer's check of "/", an uptime monitor) never stops, so
+  // it held the drain to its deadline and the outcome blamed the load balancer with a lag of about the deadline,
+  // which check turned into advice for a longer grace period. It is now named for what it is, and is no lag.
+  test('a poller of a routed path holds the drain to its deadline: the outcome says so and points at the fix, /metrics flags it and records no lag; control: a balancer that lets go records its lag', async (t) => {
+    for (const poller of [true, false]) {
+      const emulator = await envoy(t);
+      const process = await sidecar(t, emulator, ['--quiet-period=1s', '--drain-timeout=3s']);
+      const traffic = every(200, poller ? 5_000 : 1_000, () => request(emulator.ports.http, '/'));
+      const drained = deletePod(process, emulator);
+      await process.waitForLog((line) => line['event'] === 'drain_finished', 10_000);
+      const metrics = await fetch(process.url('/metrics')).then((response) => response.text());
+      const { outcome } = await drained;
+      await traffic.stop();
+      t.diagnostic(`poller ${poller}: ${outcome.description}`);
+      if (poller) {
+        assert.equal(outcome.reason, 'deadline', outcome.description);
+        assert.match(outcome.description, /held only by new client traffic that never went quiet .*A poller does that .*health-check filter's path/);
+        assert.equal(sampleOf(metrics, 'shutdown_manager_drain_held_by_traffic'), 1, 'flagged in /metrics');
+        assert.equal(sampleOf(metrics, 'shutdown_manager_drain_load_balancer_lag_seconds_count'), 0, 'no lag settled: the traffic never stopped');
+      } else {
+        assert.equal(outcome.reason, 'connections-closed', outcome.description);
+        assert.equal(sampleOf(metrics, 'shutdown_manager_drain_held_by_traffic'), 0, 'not flagged');
+        assert.equal(sampleOf(metrics, 'shutdown_manager_drain_load_balancer_lag_seconds_count'), 1, 'the lag of a balancer that let go, settled');
       }
       process.kill();
     }
