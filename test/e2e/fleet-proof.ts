@@ -6,10 +6,11 @@
  * with a line saying how it was produced. Durations are cluster time, run `--scale` times faster.
  *
  *   npm run proof                                    every table, 20 pods, scale 20, written to docs/proof.md
- *   npm run proof -- --table=lb-models               one table (lb-models, mixed, long-lived)
+ *   npm run proof -- --table=lb-models               one table (lb-models, mixed, long-lived, haproxy, risk)
  *   npm run proof -- --replicas=8 --scale=10         a smaller or slower fleet
  *   npm run proof -- --print-only --rows=NLB         rows whose key contains NLB, printed, docs untouched
  */
+import { execFileSync } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -31,8 +32,17 @@ async function main(): Promise<void> {
   });
   const replicas = Number(values.replicas);
   const scale = Number(values.scale);
-  const tables: TableName[] = values.table === 'all' ? [...TABLE_NAMES] : [values.table as TableName];
-  for (const table of tables) if (!TABLE_NAMES.includes(table)) throw new Error(`--table: ${table} is none of all, ${TABLE_NAMES.join(', ')}`);
+  // Two tables have scripts of their own (a real HAProxy; a Monte Carlo of the watch), run after the fleet's.
+  const apart = Object.keys(SCRIPTS_APART).filter((table) => values.table === 'all' || values.table === table);
+  const tables: TableName[] = values.table === 'all' ? [...TABLE_NAMES] : apart.length > 0 ? [] : [values.table as TableName];
+  for (const table of tables) if (!TABLE_NAMES.includes(table)) throw new Error(`--table: ${table} is none of all, ${[...TABLE_NAMES, ...Object.keys(SCRIPTS_APART)].join(', ')}`);
+  const runApart = (): void => {
+    for (const table of apart) {
+      console.log(`\n${table}: ${SCRIPTS_APART[table]}`);
+      execFileSync(process.execPath, ['--import', 'tsx', SCRIPTS_APART[table] ?? '', ...(values['print-only'] ? ['--print-only'] : [])], { stdio: 'inherit' });
+    }
+  };
+  if (tables.length === 0) return runApart();
   const write = !values['print-only'] && values.rows === undefined;
   const machine = `nproc ${os.availableParallelism()}, Node ${process.version}`;
   console.log(`Fleet rollout proof: ${replicas} pods, maxSurge 25% / maxUnavailable 25%, scale ${scale}; ${machine}`);
@@ -64,6 +74,13 @@ async function main(): Promise<void> {
     }
   }
   console.log(`\nRun time: ${Math.round((performance.now() - started) / 1000)} s${write ? '; written to docs/proof.md' : ''}`);
+  runApart();
 }
+
+/** The tables written by scripts of their own, by table name. */
+const SCRIPTS_APART: Readonly<Record<string, string>> = {
+  haproxy: 'test/e2e/haproxy-proof.ts',
+  risk: 'test/e2e/lb-risk.ts',
+};
 
 await main();
