@@ -210,6 +210,11 @@ export function isHotRestartChild(earlier: number | null | undefined, later: num
   return earlier === null && later > 0;
 }
 
+/** Whether two reads' restart epochs (undefined: not known) differ: then they are of two processes. */
+export function epochChanged(earlier: number | null | undefined, later: number | null | undefined): boolean {
+  return earlier !== undefined && later !== undefined && earlier !== later;
+}
+
 /**
  * Whether a mark that did not grow as expected may be taken for another process: only once the process of the
  * earlier read has closed the witness it held then (see the header). `undefined` evidence (no witness kept at
@@ -287,6 +292,14 @@ export class ProcessTrail {
     }
     // A hot restart child: its parent, which gave the earlier read, holds the witness, which proves nothing of it.
     if (isHotRestartChild(base.restartEpoch, evidence?.restartEpoch)) return 'replaced';
+    // Any other change of the restart epoch (a lower one: a new chain of processes; the gauge gone or come) is another
+    // process too, whatever the counter says: a young process replaced by one whose counter outgrew its own passed
+    // for it on the counter alone (FUZZ_SEED=210). Replaced on the witness's evidence, else a doubt.
+    if (epochChanged(base.restartEpoch, evidence?.restartEpoch)) {
+      if (letGoOfUs(base, evidence)) return 'replaced';
+      this.doubt ??= read;
+      return 'doubtful';
+    }
     // The connection first: the same witness open across both reads is the same process, whatever the counter.
     // Only where marks proved to follow our connections (the address is Envoy's own admin listener, where a
     // connection ends at Envoy itself), or where there are no marks to go by.
