@@ -27,7 +27,7 @@ import { summarizeBlindSpots, type BlindSpotSummary } from '../envoy/arrivals.js
 import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
 import { compareProcess, isHotRestartChild, letGoOfUs, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
-import { GAP_FACTOR, LoadBalancerWatch, type LoadBalancerReport } from './load-balancer.js';
+import { GAP_FACTOR, LoadBalancerWatch, MIN_PRIOR_CLIENTS, SILENCE_RISK, type LoadBalancerReport, type PriorTraffic } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
 import { formatDuration } from '../config/duration.js';
@@ -209,6 +209,8 @@ export interface DrainOptions {
   readonly onStep?: StepHook;
   /** Whether marks follow our connections at this admin address (identity.ts); the supervisor shares one. */
   readonly trust?: MarkTrust;
+  /** The traffic seen before the drain, asked for when it starts (load-balancer.ts PriorTraffic); none when absent. */
+  readonly priorTraffic?: () => PriorTraffic | null;
 }
 
 interface InitiationStep {
@@ -304,6 +306,7 @@ export class Drain {
       });
       this.state = 'draining';
       this.startedAtMs = startedAtMs ?? this.clock.now();
+      this.loadBalancerWatch.setPriorTraffic(this.options.priorTraffic?.() ?? null);
       this.armTimers();
       this.run().catch((error: unknown) => this.fail(error));
     }
@@ -1063,6 +1066,7 @@ function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown>
     load_balancer_sight: report.sight,
     ...(report.blindSpots.length === 0 ? {} : { load_balancer_blind_spots: report.blindSpots }),
     needed_quiet_ms: report.neededQuietMs,
+    ...(report.priorTraffic === null ? {} : { new_clients_before: report.priorTraffic.newClients, before_span_ms: report.priorTraffic.spanMs, sparse: report.sparse }),
     longest_gap_ms: report.longestGapMs,
     arrivals_since_health_checks_failed: report.sinceHealthChecksFailed,
   };
@@ -1106,6 +1110,11 @@ export function loadBalancerClause(report: LoadBalancerReport): string {
     const what = report.sight === 'none' ? 'no listener shows its clients arriving' : describeBlindSpots(report.blindSpots);
     return `the load balancer's lag was not observed (${what}): check-delay protected what the quiet period could not see`;
   }
+  if (report.quietPeriodMs !== null && report.sparse && report.lagMs === null && report.observable && report.sight === 'whole') {
+    const prior = report.priorTraffic;
+    const seen = prior === null ? 'none was seen: the sidecar had not read Envoy before' : `${prior.newClients} in the last ${formatDuration(prior.spanMs)}, fewer than ${MIN_PRIOR_CLIENTS}`;
+    return `new clients before the drain were too few to tell a load balancer that let go from a gap (${seen}), and none came after the health checks failed: check-delay protected this drain, and no lag was observed`;
+  }
   if (report.lagMs === null || !report.observable) return '';
   const lag =
     report.lagMs === 0
@@ -1114,11 +1123,18 @@ export function loadBalancerClause(report: LoadBalancerReport): string {
   if (report.quietPeriodMs === null || report.neededQuietMs === null) return lag;
   const needed = formatDuration(report.neededQuietMs);
   // Lengthened: say why, so that a long drain behind a slow balancer with few clients explains itself.
-  const why =
-    report.neededQuietMs > report.quietPeriodMs && report.longestGapMs !== null
-      ? `: ${GAP_FACTOR} times the longest gap between new clients after the failure, ${seconds(report.longestGapMs)}s`
-      : '';
+  const why = report.neededQuietMs > report.quietPeriodMs ? silenceReason(report) : '';
   return report.quiet ? `${lag} (then quiet for ${needed}${why})` : `${lag}, and it had not been quiet for ${needed} yet${why}`;
+}
+
+/** Why the silence waited for is longer than the quiet period: the gaps seen after the failure, or the rate before it. */
+function silenceReason(report: LoadBalancerReport): string {
+  const byGaps = report.longestGapMs === null ? 0 : GAP_FACTOR * report.longestGapMs;
+  const prior = report.priorTraffic;
+  if (prior !== null && !report.sparse && (report.neededQuietMs ?? 0) > byGaps) {
+    return `: at the rate of new clients before the drain (${prior.newClients} in ${formatDuration(prior.spanMs)}), a silence that long while the balancer still sends has at most a ${SILENCE_RISK * 100} % chance`;
+  }
+  return report.longestGapMs === null ? '' : `: ${GAP_FACTOR} times the longest gap between new clients after the failure, ${seconds(report.longestGapMs)}s`;
 }
 
 function seconds(ms: number): string {

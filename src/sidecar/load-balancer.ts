@@ -29,6 +29,29 @@ import { arrivalsBetween, hasClientTraffic, isObservable, summarizeBlindSpots, t
 /** The silence waited for is at least this many times the longest gap between new clients since the failure. */
 export const GAP_FACTOR = 3;
 
+/**
+ * The traffic seen before the drain (issue 33, item 3): new clients, over how long. A pod's new clients before its
+ * deletion say how sparse they are, which the gaps seen after the failure cannot: a sparse pod may see none, or
+ * one, before the silence it is let go on. Kept by the supervisor's reads of the process running (priorTraffic).
+ */
+export interface PriorTraffic {
+  readonly newClients: number;
+  readonly spanMs: number;
+}
+
+/**
+ * The silence waited for is long enough that, for new clients at the rate seen before the drain (as a Poisson
+ * process: e^(-rate x silence)), a silence that long while the balancer still sends has at most this chance.
+ */
+export const SILENCE_RISK = 0.01;
+
+/** Fewer new clients than this before the drain are too few to size a silence from: the outcome says so. */
+export const MIN_PRIOR_CLIENTS = 5;
+
+/** How far back the traffic before a drain is counted; and at most this many reads of it are kept. */
+export const PRIOR_WINDOW_MS = 10 * 60_000;
+const PRIOR_READS_KEPT = 512;
+
 /** What the drain says of the load balancer: in /shutdown's answer, in /drain, in its log line, as metrics. */
 export interface LoadBalancerReport {
   /** The quiet period the drain waited for after the last client arrival; null when off (check-delay alone). */
@@ -71,6 +94,14 @@ export interface LoadBalancerReport {
   readonly sinceHealthChecksFailed: { readonly requests: number; readonly connections: number; readonly healthChecks: number };
   /** Whether no client traffic arrived for the quiet period, up to the last read: the load balancer let go, as far as Envoy's stats tell. */
   readonly quiet: boolean;
+  /**
+   * New clients seen in the PRIOR_WINDOW_MS before the drain, and over how long; null when not known (no read of
+   * this process before it). Below MIN_PRIOR_CLIENTS, or unknown, the traffic is too sparse to tell a balancer that
+   * let go from a gap (`sparse`): the silence stays at its floor, check-delay is the protection, and a drain that saw
+   * no new client after the failure reports no lag (not 0: none came before either).
+   */
+  readonly priorTraffic: PriorTraffic | null;
+  readonly sparse: boolean;
 }
 
 export class LoadBalancerWatch {
@@ -91,6 +122,10 @@ export class LoadBalancerWatch {
   private probeTokens = new Map<string, number>();
   private lastAnsweredAtMs: number | undefined;
   private blindSummary: readonly BlindSpotSummary[] = [];
+  /** Reads before the failure that saw new clients: when, and how many (bounded: PRIOR_WINDOW_MS, PRIOR_READS_KEPT). */
+  private newClientsBefore: { readonly atMs: number; readonly count: number }[] = [];
+  private firstAnsweredAtMs: number | undefined;
+  private prior: PriorTraffic | null = null;
 
   /**
    * `gapFactor`: see GAP_FACTOR; null keeps the silence at the quiet period whatever the gaps (what the rule was
@@ -116,11 +151,13 @@ export class LoadBalancerWatch {
     if (previous === undefined) {
       this.quietSinceMs = answeredAtMs;
       this.requestsQuietSinceMs = answeredAtMs;
+      this.firstAnsweredAtMs = answeredAtMs;
       return;
     }
     const arrivals = arrivalsBetween(previous, tally, allowance);
     for (const [listener, taken] of Object.entries(arrivals.probesTaken)) this.probeTokens.set(listener, (this.probeTokens.get(listener) ?? 0) - taken);
     const afterFailure = failedAtMs !== undefined && answeredAtMs > failedAtMs;
+    if (!afterFailure && arrivals.newClients > 0) this.noteNewClientBefore(answeredAtMs, arrivals.newClients);
     if (afterFailure) {
       // New clients only: an idle client's next request on its old connection was routed before the failure, and a
       // reset restarts the silence but is no client; neither is a gap's end.
@@ -166,11 +203,38 @@ export class LoadBalancerWatch {
     return this.last !== undefined && isObservable(this.last);
   }
 
-  /** The silence that means the balancer let go (see the header); null when the rule is off. */
+  /**
+   * The silence that means the balancer let go (see the header); null when the rule is off. With the traffic seen
+   * before the drain, at least the silence that clients at that rate leave with SILENCE_RISK at most.
+   */
   neededQuietMs(): number | null {
     if (this.quietPeriodMs === null) return null;
-    if (this.longestGap === undefined || this.gapFactor === null) return this.quietPeriodMs;
-    return Math.max(this.quietPeriodMs, this.gapFactor * this.longestGap);
+    const byGaps = this.longestGap === undefined || this.gapFactor === null ? 0 : this.gapFactor * this.longestGap;
+    const byRate = this.prior === null || this.prior.newClients < MIN_PRIOR_CLIENTS ? 0 : (Math.log(1 / SILENCE_RISK) * this.prior.spanMs) / this.prior.newClients;
+    return Math.max(this.quietPeriodMs, byGaps, Math.round(byRate));
+  }
+
+  /**
+   * New clients seen in the PRIOR_WINDOW_MS up to `nowMs` by reads before any failure, and over how long; null before
+   * two reads. The supervisor's watch of the running process keeps it between drains.
+   */
+  priorTraffic(nowMs: number): PriorTraffic | null {
+    if (this.firstAnsweredAtMs === undefined || this.last === undefined) return null;
+    const fromMs = nowMs - PRIOR_WINDOW_MS;
+    const newClients = this.newClientsBefore.filter(({ atMs }) => atMs >= fromMs).reduce((sum, { count }) => sum + count, 0);
+    return { newClients, spanMs: Math.max(0, Math.min(PRIOR_WINDOW_MS, nowMs - this.firstAnsweredAtMs)) };
+  }
+
+  /** The traffic before this drain (priorTraffic of the supervisor's watch), which sizes the silence. */
+  setPriorTraffic(prior: PriorTraffic | null): void {
+    this.prior = prior;
+  }
+
+  private noteNewClientBefore(atMs: number, count: number): void {
+    const fromMs = atMs - PRIOR_WINDOW_MS;
+    const kept = this.newClientsBefore.filter((entry) => entry.atMs >= fromMs);
+    kept.push({ atMs, count });
+    this.newClientsBefore = kept.slice(-PRIOR_READS_KEPT);
   }
 
   /**
@@ -205,7 +269,9 @@ export class LoadBalancerWatch {
 
   report(failedAtMs: number | undefined, watched: readonly string[]): LoadBalancerReport {
     const sight = this.sight;
-    const known = failedAtMs !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= failedAtMs && sight === 'whole';
+    const sparse = this.prior === null || this.prior.newClients < MIN_PRIOR_CLIENTS;
+    // With traffic too sparse to tell, "none came" is no lag of 0: nothing came before either.
+    const known = failedAtMs !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= failedAtMs && sight === 'whole' && !(sparse && this.lastArrival === undefined);
     const since = (atMs: number | undefined): number | null => (!known ? null : atMs === undefined ? 0 : Math.max(0, atMs - failedAtMs));
     const quietFrom = this.quietFromMs();
     return {
@@ -221,6 +287,8 @@ export class LoadBalancerWatch {
       lastRequestMs: since(this.lastRequestAtMs),
       lastConnectionMs: since(this.lastConnectionAtMs),
       sinceHealthChecksFailed: { ...this.since },
+      priorTraffic: this.prior,
+      sparse,
       quiet: quietFrom !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= quietFrom,
     };
   }

@@ -24,6 +24,7 @@ import { failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../
 import { markedRead, MarkTrust, ProcessTrail, type Expectation, type ProcessMark, type ReadEvidence } from '../envoy/identity.js';
 import { isObservable, summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
+import { LoadBalancerWatch } from './load-balancer.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { describeBlindSpots, Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal, StepProgress } from './journal.js';
@@ -165,6 +166,8 @@ export class DrainSupervisor {
   private lagsOfEndedDrains: readonly number[] = [];
   /** The Envoy process last read, followed read after read (see the header). */
   private trail: ProcessTrail;
+  /** Its new clients between drains (noteTraffic): what a drain's silence is sized from. */
+  private traffic = new LoadBalancerWatch(null);
   private envoyProcess: EnvoyProcessInfo | undefined;
   private recovery: RecoveryReport | null = null;
   /** A /shutdown after a drain ended, deciding whether Envoy is new: waiters and SIGTERM wait for it. */
@@ -351,6 +354,7 @@ export class DrainSupervisor {
     const read = this.trail.latest;
     return new Drain(this.envoy, this.options.drain, this.log, this.clock, {
       ...(previous === undefined || read === undefined ? {} : { previous: { read, healthChecksFailedAtMs: previous.healthChecksFailedAt, loadBalancer: previous.loadBalancer } }),
+      priorTraffic: () => this.traffic.priorTraffic(this.clock.now()),
       onStep: (step, progress) => this.onStep(step, progress),
       trust: this.trust,
     });
@@ -451,10 +455,13 @@ export class DrainSupervisor {
     this.stopping.signal.addEventListener('abort', stop, { once: true });
     const expected = this.trail.expect();
     const trail = this.trail;
+    const sentAtMs = this.clock.now();
     const read = this.envoy.countOpenConnections(cancel.signal).then(
       (count): MarkRead => {
         this.checkStatsOnce(count);
-        return { ok: true, verdict: this.follow(trail, count.adminConnectionsTotal, expected, count.evidence), restartEpoch: count.hotRestart?.epoch ?? null };
+        const verdict = this.follow(trail, count.adminConnectionsTotal, expected, count.evidence);
+        this.noteTraffic(verdict, count, sentAtMs);
+        return { ok: true, verdict, restartEpoch: count.hotRestart?.epoch ?? null };
       },
       (error: unknown): MarkRead => ({ ok: false, kind: failureKindOf(error), message: messageOf(error) }),
     );
@@ -466,6 +473,16 @@ export class DrainSupervisor {
     cancel.abort();
     this.stopping.signal.removeEventListener('abort', stop);
     return answer;
+  }
+
+  /**
+   * The traffic of the process running, read by read between drains: the next drain sizes its silence from it
+   * (load-balancer.ts PriorTraffic). Only reads tied to the process followed; another process starts it anew.
+   */
+  private noteTraffic(verdict: ReadVerdict, count: ConnectionCount, sentAtMs: number): void {
+    if (verdict === 'replaced') this.traffic = new LoadBalancerWatch(null);
+    if (verdict === 'doubtful' || verdict === 'unknown') return;
+    this.traffic.observe(count.arrivals, sentAtMs, this.clock.now(), undefined);
   }
 
   /** Observes a read on `trail`; another process answering is followed from then on. */

@@ -40,7 +40,7 @@ import type { ArrivalTally } from '../../src/envoy/arrivals.js';
 import { POD_DRAIN_SETTINGS } from '../../src/config/drain.js';
 import { parseDuration } from '../../src/config/duration.js';
 import { SIDECAR_SETTINGS } from '../../src/config/sidecar.js';
-import { LoadBalancerWatch } from '../../src/sidecar/load-balancer.js';
+import { LoadBalancerWatch, PRIOR_WINDOW_MS, type PriorTraffic } from '../../src/sidecar/load-balancer.js';
 import { replaceBetween } from './fleet/proof-tables.js';
 
 // --- randomness -----------------------------------------------------------------------------------------------
@@ -99,7 +99,7 @@ export interface RiskRule {
   /** drain-delay: reads before the failure (the shipped default is 0: one read, the drain's first). */
   readonly drainDelayMs: number;
   /** A fresh watch for one drain; undefined quietFromMs (a rule that is off) leaves check-delay alone. */
-  readonly makeWatch: () => DrainWatch;
+  readonly makeWatch: (prior: PriorTraffic) => DrainWatch;
 }
 
 const SHIPPED_CHECK_DELAY_MS = POD_DRAIN_SETTINGS['check-delay'].default;
@@ -129,13 +129,22 @@ export function fixedRule(checkDelayMs: number, drainDelayMs = SHIPPED_DRAIN_DEL
 }
 
 /** The observed rule (LoadBalancerWatch as drain.ts makes it: GAP_FACTOR unless `gapFactor` says otherwise). */
-export function observedRule(checkDelayMs: number, quietPeriodMs: number, options: { readonly drainDelayMs?: number; readonly label?: string; readonly key?: string } = {}): RiskRule {
+export function observedRule(
+  checkDelayMs: number,
+  quietPeriodMs: number,
+  options: { readonly drainDelayMs?: number; readonly label?: string; readonly key?: string; readonly history?: boolean } = {},
+): RiskRule {
   return {
     key: options.key ?? `observed-${checkDelayMs / 1000}s-${quietPeriodMs / 1000}s`,
     label: options.label ?? `observed: check-delay ${seconds(checkDelayMs)}, quiet-period ${seconds(quietPeriodMs)}`,
     checkDelayMs,
     drainDelayMs: options.drainDelayMs ?? SHIPPED_DRAIN_DELAY_MS,
-    makeWatch: () => new LoadBalancerWatch(quietPeriodOf(quietPeriodMs)),
+    makeWatch: (prior) => {
+      const watch = new LoadBalancerWatch(quietPeriodOf(quietPeriodMs));
+      // The supervisor's reads between drains (supervisor.ts noteTraffic): the rule as shipped; `history: false`, without.
+      if (options.history !== false) watch.setPriorTraffic(prior);
+      return watch;
+    },
   };
 }
 
@@ -146,11 +155,20 @@ export function observedRule(checkDelayMs: number, quietPeriodMs: number, option
 export const RULES: readonly RiskRule[] = [
   fixedRule(PROOF_CHECK_DELAY_MS),
   observedRule(PROOF_CHECK_DELAY_MS, SHIPPED_QUIET_PERIOD_MS, { label: `observed: check-delay ${seconds(PROOF_CHECK_DELAY_MS)}, quiet-period ${seconds(SHIPPED_QUIET_PERIOD_MS)} (the proof's)` }),
-  observedRule(0, SHIPPED_QUIET_PERIOD_MS),
+  observedRule(PROOF_CHECK_DELAY_MS, SHIPPED_QUIET_PERIOD_MS, {
+    key: `observed-${PROOF_CHECK_DELAY_MS / 1000}s-${SHIPPED_QUIET_PERIOD_MS / 1000}s-no-history`,
+    label: 'the same, without the rate before the drain (the rule before issue 33)',
+    history: false,
+  }),
   fixedRule(SHIPPED_CHECK_DELAY_MS),
   observedRule(SHIPPED_CHECK_DELAY_MS, SHIPPED_QUIET_PERIOD_MS, {
     key: 'shipped',
     label: `shipped defaults: check-delay ${seconds(SHIPPED_CHECK_DELAY_MS)}, quiet-period ${seconds(SHIPPED_QUIET_PERIOD_MS)}`,
+  }),
+  observedRule(SHIPPED_CHECK_DELAY_MS, SHIPPED_QUIET_PERIOD_MS, {
+    key: 'shipped-no-history',
+    label: 'the same, without the rate before the drain (the rule before issue 33)',
+    history: false,
   }),
 ];
 
@@ -213,7 +231,7 @@ export function tallyOf(seen: number): ArrivalTally {
 }
 
 /** How far before the drain's start arrivals are drawn from (memoryless: any span works; this one shows it). */
-export const WARM_UP_MS = 60_000;
+export const WARM_UP_MS = PRIOR_WINDOW_MS;
 
 /**
  * One drain of one pod under `rule`, given every new client's arrival time (ms from the failure F, sorted; the
@@ -225,7 +243,9 @@ export function simulateDrain(arrivalsMs: readonly number[], lagMs: number, rule
   const startedAtMs = -rule.drainDelayMs - 2 * latency;
   const stepsDueAtMs = startedAtMs + rule.drainDelayMs;
   const deadlineAtMs = startedAtMs + settings.drainTimeoutMs;
-  const watch = rule.makeWatch();
+  // What the supervisor saw before the drain: the new clients of the window before it (PRIOR_WINDOW_MS).
+  const newClientsBefore = arrivalsMs.filter((at) => at < startedAtMs && at >= startedAtMs - PRIOR_WINDOW_MS).length;
+  const watch = rule.makeWatch({ newClients: newClientsBefore, spanMs: PRIOR_WINDOW_MS });
   let failedAtMs: number | undefined;
   let seen = 0;
   let reads = 0;

@@ -445,6 +445,8 @@ function sendsUntil(startedAt: number, untilMs: number, make: (sent: number) => 
 
 describe('Drain: the observed rule (quiet-period) lets go only once the load balancer has', () => {
   const LB = { 'check-delay': 5_000, 'quiet-period': 10_000, 'check-interval': 1_000, 'drain-timeout': 120_000 };
+  /** A new client a second in the ten minutes before: "none came after the failure" is then a lag of 0 (a silence of 4.6 s, under the quiet period). */
+  const BUSY_BEFORE = { newClients: 600, spanMs: 600_000 };
 
   test('a load balancer that sends for 30 s after the health checks failed holds the drain until 10 s of quiet after it; the lag is reported', async () => {
     const { drain, envoy, startedAt } = makeDrain([0], LB);
@@ -467,7 +469,7 @@ describe('Drain: the observed rule (quiet-period) lets go only once the load bal
   });
 
   test("a load balancer's HTTP health checks (answered by Envoy's health-check filter) do not hold the drain", async () => {
-    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    const { drain, envoy, startedAt } = makeDrain([0], LB, { priorTraffic: () => BUSY_BEFORE });
     // As Envoy counts them: in the filter's request_total and the connections, never in downstream_rq_completed.
     envoy.tallyAt = sendsUntil(startedAt, 120_000, (sent) => tally({ healthChecks: sent, connections: sent }));
     const outcome = await drain.start();
@@ -477,7 +479,7 @@ describe('Drain: the observed rule (quiet-period) lets go only once the load bal
   });
 
   test("a load balancer's TCP health checks (connections with no request) on an HTTP listener do not hold the drain", async () => {
-    const { drain, envoy, startedAt } = makeDrain([0], LB);
+    const { drain, envoy, startedAt } = makeDrain([0], LB, { priorTraffic: () => BUSY_BEFORE });
     envoy.tallyAt = sendsUntil(startedAt, 120_000, (sent) => tally({ connections: sent }));
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs], ['connections-closed', 10_000]);
@@ -496,6 +498,26 @@ describe('Drain: the observed rule (quiet-period) lets go only once the load bal
     envoy.tallyAt = sendsUntil(startedAt, Infinity, (sent) => tally({ responses: sent }));
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs, outcome.loadBalancer.quiet], ['deadline', 60_000, false]);
+  });
+
+  // Issue 33, item 3: sparse clients, one a minute before the drain; the balancer sends one more 50 s after the
+  // failure. The gaps after the failure say nothing before that client comes; the rate before it does.
+  test('the rate of new clients before the drain sizes the silence (1 % risk): a sparse pod is held through its gap; controls: without that history it is let go, and with too little it says so and reports no lag', async () => {
+    const oneAt50s = (startedAt: number) => (nowMs: number) => tally({ responses: nowMs - startedAt >= 50_000 ? 1 : 0, connections: nowMs - startedAt >= 50_000 ? 1 : 0 });
+    const sized = makeDrain([0], { ...LB, 'drain-timeout': 600_000 }, { priorTraffic: () => ({ newClients: 10, spanMs: 600_000 }) });
+    sized.envoy.tallyAt = oneAt50s(sized.startedAt);
+    const held = await sized.drain.start();
+    assert.equal(held.loadBalancer.neededQuietMs, Math.round(Math.log(100) * 60_000), 'ln(100) times the mean gap before: 276 s');
+    assert.deepEqual([held.reason, held.loadBalancer.lagMs !== null && held.loadBalancer.lagMs >= 50_000], ['connections-closed', true], 'held past the client at 50 s');
+    assert.match(describeOutcome(held), /at the rate of new clients before the drain \(10 in 10m\), a silence that long while the balancer still sends has at most a 1 % chance/);
+    const blind = makeDrain([0], { ...LB, 'drain-timeout': 600_000 });
+    blind.envoy.tallyAt = oneAt50s(blind.startedAt);
+    const letGo = await blind.drain.start();
+    assert.deepEqual([letGo.durationMs, letGo.loadBalancer.sparse, letGo.loadBalancer.lagMs], [10_000, true, null], 'let go at 10 s, before the client at 50 s; no lag of 0');
+    const few = makeDrain([0], { ...LB, 'drain-timeout': 600_000 }, { priorTraffic: () => ({ newClients: 2, spanMs: 600_000 }) });
+    few.envoy.tallyAt = oneAt50s(few.startedAt);
+    const told = await few.drain.start();
+    assert.match(describeOutcome(told), /too few to tell a load balancer that let go from a gap \(2 in the last 10m, fewer than 5\)/);
   });
 
   test('counters that went down (POST /reset_counters) count as an arrival: one more quiet period, never an early end', async () => {

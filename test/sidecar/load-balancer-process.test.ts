@@ -107,6 +107,16 @@ function sendAt(instantsMs: readonly number[], send: () => Promise<boolean>): { 
   return { finished: async () => (await loop, counts) };
 }
 
+/**
+ * Eight new clients, 100 ms apart, then a read of the sidecar's after them: the traffic before a drain that tells it
+ * what a silence means (load-balancer.ts PriorTraffic; without it, a drain that saw no client reports no lag).
+ */
+async function clientsBefore(emulator: EnvoyEmulator): Promise<void> {
+  await sendAt([0, 100, 200, 300, 400, 500, 600, 700], () => request(emulator.ports.http, '/')).finished();
+  // Three check-intervals (100 ms): the sidecar's watch has read them.
+  await sleep(300);
+}
+
 /** The kubelet: Envoy's preStop hook, then SIGTERM to Envoy the moment it returns. */
 async function deletePod(sidecarProcess: SidecarProcess, emulator: EnvoyEmulator): Promise<{ outcome: DrainOutcome & { description: string }; tookMs: number }> {
   const started = Date.now();
@@ -162,6 +172,7 @@ describe('sidecar process: the observed rule lets go only once the load balancer
     // The release whose filter reports health_check.request_total, so that the report can count them.
     const emulator = await envoy(t, { version: ENVOY_MAIN_VERSION });
     const process = await sidecar(t, emulator, ['--quiet-period=1s', '--drain-timeout=8s']);
+    await clientsBefore(emulator); // a lag of 0 means something only where clients came before
     const httpChecks = every(50, 8_000, () => request(emulator.ports.http, '/healthz'));
     const tcpChecks = every(50, 8_000, () => connectOnly(emulator.ports.http));
     const { outcome, tookMs } = await deletePod(process, emulator);
@@ -263,6 +274,35 @@ describe('sidecar process: the observed rule lets go only once the load balancer
     }
   });
 
+  // Issue 33, item 3: the gaps seen after the failure cannot size the silence of a sparse pod, which may see one or
+  // two new clients, further apart than the quiet period, before its balancer lets go. The rate of new clients seen
+  // before the drain can: a silence that clients at that rate leave with at most a 1 % chance.
+  test('sparse clients: the rate seen before the drain sizes the silence, and the clients after the failure are kept; control: a sidecar that saw nothing before lets the pod go in the first gap', async (t) => {
+    for (const history of [true, false]) {
+      const emulator = await envoy(t);
+      const process = await sidecar(t, emulator, ['--quiet-period=500ms', '--drain-timeout=10s']);
+      // Before the drain, a new client every 500 ms for 4 s: 2 a second, as the sidecar's reads see it.
+      if (history) await sendAt([0, 500, 1_000, 1_500, 2_000, 2_500, 3_000, 3_500], () => request(emulator.ports.http, '/')).finished();
+      // After /shutdown, two more, each further from the last than the quiet period.
+      const clients = sendAt([1_200, 2_200], () => request(emulator.ports.http, '/'));
+      const { outcome, tookMs } = await deletePod(process, emulator);
+      const { sent, lost } = await clients.finished();
+      t.diagnostic(`history ${history}: /shutdown after ${tookMs} ms; ${sent} sent, ${lost} lost; ${outcome.description}`);
+      const { priorTraffic, neededQuietMs, sparse } = outcome.loadBalancer;
+      if (history) {
+        assert.equal(lost, 0, 'no client reached an Envoy that had exited');
+        assert.ok(priorTraffic !== null && priorTraffic.newClients >= 5, `the clients before were counted: ${JSON.stringify(priorTraffic)}`);
+        assert.ok(neededQuietMs !== null && neededQuietMs >= 1_500, `the silence sized from their rate, then from the gaps: ${neededQuietMs} ms`);
+        assert.deepEqual([sparse, tookMs >= 2_200], [false, true], 'held through the first gap, longer than the quiet period');
+      } else {
+        assert.ok(lost > 0, 'let go in the first gap');
+        assert.deepEqual([sparse, outcome.loadBalancer.lagMs], [true, null], 'too sparse to tell, said so, and no lag of 0');
+        assert.match(outcome.description, /too few to tell a load balancer that let go from a gap .*no lag was observed/);
+      }
+      process.kill();
+    }
+  });
+
   // Issue 33, case 4: a poller of a routed path (a load balancer's check of "/", an uptime monitor) never stops, so
   // it held the drain to its deadline and the outcome blamed the load balancer with a lag of about the deadline,
   // which check turned into advice for a longer grace period. It is now named for what it is, and is no lag.
@@ -294,6 +334,7 @@ describe('sidecar process: the observed rule lets go only once the load balancer
   test('/metrics: the lag during the drain (gauge), and once settled a histogram observation, while a connection still holds the drain', async (t) => {
     const emulator = await envoy(t);
     const process = await sidecar(t, emulator, ['--quiet-period=500ms', '--drain-timeout=10s']);
+    await clientsBefore(emulator); // a lag of 0 means something only where clients came before
     const held = await openTcpConnection(emulator.ports.tcp);
     t.after(() => held.close());
     const before = await fetch(process.url('/metrics')).then((response) => response.text());
