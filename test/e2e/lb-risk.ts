@@ -41,20 +41,15 @@ import { POD_DRAIN_SETTINGS } from '../../src/config/drain.js';
 import { parseDuration } from '../../src/config/duration.js';
 import { SIDECAR_SETTINGS } from '../../src/config/sidecar.js';
 import { LoadBalancerWatch, PRIOR_WINDOW_MS, type PriorTraffic } from '../../src/sidecar/load-balancer.js';
+import { seededRandom } from '../../src/emulator/drain-manager.js';
 import { replaceBetween } from './fleet/proof-tables.js';
 
 // --- randomness -----------------------------------------------------------------------------------------------
 
-/** mulberry32: a tiny seeded PRNG, uniform in [0, 1). */
+/** mulberry32 (the emulator's seeded source of 32-bit integers), uniform in [0, 1). */
 export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
+  const next = seededRandom(seed);
+  return () => next() / 4_294_967_296;
 }
 
 /** A seed for one cell, mixed from the run's seed and the cell's indexes, so that every cell is reproducible alone. */

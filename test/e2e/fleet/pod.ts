@@ -230,7 +230,8 @@ export class FleetPod {
   }
 }
 
-function parseJson(text: string | undefined): unknown {
+/** A body parsed as JSON; undefined for no body or one that is not JSON (an answer cut by the pod's end). */
+export function parseJson(text: string | undefined): unknown {
   if (text === undefined) return undefined;
   try {
     return JSON.parse(text) as unknown;

@@ -8,6 +8,7 @@
  */
 import http from 'node:http';
 import { EnvoyEmulator } from '../../../src/emulator/envoy-emulator.js';
+import { parseJson } from '../fleet/pod.js';
 import { SIDECAR_PATHS } from '../../../src/config/endpoints.js';
 import { startNode, type LogLine } from '../../support/process.js';
 import { spawnSidecar, type SidecarProcess } from '../../support/sidecar-process.js';
@@ -134,11 +135,3 @@ function get(port: number, path: string, timeoutMs: number, headers: Record<stri
   });
 }
 
-function parseJson(text: string | undefined): unknown {
-  if (text === undefined) return undefined;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return undefined;
-  }
-}
