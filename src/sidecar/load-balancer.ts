@@ -179,11 +179,7 @@ export class LoadBalancerWatch {
    * arrival seen (or after the first read). Undefined when the watch is off; Infinity before any read.
    */
   quietFromMs(): number | undefined {
-    const needed = this.neededQuietMs();
-    if (needed === null) return undefined;
-    // Blind: waiting would learn nothing (see LoadBalancerReport.observable).
-    if (this.last !== undefined && !this.observable) return undefined;
-    return this.quietSinceMs === undefined ? Infinity : this.quietSinceMs + needed;
+    return this.silenceEndsFromMs(this.quietSinceMs);
   }
 
   /**
@@ -192,10 +188,16 @@ export class LoadBalancerWatch {
    * load balancer's TCP checks on a TCP proxy, which look just like one, would hold the drain to its deadline.
    */
   requestsQuietFromMs(): number | undefined {
+    return this.silenceEndsFromMs(this.requestsQuietSinceMs);
+  }
+
+  /** The needed silence after `sinceMs` (Infinity before any read); undefined when the rule is off or blind. */
+  private silenceEndsFromMs(sinceMs: number | undefined): number | undefined {
     const needed = this.neededQuietMs();
     if (needed === null) return undefined;
+    // Blind: waiting would learn nothing (see LoadBalancerReport.observable).
     if (this.last !== undefined && !this.observable) return undefined;
-    return this.requestsQuietSinceMs === undefined ? Infinity : this.requestsQuietSinceMs + needed;
+    return sinceMs === undefined ? Infinity : sinceMs + needed;
   }
 
   /** Whether the last read carried counters to tell arrivals from (LoadBalancerReport.observable). */
