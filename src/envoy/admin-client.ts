@@ -410,6 +410,10 @@ export class EnvoyAdminClient {
   async countOpenConnections(signal?: AbortSignal): Promise<WitnessedCount> {
     // Not `usedonly`: that leaves out a listener that never had a connection, which would pass for a typo.
     const path = `/stats?format=json&filter=${encodeURIComponent(CONNECTION_STATS_FILTER)}`;
+    // Once witnesses are kept, no read goes out without one connected: a read sent while none is open (the last one's
+    // process just exited) is tied to nothing but its counter, and a young successor's counter can pass for its own
+    // (FUZZ_SEED=404). One connect to an address that answered a moment ago: a loopback round trip.
+    await this.witnessConnected(signal);
     const witnessAtSend = this.vouchingWitness();
     const body = await this.call('GET', path, signal, ADMIN_BODY_LIMITS.stats);
     const witnessAtAnswer = this.vouchingWitness();
@@ -486,6 +490,26 @@ export class EnvoyAdminClient {
     }
     this.witness = undefined;
     this.ensureWitness();
+  }
+
+  /**
+   * Once witnesses are kept (see `witness`), opens one if none is open and waits until it has connected, failed or
+   * been given up at the call timeout, or the caller cancelled. Never throws: a read without a witness is still a read.
+   */
+  private async witnessConnected(signal: AbortSignal | undefined): Promise<void> {
+    if (this.witness === undefined) return;
+    this.ensureWitness();
+    const connecting = this.witness;
+    if (connecting === undefined || connecting.open || connecting.closed || signal?.aborted === true) return;
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        signal?.removeEventListener('abort', done);
+        connecting.socket.off('connect', done).off('close', done);
+        resolve();
+      };
+      signal?.addEventListener('abort', done, { once: true });
+      connecting.socket.once('connect', done).once('close', done);
+    });
   }
 
   /** Opens a witness unless one is open or connecting. Never throws: a witness that cannot connect is just absent. */

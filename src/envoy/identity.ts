@@ -32,16 +32,18 @@
  *
  * The rule: **a count ends a drain only when it is linked to the pinned process by the witness or by a mark
  * that grew as our connections say; the pinned process is taken as gone only when the witness it held was
- * closed by the other end.** (src/sidecar/drain.ts applies the same evidence to refused connections.)
+ * closed by the other end, and then no later read is its own, whatever its counter.** (src/sidecar/drain.ts applies the same evidence to refused connections.)
  *
  * What it cannot see:
  * - A proxy in a process of its own in front of the admin API, with Envoy's stats trimmed of the counter (with
  *   the counter, its growth shows the proxy and the witness is not used): the witness then ends at the proxy,
  *   which outlives an Envoy replaced behind it, and the new Envoy is followed as the same one. The replaced one
  *   has exited, so "drained" is still true of the process drained; its successor was not told to drain.
- * - Reads before a witness is open: it opens once the address has answered as Envoy does (the start-up probe's
+ * - Reads before witnesses are kept: one opens once the address has answered as Envoy does (the start-up probe's
  *   GET /ready, or a second stats read), so the first reads are judged by the counter alone, and a reset then
- *   is a doubt (the drain holds to its deadline), never a replacement.
+ *   is a doubt (the drain holds to its deadline), never a replacement. From then on no read is sent until a witness
+ *   has connected (admin-client.ts witnessConnected), so a read is unwitnessed only when none could connect, or when
+ *   the one it connected to is not the process answering (a hot restart in between: holderEpochOf).
  * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
  *   parent keeps serving its connections and keeps the admin connections it accepted, the witness among them
  *   (InstanceImpl::shutdownAdmin closes only the listen socket). So the child's reads arrive while the parent holds
@@ -70,7 +72,9 @@
  * one's counter includes every read of ours (one every check-interval since the sidecar started), so a new
  * process loses that race unless the old one was seconds old; and a read of the new process that grew too
  * little is kept as a doubt that the next read settles (see ProcessTrail). test/support/drain-model.ts searches
- * for such paths with processes seconds old. With a witness, that path also needs the witness closed.
+ * for such paths with processes seconds old. A witness that spoke for the earlier read closes that path: its close
+ * makes every later read another process's (FUZZ_SEED=404, where a read sent before the witness reconnected was
+ * tied to nothing but its counter).
  */
 
 /** A process's mark at one read; null when Envoy did not report the counter (then nothing can be told). */
@@ -311,6 +315,13 @@ export class ProcessTrail {
       this.doubt = undefined;
       if (newest) this.last = read;
       return verdict;
+    }
+    // The witness that spoke for the earlier read was closed by the other end: that process exited, and no counter
+    // makes a later read its own (a young successor's counter can outgrow a young predecessor's: FUZZ_SEED=404).
+    if (base.witness !== undefined && base.witness !== null && letGoOfUs(base, evidence)) {
+      if (unmarked || this.trust.verified) return 'replaced';
+      this.doubt ??= mark === null ? undefined : read;
+      return 'doubtful';
     }
     if (expected.doubt !== undefined) {
       if (compareProcess(expected.doubt.read.mark, mark, expected.doubt.growth, true) !== 'same') return 'doubtful';

@@ -428,6 +428,36 @@ const KEPT: readonly { readonly name: string; readonly scenario: Scenario; reado
     },
   },
   {
+    // Issue 38's final search beside two CPU burners (FUZZ_SEED=404, brisk; 1 of 6 brisk replays on an idle machine):
+    // the drain pinned a process 27 ms old, read while no witness was open (the last one's process had just exited).
+    // It was replaced; the successor counted our failed calls, so its counter outgrew the pinned one's by just what our
+    // connections predict, and two of its polls passed for the pinned process's (I2). Now a read goes out only with a
+    // witness connected (admin-client.ts witnessConnected), and a closed witness that spoke for the earlier read makes
+    // any later read another process's, whatever its counter (identity.ts ProcessTrail.observe).
+    name: 'a young pinned process replaced by one that counted our failed calls passed for it on its counter alone (I2)',
+    foundAt: PACES.brisk,
+    scenario: {
+      steps: [
+        { kind: 'pause', ms: 5 },
+        { kind: 'connections', open: 2 },
+        { kind: 'replace', open: 1, trim: 'none' },
+        { kind: 'shutdown' },
+        { kind: 'pause', ms: 161 },
+        { kind: 'connections', open: 3 },
+        { kind: 'replace', open: 2, trim: 'none' },
+        { kind: 'script', path: '*', behaviours: ['status:404', 'reset', 'endless', 'delay:120'] },
+        { kind: 'script', path: '*', behaviours: ['status:500', 'endless', 'status:500', 'answer'] },
+        { kind: 'pause', ms: 194 },
+        { kind: 'shutdown' },
+      ],
+      minOpenConnections: 1,
+      drainDelayMs: 0,
+      transport: 'tcp',
+      extraListeners: 2_000,
+      trim: 'none',
+    },
+  },
+  {
     // The same search (FUZZ_SEED=206, the leisurely pace; reproduced only beside two CPU burners, 2 of 10 replays, none
     // since the fix): processes replaced and hot-restarted in turn, the restart epoch going down from a child's to a
     // new chain's 0; polls of the new chain's process passed for the pinned one's (I2). Fixed by the same rule.
