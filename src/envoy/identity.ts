@@ -317,10 +317,12 @@ export class ProcessTrail {
       return verdict;
     }
     // The witness that spoke for the earlier read was closed by the other end: that process exited, and no counter
-    // makes a later read its own (a young successor's counter can outgrow a young predecessor's: FUZZ_SEED=404).
-    if (base.witness !== undefined && base.witness !== null && letGoOfUs(base, evidence)) {
-      if (unmarked || this.trust.verified) return 'replaced';
-      this.doubt ??= mark === null ? undefined : read;
+    // makes a later read its own (a young successor's counter can outgrow a young predecessor's: FUZZ_SEED=404). Only
+    // where marks proved the witness ends at Envoy itself: without marks, a proxy's idle close would pass for an exit,
+    // and the reads stay 'unknown' below.
+    if (!unmarked && base.witness !== undefined && base.witness !== null && letGoOfUs(base, evidence)) {
+      if (this.trust.verified) return 'replaced';
+      this.doubt ??= read;
       return 'doubtful';
     }
     if (expected.doubt !== undefined) {
