@@ -28,7 +28,7 @@ export const POD_DRAIN_SETTINGS = {
   'min-open-connections': {
     kind: kinds.connectionCount,
     default: 0,
-    help: 'The drain is over when open downstream connections are at or below this number.',
+    help: "The drain is over when open downstream connections are at or below this number: stragglers from before the health checks failed. A connection accepted after they failed still holds it while open (its request in flight), whatever this number.",
   } satisfies Setting<number>,
   'long-lived-grace': {
     kind: kinds.optionalDurationMs,

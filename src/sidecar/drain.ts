@@ -580,7 +580,7 @@ export class Drain {
     const attributed = process === 'same' || process === 'reset' || process === 'pinned';
     // Only reads of the pinned process are compared: a doubtful one waits for the next read to settle it. After a
     // reset the arrival counters went down too, which the watch counts as new traffic (load-balancer.ts): it waits.
-    if (attributed) this.loadBalancerWatch.observe(count.arrivals, sentAtMs, this.clock.now(), this.healthChecksFailedAtMs);
+    if (attributed) this.loadBalancerWatch.observe(count.arrivals, sentAtMs, this.clock.now(), this.healthChecksFailedAtMs, count.byListener);
     this.warnIfBlind(count);
     this.recordCount(count, sentAtMs, process);
     // A count that cannot be attributed to the pinned process never ends the drain.
@@ -788,6 +788,8 @@ export class Drain {
     // supervisor says so at start (checkNeededStats: "it can only end at its deadline or when Envoy exits").
     if (count.availableListeners.length === 0) return undefined;
     if (!this.childMerged(count) || this.parentHoldsConnections(count)) return undefined;
+    // A client that came after the failure, its request in flight: min-open-connections is for stragglers (issue 33, case 3).
+    if (this.loadBalancerWatch.newConnectionsOpen > 0) return undefined;
     const min = this.settings['min-open-connections'];
     if (countMayEnd && count.total <= min) return 'connections-closed';
     return longLivedMayBeLeft && count.drainable <= min ? 'long-lived-left' : undefined;
@@ -1068,6 +1070,7 @@ function loadBalancerFields(report: LoadBalancerReport): Record<string, unknown>
     needed_quiet_ms: report.neededQuietMs,
     ...(report.priorTraffic === null ? {} : { new_clients_before: report.priorTraffic.newClients, before_span_ms: report.priorTraffic.spanMs, sparse: report.sparse }),
     longest_gap_ms: report.longestGapMs,
+    ...(report.newConnectionsOpen === 0 ? {} : { new_connections_open: report.newConnectionsOpen }),
     arrivals_since_health_checks_failed: report.sinceHealthChecksFailed,
   };
 }
@@ -1180,6 +1183,10 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
   if (outcome.availableListeners.length === 0) {
     return ": Envoy's stats report no listener's downstream_cx_active gauge (a stats_matcher?), so no count of its connections could be read";
   }
+  const { newConnectionsOpen } = outcome.loadBalancer;
+  if (outcome.openConnections !== null && outcome.openConnections <= outcome.minOpenConnections && newConnectionsOpen > 0) {
+    return ` with ${open} connections open (at most ${outcome.minOpenConnections} wanted), ${newConnectionsOpen} of them accepted after the health checks failed, their requests still in flight`;
+  }
   if (heldByTraffic(outcome)) {
     const { sinceHealthChecksFailed: since } = outcome.loadBalancer;
     return (
@@ -1198,7 +1205,7 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
  */
 export function heldByTraffic(outcome: Pick<DrainOutcome, 'healthChecksFailed' | 'openConnections' | 'minOpenConnections' | 'loadBalancer'> & { readonly reason: DrainEndReason | null }): boolean {
   const { reason, healthChecksFailed, openConnections, minOpenConnections, loadBalancer } = outcome;
-  return reason === 'deadline' && healthChecksFailed && openConnections !== null && openConnections <= minOpenConnections && loadBalancer.quietPeriodMs !== null && loadBalancer.observable && !loadBalancer.quiet;
+  return reason === 'deadline' && healthChecksFailed && openConnections !== null && openConnections <= minOpenConnections && loadBalancer.newConnectionsOpen === 0 && loadBalancer.quietPeriodMs !== null && loadBalancer.observable && !loadBalancer.quiet;
 }
 
 /** The long-lived-left sentence: what was drained, what was left, and why that was allowed. */

@@ -19,6 +19,16 @@
  * the failure is not held (the quiet client, the rule's stated limit); requests on connections opened before the
  * failure (idle keep-alive clients coming back) restart the silence but are no gap.
  *
+ * A client that comes after the failure is seen when its response completes; until then it is an open connection,
+ * which min-open-connections may allow (it is meant for stragglers: connections from before the failure). So a
+ * connection accepted after the failure holds the drain while it is open, whatever that minimum (issue 33, case 3):
+ * per HTTP listener, the open connections beyond the fewest seen since the last read before the failure
+ * (`newConnectionsOpen`). Connections from before only close, so the fewest bounds them; what is open beyond it came
+ * after. A lower bound: an old connection that closes while a new one opens hides it (no stat ties a connection to
+ * when it was accepted), and one accepted before the first read is taken for an old one. On a draining listener Envoy
+ * closes an HTTP/1 connection after its response and sends HTTP/2 a GOAWAY, so a new connection open is a request in
+ * flight. TCP-proxy listeners are left to the silence and long-lived-grace: their connections are whole sessions.
+ *
  * Time is the reads' own: an arrival seen by a read happened after the previous read was sent and before this
  * one's answer came; "quiet since" is the answer of the last read that saw one, or of the first read (nothing is
  * known before it). A read of another process, or one whose process is in doubt, is never compared: the drain
@@ -95,6 +105,11 @@ export interface LoadBalancerReport {
   /** Whether no client traffic arrived for the quiet period, up to the last read: the load balancer let go, as far as Envoy's stats tell. */
   readonly quiet: boolean;
   /**
+   * At the last read, connections accepted after the health checks failed and still open (their requests in flight),
+   * at least (see the header): they hold the drain whatever min-open-connections says. 0 before the failure.
+   */
+  readonly newConnectionsOpen: number;
+  /**
    * New clients seen in the PRIOR_WINDOW_MS before the drain, and over how long; null when not known (no read of
    * this process before it). Below MIN_PRIOR_CLIENTS, or unknown, the traffic is too sparse to tell a balancer that
    * let go from a gap (`sparse`): the silence stays at its floor, check-delay is the protection, and a drain that saw
@@ -126,6 +141,11 @@ export class LoadBalancerWatch {
   private newClientsBefore: { readonly atMs: number; readonly count: number }[] = [];
   private firstAnsweredAtMs: number | undefined;
   private prior: PriorTraffic | null = null;
+  /** Per HTTP listener, the fewest connections open at a read since the last one before the failure (see the header). */
+  private fewestOpen = new Map<string, number>();
+  private openedSinceFailure = 0;
+  /** The TCP-proxy listeners of the last tally, as a set (thousands of listeners: no array search per listener). */
+  private proxied: { of: readonly string[]; set: ReadonlySet<string> } = { of: [], set: new Set() };
 
   /**
    * `gapFactor`: see GAP_FACTOR; null keeps the silence at the quiet period whatever the gaps (what the rule was
@@ -140,7 +160,8 @@ export class LoadBalancerWatch {
    * One read of the pinned process: sent at `sentAtMs`, answered at `answeredAtMs`. `failedAtMs`: when Envoy took
    * /healthcheck/fail, if it has.
    */
-  observe(tally: ArrivalTally, sentAtMs: number, answeredAtMs: number, failedAtMs: number | undefined): void {
+  observe(tally: ArrivalTally, sentAtMs: number, answeredAtMs: number, failedAtMs: number | undefined, open: Readonly<Record<string, number>> = {}): void {
+    this.noteOpen(tally, open, failedAtMs !== undefined && answeredAtMs > failedAtMs);
     const previous = this.last;
     const previousSentAtMs = this.lastSentAtMs ?? sentAtMs;
     const allowance = this.refillProbeTokens(tally.probeRates, answeredAtMs);
@@ -256,6 +277,28 @@ export class LoadBalancerWatch {
     return allowance;
   }
 
+  /**
+   * Connections accepted after the failure and open at the last read, at least (see the header): the open
+   * connections of each HTTP listener beyond the fewest seen since the last read before the failure.
+   */
+  get newConnectionsOpen(): number {
+    return this.openedSinceFailure;
+  }
+
+  private noteOpen(tally: ArrivalTally, open: Readonly<Record<string, number>>, afterFailure: boolean): void {
+    if (tally.connectionListeners !== this.proxied.of) this.proxied = { of: tally.connectionListeners, set: new Set(tally.connectionListeners) };
+    let opened = 0;
+    for (const listener of tally.watched) {
+      const now = open[listener];
+      if (now === undefined || this.proxied.set.has(listener)) continue;
+      // Before the failure every read is the baseline: the connections open then are the stragglers.
+      const fewest = afterFailure ? Math.min(this.fewestOpen.get(listener) ?? now, now) : now;
+      this.fewestOpen.set(listener, fewest);
+      opened += now - fewest;
+    }
+    this.openedSinceFailure = afterFailure ? opened : 0;
+  }
+
   /** What the last read showed of the watched listeners (LoadBalancerReport.sight). */
   get sight(): LoadBalancerReport['sight'] {
     const last = this.last;
@@ -291,6 +334,7 @@ export class LoadBalancerWatch {
       sinceHealthChecksFailed: { ...this.since },
       priorTraffic: this.prior,
       sparse,
+      newConnectionsOpen: this.openedSinceFailure,
       quiet: quietFrom !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= quietFrom,
     };
   }

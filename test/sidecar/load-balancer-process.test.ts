@@ -50,6 +50,20 @@ function request(port: number, path: string): Promise<boolean> {
   });
 }
 
+/** One GET on a new connection that may take seconds upstream; whether it got a whole answer. */
+function slowRequest(port: number, path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const call = http.get({ host: '127.0.0.1', port, path, agent: false, timeout: 10_000 }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.complete));
+      response.on('error', () => resolve(false));
+      response.on('aborted', () => resolve(false));
+    });
+    call.on('timeout', () => call.destroy());
+    call.on('error', () => resolve(false));
+  });
+}
+
 /** A TCP health check: connect, then close without a byte. */
 function connectOnly(port: number): Promise<void> {
   return new Promise((resolve) => {
@@ -328,6 +342,32 @@ describe('sidecar process: the observed rule lets go only once the load balancer
         assert.equal(outcome.reason, 'connections-closed', outcome.description);
         assert.equal(sampleOf(metrics, 'shutdown_manager_drain_held_by_traffic'), 0, 'not flagged');
         assert.equal(sampleOf(metrics, 'shutdown_manager_drain_load_balancer_lag_seconds_count'), 1, 'the lag of a balancer that let go, settled');
+      }
+      process.kill();
+    }
+  });
+
+  test('a new client whose request is in flight holds the drain whatever --min-open-connections (issue 33, case 3); control: the same request on a connection from before the failure is a straggler the minimum lets go', async (t) => {
+    for (const after of [true, false]) {
+      const emulator = await envoy(t);
+      const process = await sidecar(t, emulator, ['--quiet-period=1s', '--drain-timeout=15s', '--min-open-connections=1']);
+      await clientsBefore(emulator);
+      // One request that takes 3 s upstream, on a connection of its own: opened 300 ms after /shutdown, or just before.
+      const slow = (): Promise<boolean> => slowRequest(emulator.ports.http, '/delay/3000');
+      const straggler = after ? undefined : slow();
+      if (straggler !== undefined) await sleep(100);
+      const deletion = deletePod(process, emulator);
+      const newClient = after ? sleep(300).then(slow) : undefined;
+      const { outcome, tookMs } = await deletion;
+      const answered = await (newClient ?? straggler);
+      t.diagnostic(`${after ? 'after' : 'before'} the failure: answered ${answered}, /shutdown after ${tookMs} ms; ${outcome.description}`);
+      assert.equal(outcome.reason, 'connections-closed', outcome.description);
+      if (after) {
+        assert.equal(answered, true, 'the new client was answered before Envoy stopped');
+        assert.ok(tookMs >= 3_000, `ended ${tookMs} ms after /shutdown, after the 3 s response`);
+      } else {
+        assert.equal(answered, false, 'the straggler was cut: the minimum allowed it');
+        assert.ok(tookMs < 3_000, `ended ${tookMs} ms after /shutdown, with the straggler open`);
       }
       process.kill();
     }
