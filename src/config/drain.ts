@@ -38,8 +38,15 @@ export const POD_DRAIN_SETTINGS = {
   'quiet-period': {
     kind: kinds.durationMs,
     default: 10_000,
-    help: "The observed rule: once Envoy's health checks failed, the drain ends by its count only after no new client traffic (requests that are not health checks on HTTP listeners, new connections on others; listeners on the kubelet's probe ports are not watched) has reached Envoy for this long, as well as --check-delay after the failure: so a load balancer that keeps sending past check-delay holds the drain until it stops, and the lag it took is reported. Counted from the drain's first read, so a drain lasts at least this long (never past its deadline, which still ends it). 0s: off, check-delay alone.",
+    help: "The observed rule: once Envoy's health checks failed, the drain ends by its count only after no new client traffic (requests that are not health checks on HTTP listeners, new connections on others; the kubelet's probes (--probe-ports) and declared pollers (--pollers) taken out at their periods) has reached Envoy for this long, as well as --check-delay after the failure: so a load balancer that keeps sending past check-delay holds the drain until it stops, and the lag it took is reported. Counted from the drain's first read, so a drain lasts at least this long (never past its deadline, which still ends it). 0s: off, check-delay alone.",
   } satisfies Setting<number>,
+  pollers: {
+    kind: kinds.pollerList,
+    default: [] as readonly kinds.ProbeSchedule[],
+    help:
+      "Steady pollers of Envoy's traffic ports, each as PORT/PERIOD: a load balancer's check of a routed path, an uptime monitor, a scrape through Envoy. Failing Envoy's health checks does not stop them, so under the observed rule they would hold every drain to its deadline: " +
+      'on a listener whose stat name ends in the port, up to one request (or, on a TCP proxy, one new connection) per period is taken for the poller, and only what comes beyond is a client. Better still, point load-balancer checks at the health-check filter\'s path.',
+  } satisfies Setting<readonly kinds.ProbeSchedule[]>,
   'serve-port': {
     kind: kinds.port,
     default: 8090,

@@ -251,22 +251,35 @@ export const DEFAULT_PROBE_PERIOD_MS = 10_000;
 
 const probePeriod = durationBetween(1_000, `${DURATION_FORM}, from 1s to 24h`);
 
-/** `8080/10s,8080/5s`: one entry per probe (two probes on one port are two entries); `8080` alone: every 10 s. */
-export const probeList: ValueKind<readonly ProbeSchedule[]> = {
-  form: 'a comma-separated list of PORT or PORT/PERIOD (a port number from 1 to 65535; PERIOD a duration from 1s to 24h, the probe\'s periodSeconds; PORT alone: every 10s, the kubelet\'s default)',
-  parse: (raw) => {
-    const probes: ProbeSchedule[] = [];
-    for (const item of raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')) {
-      const [portText = '', periodText, extra] = item.split('/');
-      const number = port.parse(portText);
-      const periodMs = periodText === undefined ? DEFAULT_PROBE_PERIOD_MS : probePeriod.parse(periodText);
-      if (number === undefined || periodMs === undefined || extra !== undefined) return undefined;
-      probes.push({ port: number, periodMs });
-    }
-    return probes.sort((a, b) => a.port - b.port || a.periodMs - b.periodMs);
-  },
-  format: (probes) => probes.map(({ port: number, periodMs }) => `${number}/${formatDuration(periodMs)}`).join(','),
-};
+/**
+ * `8080/10s,8080/5s`: one entry per schedule (two on one port are two entries); `8080` alone: every `aloneMs`.
+ * `alone` names that default in the form.
+ */
+function scheduleList(what: string, aloneMs: number, alone: string): ValueKind<readonly ProbeSchedule[]> {
+  return {
+    form: `a comma-separated list of PORT or PORT/PERIOD (a port number from 1 to 65535; PERIOD a duration from 1s to 24h, ${what}; PORT alone: every ${formatDuration(aloneMs)}, ${alone})`,
+    parse: (raw) => {
+      const schedules: ProbeSchedule[] = [];
+      for (const item of raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')) {
+        const [portText = '', periodText, extra] = item.split('/');
+        const number = port.parse(portText);
+        const periodMs = periodText === undefined ? aloneMs : probePeriod.parse(periodText);
+        if (number === undefined || periodMs === undefined || extra !== undefined) return undefined;
+        schedules.push({ port: number, periodMs });
+      }
+      return schedules.sort((a, b) => a.port - b.port || a.periodMs - b.periodMs);
+    },
+    format: (schedules) => schedules.map(({ port: number, periodMs }) => `${number}/${formatDuration(periodMs)}`).join(','),
+  };
+}
+
+export const probeList = scheduleList("the probe's periodSeconds", DEFAULT_PROBE_PERIOD_MS, "the kubelet's default");
+
+/**
+ * Steady pollers of a traffic port (a load balancer's check of a routed path, an uptime monitor, a scrape through
+ * Envoy): what no load balancer's letting go stops. PORT alone: every 10 s (a common check interval).
+ */
+export const pollerList = scheduleList('how often it comes', DEFAULT_PROBE_PERIOD_MS, 'a common check interval');
 
 export function oneOf<T extends string>(...choices: T[]): ValueKind<T> {
   return {

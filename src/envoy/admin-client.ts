@@ -38,6 +38,8 @@ export interface EnvoyAdminOptions {
   readonly listeners?: readonly string[];
   /** The kubelet's probes of Envoy: what their listeners' arrivals owe to them (see ConnectionCountOptions). */
   readonly probes?: readonly ProbeSchedule[];
+  /** Steady pollers of traffic ports (--pollers): see arrivals.ts. */
+  readonly pollers?: readonly ProbeSchedule[];
   /**
    * Add `inboundonly` to `drain_listeners`. Since Envoy 1.34 that drains only listeners configured with
    * `traffic_direction: INBOUND` (before, it only limited which listeners are stopped at the end of the
@@ -419,7 +421,7 @@ export class EnvoyAdminClient {
     const witnessAtAnswer = this.vouchingWitness();
     let count: ConnectionCount;
     try {
-      count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [], probes: this.options.probes ?? [] });
+      count = countDownstreamConnections(parseJsonStats(body), { listeners: this.options.listeners ?? [], probes: this.options.probes ?? [], pollers: this.options.pollers ?? [] });
     } catch (error) {
       throw new AdminResponseError(`GET ${path}`, (error as Error).message, { cause: error });
     }

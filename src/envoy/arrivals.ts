@@ -27,6 +27,12 @@
  *   client. So a probe on a traffic port neither hides that listener's clients nor holds the drain; a client that
  *   comes while the bucket holds a probe's token is taken for the probe (at most the bucket's burst of them).
  *
+ * - **Declared pollers** (--pollers, with each one's period): a load balancer's check of a routed path, an uptime
+ *   monitor, a scrape through Envoy. A client to Envoy's stats, and nothing a load balancer's letting go stops: up to
+ *   one request per period on an HTTP listener (on a connection of its own or not), or one new connection on a TCP
+ *   proxy, is the poller's (a second token bucket in load-balancer.ts), taken out after the probes'. Undeclared, a
+ *   poller holds the drain to its deadline, which the drain then names (drain.ts heldByTraffic).
+ *
  * What it cannot see, and says so (BlindSpot): a listener whose stats lack both counters (a stats_matcher), and an
  * HTTP listener whose stats lack downstream_cx_total (requests are seen, new clients and the gaps between them are
  * not). A load balancer that still routes to the pod but has nothing to send (a quiet client) looks like one that
@@ -94,6 +100,8 @@ export interface ArrivalTally {
   readonly watched: readonly string[];
   /** The kubelet's probes on watched listeners, by listener (absent: none probes it). */
   readonly probeRates: Readonly<Record<string, ProbeRate>>;
+  /** Declared pollers on watched listeners, by listener (absent: none declared). */
+  readonly pollerRates?: Readonly<Record<string, ProbeRate>>;
   /** Watched listeners whose clients cannot be seen arriving, and why; sorted by listener. */
   readonly blindSpots: readonly BlindSpot[];
 }
@@ -130,6 +138,8 @@ export interface Arrivals {
   readonly newClients: number;
   /** Per probed listener, the new connections taken for the kubelet's probes (out of the allowance given). */
   readonly probesTaken: Readonly<Record<string, number>>;
+  /** Per polled listener, the requests (TCP proxy: connections) taken for the declared pollers. */
+  readonly pollsTaken: Readonly<Record<string, number>>;
 }
 
 /** Whether `arrivals` holds any client traffic: what restarts the quiet period. */
@@ -162,11 +172,23 @@ function growthOf(earlier: Readonly<Record<string, number>>, later: Readonly<Rec
  * how many of its new connections (each with at most one request) may be the kubelet's probes in this interval
  * (load-balancer.ts keeps the bucket they come from); they are taken out before anything is called a client.
  */
-export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally, probeAllowance: Readonly<Record<string, number>> = {}): Arrivals {
+export function arrivalsBetween(
+  earlier: ArrivalTally,
+  later: ArrivalTally,
+  probeAllowance: Readonly<Record<string, number>> = {},
+  pollerAllowance: Readonly<Record<string, number>> = {},
+): Arrivals {
   const connections = growthOf(earlier.connections, later.connections);
   const checks = growthOf(earlier.healthChecks, later.healthChecks);
   const responses = growthOf(earlier.responses, later.responses);
   const probesTaken: Record<string, number> = {};
+  const pollsTaken: Record<string, number> = {};
+  /** The poller's share of `arrived` on `listener` (noted in pollsTaken): what is left is the clients'. */
+  const lessPolls = (listener: string, arrived: number): number => {
+    const polls = Math.min(Math.max(0, Math.floor(pollerAllowance[listener] ?? 0)), arrived);
+    if (polls > 0) pollsTaken[listener] = polls;
+    return arrived - polls;
+  };
   let requests = 0;
   let proxied = 0;
   let newClients = 0;
@@ -181,11 +203,12 @@ export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally, prob
     if (probes > 0) probesTaken[listener] = probes;
     const clientConnections = connected - probes;
     if (later.connectionListeners.includes(listener)) {
-      proxied += clientConnections;
-      newClients += clientConnections;
+      const clients = lessPolls(listener, clientConnections);
+      proxied += clients;
+      newClients += clients;
       continue;
     }
-    const clientRequests = Math.max(0, listenerRequests - probes);
+    const clientRequests = lessPolls(listener, Math.max(0, listenerRequests - probes));
     requests += clientRequests;
     newClients += Math.min(clientConnections, clientRequests);
   }
@@ -198,6 +221,7 @@ export function arrivalsBetween(earlier: ArrivalTally, later: ArrivalTally, prob
     // A check counter that went down changes nothing the rule waits for.
     reset: connections.reset || responses.reset,
     probesTaken,
+    pollsTaken,
   };
 }
 

@@ -219,6 +219,8 @@ export interface ConnectionCountOptions {
    * with), up to one new connection and request per period are the probe's, not a client's (see arrivals.ts).
    */
   readonly probes?: readonly ProbeSchedule[];
+  /** Steady pollers of traffic ports (--pollers): their requests are not clients (see arrivals.ts). */
+  readonly pollers?: readonly ProbeSchedule[];
 }
 
 export interface ConnectionCount {
@@ -321,12 +323,13 @@ function noteArrivalCounter(counters: ArrivalCounters, name: string, value: numb
  * The arrival tally of the counted listeners (see arrivals.ts): their counters, the probe rates of those the kubelet
  * probes, and the ones whose counters cannot show clients (blindSpots).
  */
-function arrivalTally(counters: ArrivalCounters, counted: readonly string[], probes: readonly ProbeSchedule[]): ArrivalTally {
+function arrivalTally(counters: ArrivalCounters, counted: readonly string[], probes: readonly ProbeSchedule[], pollers: readonly ProbeSchedule[]): ArrivalTally {
   const watched = counted;
   const connections: Record<string, number> = {};
   const responses: Record<string, number> = {};
   const connectionListeners: string[] = [];
   const probeRates: Record<string, ProbeRate> = {};
+  const pollerRates: Record<string, ProbeRate> = {};
   const blind: BlindSpot[] = [];
   for (const listener of watched) {
     const total = counters.connections.get(listener);
@@ -336,6 +339,8 @@ function arrivalTally(counters: ArrivalCounters, counted: readonly string[], pro
     else for (const [prefix, count] of byPrefix) responses[`${listener} ${prefix}`] = count;
     const rate = probeRateOf(listener, probes);
     if (rate !== undefined) probeRates[listener] = rate;
+    const polled = probeRateOf(listener, pollers);
+    if (polled !== undefined) pollerRates[listener] = polled;
     const reason = blindReasonOf(total !== undefined, byPrefix !== undefined && byPrefix.size > 0);
     if (reason !== undefined) blind.push({ listener, reason });
   }
@@ -344,10 +349,10 @@ function arrivalTally(counters: ArrivalCounters, counted: readonly string[], pro
   for (const [prefix, count] of counters.healthChecks) {
     if (watched.some((listener) => counters.responses.get(listener)?.has(prefix) === true)) healthChecks[prefix] = count;
   }
-  return { connections, responses, healthChecks, connectionListeners: connectionListeners.sort(), watched: [...watched].sort(), probeRates, blindSpots: blind.sort((a, b) => (a.listener < b.listener ? -1 : 1)) };
+  return { connections, responses, healthChecks, connectionListeners: connectionListeners.sort(), watched: [...watched].sort(), probeRates, ...(pollers.length > 0 ? { pollerRates } : {}), blindSpots: blind.sort((a, b) => (a.listener < b.listener ? -1 : 1)) };
 }
 
-/** The kubelet's probes on a listener's port, as a rate and a burst; undefined when none probes it. */
+/** The kubelet's probes (or steady pollers) on a listener's port, as a rate and a burst; undefined when none comes to it. */
 function probeRateOf(listener: string, probes: readonly ProbeSchedule[]): ProbeRate | undefined {
   const port = portOfListener(listener);
   const on = probes.filter((probe) => probe.port === port);
@@ -504,7 +509,7 @@ export function countDownstreamConnections(
     availableListeners: wanted === undefined ? [...counted].sort() : [...available].sort(),
     adminConnectionsTotal,
     ...splitLongLived(total, managers),
-    arrivals: arrivalTally(arrivals, counted, options.probes ?? []),
+    arrivals: arrivalTally(arrivals, counted, options.probes ?? [], options.pollers ?? []),
     hotRestart,
   };
 }

@@ -62,7 +62,7 @@ function sidecarHook(path: string, plan: PodDrainValues, token: string | undefin
 
 /** The flags the sidecar is started with: every resolved drain parameter, so the pod spec tells the whole story. */
 export function sidecarArgs(plan: PodDrainValues, probes: readonly ProbeSchedule[] = []): string[] {
-  const { 'termination-grace-period': _boundByDrainTimeout, listeners, 'drain-timeout': drainTimeout, 'long-lived-grace': longLivedGrace, ...planned } = plan;
+  const { 'termination-grace-period': _boundByDrainTimeout, listeners, pollers, 'drain-timeout': drainTimeout, 'long-lived-grace': longLivedGrace, ...planned } = plan;
   const settings: Partial<typeof planned> = { ...planned };
   // A socket has no port: the flag would only mislead a reader of the pod spec.
   if (adminSocketPath(plan['admin-address']) !== undefined) delete settings['admin-port'];
@@ -72,6 +72,8 @@ export function sidecarArgs(plan: PodDrainValues, probes: readonly ProbeSchedule
       ...settings,
       // Only when restricted: the sidecar's default already counts every listener.
       ...(listeners.length > 0 ? { listeners } : {}),
+      // Only when declared: pods without pollers keep the spec they had.
+      ...(pollers.length > 0 ? { pollers } : {}),
       // Only when set: off is the sidecar's default, and pods that do not use it keep the spec they had.
       ...(longLivedGrace !== null ? { 'long-lived-grace': longLivedGrace } : {}),
       // Only when Envoy has probes: the kubelet's checks of them are not clients.

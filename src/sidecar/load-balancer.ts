@@ -101,7 +101,7 @@ export interface LoadBalancerReport {
   readonly lastRequestMs: number | null;
   readonly lastConnectionMs: number | null;
   /** Counted from the first read after the health checks failed (it may hold some that arrived just before). */
-  readonly sinceHealthChecksFailed: { readonly requests: number; readonly connections: number; readonly healthChecks: number };
+  readonly sinceHealthChecksFailed: { readonly requests: number; readonly connections: number; readonly healthChecks: number; readonly polls: number };
   /** Whether no client traffic arrived for the quiet period, up to the last read: the load balancer let go, as far as Envoy's stats tell. */
   readonly quiet: boolean;
   /**
@@ -129,13 +129,13 @@ export class LoadBalancerWatch {
   private lastArrival: { readonly atMs: number; readonly afterMs: number } | undefined;
   private lastRequestAtMs: number | undefined;
   private lastConnectionAtMs: number | undefined;
-  private readonly since = { requests: 0, connections: 0, healthChecks: 0 };
+  private readonly since = { requests: 0, connections: 0, healthChecks: 0, polls: 0 };
   /** When a read last saw a new client after the failure (the failure itself before one), and the longest gap between. */
   private lastNewClientAtMs: number | undefined;
   private longestGap: number | undefined;
-  /** Per probed listener, the kubelet's probes that may still come unseen (a token bucket; see arrivals.ts). */
-  private probeTokens = new Map<string, number>();
-  private lastAnsweredAtMs: number | undefined;
+  /** Per probed listener, the kubelet's probes that may still come unseen; per polled one, the declared pollers' (see arrivals.ts). */
+  private readonly probeTokens = new TokenBuckets();
+  private readonly pollerTokens = new TokenBuckets();
   private blindSummary: readonly BlindSpotSummary[] = [];
   /** Reads before the failure that saw new clients: when, and how many (bounded: PRIOR_WINDOW_MS, PRIOR_READS_KEPT). */
   private newClientsBefore: { readonly atMs: number; readonly count: number }[] = [];
@@ -164,7 +164,8 @@ export class LoadBalancerWatch {
     this.noteOpen(tally, open, failedAtMs !== undefined && answeredAtMs > failedAtMs);
     const previous = this.last;
     const previousSentAtMs = this.lastSentAtMs ?? sentAtMs;
-    const allowance = this.refillProbeTokens(tally.probeRates, answeredAtMs);
+    const allowance = this.probeTokens.refill(tally.probeRates, answeredAtMs);
+    const pollerAllowance = this.pollerTokens.refill(tally.pollerRates ?? {}, answeredAtMs);
     // Once per read, not per report: a listener-heavy Envoy may have thousands, and /drain is asked for often.
     if (tally.blindSpots !== this.last?.blindSpots) this.blindSummary = summarizeBlindSpots(tally.blindSpots);
     this.last = tally;
@@ -175,8 +176,9 @@ export class LoadBalancerWatch {
       this.firstAnsweredAtMs = answeredAtMs;
       return;
     }
-    const arrivals = arrivalsBetween(previous, tally, allowance);
-    for (const [listener, taken] of Object.entries(arrivals.probesTaken)) this.probeTokens.set(listener, (this.probeTokens.get(listener) ?? 0) - taken);
+    const arrivals = arrivalsBetween(previous, tally, allowance, pollerAllowance);
+    this.probeTokens.spend(arrivals.probesTaken);
+    this.pollerTokens.spend(arrivals.pollsTaken);
     const afterFailure = failedAtMs !== undefined && answeredAtMs > failedAtMs;
     if (!afterFailure && arrivals.newClients > 0) this.noteNewClientBefore(answeredAtMs, arrivals.newClients);
     if (afterFailure) {
@@ -186,6 +188,7 @@ export class LoadBalancerWatch {
       this.since.requests += arrivals.requests + arrivals.proxiedConnections;
       this.since.connections += arrivals.connections;
       this.since.healthChecks += arrivals.healthChecks;
+      this.since.polls += Object.values(arrivals.pollsTaken).reduce((sum, taken) => sum + taken, 0);
       if (arrivals.requests > 0) this.lastRequestAtMs = answeredAtMs;
       if (arrivals.connections > 0) this.lastConnectionAtMs = answeredAtMs;
     }
@@ -261,23 +264,6 @@ export class LoadBalancerWatch {
   }
 
   /**
-   * The kubelet's probes that may have come since the last read, per probed listener: a bucket that fills at the
-   * probes' rate up to their burst (full at the first read: probes came before it too), spent by the new
-   * connections taken for them. Time is the reads' answers'.
-   */
-  private refillProbeTokens(rates: Readonly<Record<string, ProbeRate>>, answeredAtMs: number): Record<string, number> {
-    const elapsedMs = this.lastAnsweredAtMs === undefined ? Infinity : Math.max(0, answeredAtMs - this.lastAnsweredAtMs);
-    this.lastAnsweredAtMs = answeredAtMs;
-    const allowance: Record<string, number> = {};
-    for (const [listener, rate] of Object.entries(rates)) {
-      const tokens = Math.min(rate.burst, (this.probeTokens.get(listener) ?? 0) + elapsedMs * rate.perMs);
-      this.probeTokens.set(listener, tokens);
-      allowance[listener] = tokens;
-    }
-    return allowance;
-  }
-
-  /**
    * Connections accepted after the failure and open at the last read, at least (see the header): the open
    * connections of each HTTP listener beyond the fewest seen since the last read before the failure.
    */
@@ -337,5 +323,32 @@ export class LoadBalancerWatch {
       newConnectionsOpen: this.openedSinceFailure,
       quiet: quietFrom !== undefined && this.lastSentAtMs !== undefined && this.lastSentAtMs >= quietFrom,
     };
+  }
+}
+
+/**
+ * Per listener, the arrivals that may still come unseen from something that comes at a known rate (the kubelet's
+ * probes, declared pollers): a bucket that fills at that rate up to its burst (full at the first read: they came
+ * before it too), spent by the arrivals taken for them. Time is the reads' answers'.
+ */
+class TokenBuckets {
+  private readonly tokens = new Map<string, number>();
+  private lastAnsweredAtMs: number | undefined;
+
+  /** Fills every bucket for the time since the last read; what each may take at this read. */
+  refill(rates: Readonly<Record<string, ProbeRate>>, answeredAtMs: number): Record<string, number> {
+    const elapsedMs = this.lastAnsweredAtMs === undefined ? Infinity : Math.max(0, answeredAtMs - this.lastAnsweredAtMs);
+    this.lastAnsweredAtMs = answeredAtMs;
+    const allowance: Record<string, number> = {};
+    for (const [listener, rate] of Object.entries(rates)) {
+      const tokens = Math.min(rate.burst, (this.tokens.get(listener) ?? 0) + elapsedMs * rate.perMs);
+      this.tokens.set(listener, tokens);
+      allowance[listener] = tokens;
+    }
+    return allowance;
+  }
+
+  spend(taken: Readonly<Record<string, number>>): void {
+    for (const [listener, count] of Object.entries(taken)) this.tokens.set(listener, (this.tokens.get(listener) ?? 0) - count);
   }
 }

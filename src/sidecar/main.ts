@@ -80,6 +80,7 @@ export async function startSidecar(
     timeoutMs: config['admin-timeout'],
     listeners: config.listeners,
     probes: config['probe-ports'],
+    pollers: config.pollers,
     inboundOnly: config['drain-inbound-only'],
     clock,
   });

@@ -40,6 +40,7 @@ describe('webhook settings', () => {
       'admin-address': '127.0.0.1',
       'admin-port': 9001,
       listeners: [],
+      pollers: [],
       'termination-grace-period': 300,
       'drain-timeout': 290_000,
     });

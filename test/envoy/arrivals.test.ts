@@ -59,6 +59,20 @@ describe('arrivals: what counts as new client traffic', () => {
     assert.equal(hasClientTraffic(arrivals(ZERO, { ...ZERO, probes: 2 })), true, 'probes without an allowance are clients');
   });
 
+  test('declared pollers (--pollers): within their allowance, requests on an HTTP listener and connections on a TCP proxy are no client; beyond it they are', () => {
+    const POLLERS = [{ port: 8080, periodMs: 1_000 }, { port: 5432, periodMs: 10_000 }];
+    const read = (values: typeof ZERO) => countDownstreamConnections(contour(values), { probes: PROBES, pollers: POLLERS }).arrivals;
+    assert.deepEqual(read(ZERO).pollerRates, { '0.0.0.0_8080': { perMs: 1 / 1_000, burst: 2 }, '0.0.0.0_5432': { perMs: 1 / 10_000, burst: 2 } });
+    const allowance = { '0.0.0.0_8080': 2, '0.0.0.0_5432': 1 };
+    const polled = arrivalsBetween(read(ZERO), read({ ...ZERO, http: 2, tcp: 1 }), {}, allowance);
+    assert.equal(hasClientTraffic(polled), false, 'two polls of a routed path and one TCP check are no client');
+    assert.deepEqual([polled.requests, polled.newClients, polled.pollsTaken], [0, 0, { '0.0.0.0_8080': 2, '0.0.0.0_5432': 1 }]);
+    const beyond = arrivalsBetween(read(ZERO), read({ ...ZERO, http: 5, tcp: 3 }), {}, allowance);
+    assert.deepEqual([beyond.requests, beyond.proxiedConnections, beyond.newClients], [3, 2, 5], 'clients beyond the pollers are seen');
+    // Control: undeclared, the same polls are client traffic, which holds the drain.
+    assert.equal(hasClientTraffic(arrivalsBetween(read(ZERO), read({ ...ZERO, http: 2, tcp: 1 }))), true);
+  });
+
   test('blind spots: a listener without arrival counters, and an HTTP listener without downstream_cx_total, are named', () => {
     const trimmedTotals = contour({ ...ZERO, http: 5 }).filter((sample) => !(sample.name.endsWith('.downstream_cx_total') && sample.name.includes('8080')));
     const partial = countDownstreamConnections(trimmedTotals, { probes: PROBES }).arrivals;

@@ -104,6 +104,30 @@ describe("the sidecar's probes", () => {
   });
 });
 
+describe('declared pollers (annotation shutdown-manager.io/pollers) reach the sidecar as --pollers', () => {
+  const argsOf = (annotations: Record<string, string>): string[] => {
+    const pod = structuredClone(review.request.object);
+    pod.metadata = { ...pod.metadata, annotations: { ...pod.metadata?.annotations, ...annotations } };
+    const result = injectPod(pod, config, 'token');
+    assert.equal(result.action, 'inject');
+    const sidecar = (result.action === 'inject' ? result.pod.spec?.containers ?? [] : []).find((container) => container.name === 'shutdown-manager');
+    return sidecar?.args ?? [];
+  };
+
+  test('sorted, each with its period (a port alone: every 10s); none without the annotation, so pods keep the spec they had', () => {
+    assert.ok(argsOf({ 'shutdown-manager.io/pollers': '8080/15s, 5432' }).includes('--pollers=5432/10s,8080/15s'));
+    assert.equal(argsOf({}).filter((arg) => arg.startsWith('--pollers')).length, 0);
+  });
+
+  test('a bad value is refused, naming the annotation and the form', () => {
+    const pod = structuredClone(review.request.object);
+    pod.metadata = { ...pod.metadata, annotations: { ...pod.metadata?.annotations, 'shutdown-manager.io/pollers': '8080/fast' } };
+    const result = injectPod(pod, config, 'token');
+    assert.notEqual(result.action, 'inject');
+    assert.match(JSON.stringify(result), /shutdown-manager\.io\/pollers.*PORT\/PERIOD/);
+  });
+});
+
 describe("the kubelet's probes of Envoy, with their periods, are told from clients (--probe-ports)", () => {
   const withProbes = (envoy: Record<string, unknown>): V1Pod => {
     const pod = structuredClone(review.request.object);

@@ -347,6 +347,28 @@ describe('sidecar process: the observed rule lets go only once the load balancer
     }
   });
 
+  test('a declared poller of a routed path (--pollers=PORT/PERIOD) does not hold the drain, and clients beyond it still do (the undeclared control is the test above)', async (t) => {
+    for (const clients of [false, true]) {
+      const emulator = await envoy(t);
+      const process = await sidecar(t, emulator, ['--quiet-period=1s', '--drain-timeout=6s', `--pollers=${emulator.ports.http}/1s`]);
+      const poller = every(1_000, 8_000, () => request(emulator.ports.http, '/'));
+      const balancer = clients ? every(100, 2_000, () => request(emulator.ports.http, '/')) : undefined;
+      const { outcome, tookMs } = await deletePod(process, emulator);
+      await poller.stop();
+      const lost = (await balancer?.finished())?.lost;
+      t.diagnostic(`clients ${clients}: /shutdown after ${tookMs} ms, lost ${lost ?? '-'}; ${outcome.description}`);
+      assert.equal(outcome.reason, 'connections-closed', outcome.description);
+      assert.ok(outcome.loadBalancer.sinceHealthChecksFailed.polls >= 1, `the poller's requests taken for it: ${JSON.stringify(outcome.loadBalancer.sinceHealthChecksFailed)}`);
+      if (clients) {
+        assert.equal(lost, 0, 'no client of the load balancer reached an Envoy that had exited');
+        assert.ok(tookMs >= 2_000, `ended ${tookMs} ms after /shutdown: the clients beyond the poller held it`);
+      } else {
+        assert.ok(tookMs < 4_000, `ended ${tookMs} ms after /shutdown, not at the 6 s deadline`);
+      }
+      process.kill();
+    }
+  });
+
   test('a new client whose request is in flight holds the drain whatever --min-open-connections (issue 33, case 3); control: the same request on a connection from before the failure is a straggler the minimum lets go', async (t) => {
     for (const after of [true, false]) {
       const emulator = await envoy(t);

@@ -40,7 +40,7 @@ const DRAINED: DrainOutcome = {
   missingListeners: [],
   availableListeners: ['ingress'],
   unconfirmedSteps: [],
-  loadBalancer: { quietPeriodMs: null, neededQuietMs: null, longestGapMs: null, watchedListeners: ['ingress'], observable: true, sight: 'whole', blindSpots: [], lagMs: 0, lagAtLeastMs: 0, lastRequestMs: 0, lastConnectionMs: 0, sinceHealthChecksFailed: { requests: 0, connections: 0, healthChecks: 0 }, priorTraffic: null, sparse: false, quiet: false, newConnectionsOpen: 0 },
+  loadBalancer: { quietPeriodMs: null, neededQuietMs: null, longestGapMs: null, watchedListeners: ['ingress'], observable: true, sight: 'whole', blindSpots: [], lagMs: 0, lagAtLeastMs: 0, lastRequestMs: 0, lastConnectionMs: 0, sinceHealthChecksFailed: { requests: 0, connections: 0, healthChecks: 0, polls: 0 }, priorTraffic: null, sparse: false, quiet: false, newConnectionsOpen: 0 },
   hotRestarts: [],
 };
 
