@@ -20,7 +20,7 @@
  *
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
-import { failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
+import { AdminRefusedError, failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
 import { markedRead, MarkTrust, ProcessTrail, type Expectation, type ProcessMark, type ReadEvidence } from '../envoy/identity.js';
 import { isObservable, summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
@@ -155,7 +155,13 @@ type ReadVerdict = ReturnType<ProcessTrail['observe']>;
 /** `restartEpoch`: the answer's `server.hot_restart_epoch` (null: it lacked the gauge, so a hot restart cannot be told). */
 type MarkRead =
   | { readonly ok: true; readonly verdict: ReadVerdict; readonly restartEpoch: number | null }
-  | { readonly ok: false; readonly kind: AdminFailureKind; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly kind: AdminFailureKind;
+      readonly message: string;
+      /** Refused while a witness was open: the process holding it lives, only its address cannot be reached (a socket path lost). */
+      readonly witnessHeld?: boolean;
+    };
 
 export class DrainSupervisor {
   private drain: Drain;
@@ -388,7 +394,9 @@ export class DrainSupervisor {
     const read = await this.readMark();
     // The watch re-armed meanwhile: the new drain still counts from this /shutdown's arrival.
     if (this.drain !== ended) return this.drain.current === 'idle' ? this.startDrain(arrivedAtMs) : this.drain.start();
-    if (!read.ok && read.kind === 'refused') return ended.start(); // no Envoy: nothing to drain
+    // No Envoy: nothing to drain. Unless a witness is still held: then a process lives behind an address that refuses
+    // (a Unix socket path unlinked), opened after the drained one let go (whose exit ended the drain), and is drained.
+    if (!read.ok && read.kind === 'refused' && read.witnessHeld !== true) return ended.start();
     if (read.ok && (read.verdict === 'same' || (read.verdict === 'reset' && read.restartEpoch !== null))) return ended.start();
     if (read.ok && read.verdict === 'replaced') {
       this.rearm('a /shutdown came after the last drain had ended, and another Envoy process answers', false);
@@ -463,7 +471,12 @@ export class DrainSupervisor {
         this.noteTraffic(verdict, count, sentAtMs);
         return { ok: true, verdict, restartEpoch: count.hotRestart?.epoch ?? null };
       },
-      (error: unknown): MarkRead => ({ ok: false, kind: failureKindOf(error), message: messageOf(error) }),
+      (error: unknown): MarkRead => ({
+        ok: false,
+        kind: failureKindOf(error),
+        message: messageOf(error),
+        witnessHeld: error instanceof AdminRefusedError && error.evidence !== undefined && error.evidence.witness !== null,
+      }),
     );
     const answer = await within(read, this.options.readTimeoutMs, {
       ok: false,
@@ -651,6 +664,7 @@ export type { RecoveryAction };
  * drain does (drain.ts resendStepsAfterBlindReset), the next drain fails the health checks of whatever answers.
  */
 function whyUntold(read: MarkRead): string {
+  if (!read.ok && read.witnessHeld === true) return "Envoy's admin address refuses while a connection held to a process behind it stays open: that process lives, its address lost";
   if (!read.ok) return `Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`;
   switch (read.verdict) {
     case 'reset':

@@ -458,6 +458,39 @@ const KEPT: readonly { readonly name: string; readonly scenario: Scenario; reado
     },
   },
   {
+    // Issue 38's idle search on the fixed code (FUZZ_SEED=603, the leisurely pace; 8 of 10 replays on the code before
+    // it): Envoy exited and ended a drain "drained"; a new process started, its Unix socket path was then unlinked,
+    // and a /shutdown got the ended drain's answer while the new process ran: its refusal was taken for "no Envoy".
+    // Now a refusal while a witness is still held (the process holding it lives) drains again (supervisor.ts
+    // drainIfNewProcess), and no read is sent without a witness connected (admin-client.ts witnessConnected).
+    name: 'a /shutdown after an ended drain, refused by a new process whose socket path was unlinked, got the old "drained" (I3)',
+    foundAt: PACES.leisurely,
+    scenario: {
+      steps: [
+        { kind: 'reset-counters' },
+        { kind: 'reset-counters' },
+        { kind: 'shutdown' },
+        { kind: 'stop' },
+        { kind: 'shutdown' },
+        { kind: 'script', path: '*', behaviours: ['endless'] },
+        { kind: 'script', path: '/drain_listeners', behaviours: ['silent', 'delay:40', { kind: 'deep-json', depth: 100_000 }, 'delay:120'] },
+        { kind: 'script', path: '*', behaviours: ['status:404', { kind: 'deep-json', depth: 100_000 }] },
+        { kind: 'reset-counters' },
+        { kind: 'shutdown' },
+        { kind: 'restart', open: 2, trim: 'none' },
+        { kind: 'socket-path', change: 'unlink' },
+        { kind: 'parent-connections', open: 2 },
+        { kind: 'parent-connections', open: 2 },
+        { kind: 'shutdown' },
+      ],
+      minOpenConnections: 0,
+      drainDelayMs: 0,
+      transport: 'unix',
+      extraListeners: 2_000,
+      trim: 'none',
+    },
+  },
+  {
     // The same search (FUZZ_SEED=206, the leisurely pace; reproduced only beside two CPU burners, 2 of 10 replays, none
     // since the fix): processes replaced and hot-restarted in turn, the restart epoch going down from a child's to a
     // new chain's 0; polls of the new chain's process passed for the pinned one's (I2). Fixed by the same rule.
