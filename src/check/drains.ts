@@ -16,7 +16,19 @@
  *   started with --quiet-period=0s lets a drain end once connections are gone, from check-delay after the
  *   health-check failure on; a client that arrives later than that (one check-interval of slack: the count
  *   that can end the drain is taken every check-interval) may find Envoy gone, and its requests are lost.
- *   With the rule on (the default) the drain waits until clients stop arriving, so a long lag costs time only.
+ *   With the rule on (the default) the drain waits until clients stop arriving, so a long lag costs time, as far
+ *   as the drain can see them arriving; where it could not, the next two say so.
+ *
+ * And two that the sidecars report themselves, each read by a query of its own (a failed one drops only its finding):
+ *
+ * - **Drains that could not see the load balancer** (`drains.unobserved`): listeners whose new clients a drain could
+ *   not see arriving (shutdown_manager_load_balancer_unobserved_listeners, by reason). Their lag is not in the table
+ *   (never a 0), and check-delay alone, or the quiet period on what was seen, protected them.
+ * - **Drains held by a poller** (`drains.held-by-traffic`): a drain that reached its deadline with its connections
+ *   gone, held only by new client traffic that never stopped (shutdown_manager_drain_held_by_traffic). A longer grace
+ *   period cannot help, so the near-deadline warning of such a workload says so instead of asking for one. The gauge
+ *   is 1 only from the drain's end to the pod's, so a scrape may miss it: the near-deadline warning names the cause
+ *   as possible.
  */
 import { drainTimeoutMs as derivedDrainTimeoutMs, POD_DRAIN_SETTINGS } from '../config/drain.js';
 import { formatDuration } from '../config/duration.js';
@@ -49,21 +61,44 @@ export function statsMissingQuery(window: string): string {
   return `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}, stat) (max_over_time(${STATS_MISSING_METRIC}[${window}])) == 1`;
 }
 
-/**
- * What is known of the lag: nothing asked, a failed read, or the samples of the query; with it, the samples of
- * statsMissingQuery (null when that query failed: the lag is still worth showing).
- */
+export const UNOBSERVED_METRIC = 'shutdown_manager_load_balancer_unobserved_listeners';
+
+/** Per workload and reason, the most listeners a drain could not see clients arrive on over the window. */
+export function unobservedQuery(window: string): string {
+  return `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}, reason) (max_over_time(${UNOBSERVED_METRIC}[${window}])) > 0`;
+}
+
+export const HELD_BY_TRAFFIC_METRIC = 'shutdown_manager_drain_held_by_traffic';
+
+/** The workloads a drain of which ended at its deadline held only by traffic that never stopped, over the window. */
+export function heldByTrafficQuery(window: string): string {
+  return `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}) (max_over_time(${HELD_BY_TRAFFIC_METRIC}[${window}])) == 1`;
+}
+
+/** The queries sent beside the lag's, each for one finding: null when it failed (the lag is still worth showing). */
+export interface SideReadings {
+  readonly missingStats?: readonly VectorSample[] | null;
+  readonly unobserved?: readonly VectorSample[] | null;
+  readonly heldByTraffic?: readonly VectorSample[] | null;
+}
+
+export const SIDE_QUERIES: Readonly<Record<keyof SideReadings, (window: string) => string>> = {
+  missingStats: statsMissingQuery,
+  unobserved: unobservedQuery,
+  heldByTraffic: heldByTrafficQuery,
+};
+
+/** What is known of the lag: nothing asked, a failed read, or the samples of the query, with the side readings. */
 export type LagReading =
   | { readonly status: 'unknown' }
   | { readonly status: 'failed'; readonly source: string; readonly window: string; readonly query: string; readonly message: string }
-  | {
+  | ({
       readonly status: 'read';
       readonly source: string;
       readonly window: string;
       readonly query: string;
       readonly samples: readonly VectorSample[];
-      readonly missingStats?: readonly VectorSample[] | null;
-    };
+    } & SideReadings);
 
 /** One workload's drain settings (the most demanding of its pods', when they differ) and its lag. */
 export interface WorkloadDrain {
@@ -169,8 +204,11 @@ export function drainFindings(input: DrainsInput): { findings: Finding[]; report
   const seen = workloads.filter((row) => row.loadBalancerLagSeconds !== null).length;
   const findings = [readFinding(lag, workloads.length, seen)];
   if (unattributed.length > 0) findings.push(unattributedFinding(unattributed));
-  for (const row of workloads) findings.push(...lagFindings(row, lag.window));
+  const held = byWorkload(lag.heldByTraffic ?? [], input.replicaSetOwners, rows);
+  for (const row of workloads) findings.push(...lagFindings(row, lag.window, held.has(key(row))));
   findings.push(...missingStatsFindings(lag.missingStats ?? [], input.replicaSetOwners, rows, lag.window));
+  findings.push(...unobservedFindings(lag.unobserved ?? [], input.replicaSetOwners, rows, lag.window));
+  findings.push(...[...held.values()].map(({ who }) => heldByTrafficFinding(who, lag.window)));
   return { findings, report: { lag: lagReport, workloads } };
 }
 
@@ -300,7 +338,10 @@ function unattributedFinding(samples: readonly VectorSample[]): Finding {
   );
 }
 
-function lagFindings(row: WorkloadDrain, window: string): Finding[] {
+const POLLER_FIX =
+  "point the load balancer's checks at Envoy's health-check filter's path (failing the health checks cannot take the pod out of a check of a routed path), or declare the poller: annotation shutdown-manager.io/pollers: PORT/PERIOD";
+
+function lagFindings(row: WorkloadDrain, window: string, heldByTraffic: boolean): Finding[] {
   const lag = row.loadBalancerLagSeconds;
   if (lag === null) return [];
   const who = `${row.kind} ${row.namespace}/${row.name}`;
@@ -308,13 +349,16 @@ function lagFindings(row: WorkloadDrain, window: string): Finding[] {
   const arrival = row.drainDelaySeconds + lag;
   if (arrival >= NEAR_DEADLINE_SHARE * row.deadlineSeconds) {
     const delay = row.drainDelaySeconds > 0 ? ` (after a drain-delay of ${seconds(row.drainDelaySeconds)})` : '';
+    const seen = `${who}: new client traffic still came ${seconds(lag)} after the health checks failed${delay}, past ${NEAR_DEADLINE_SHARE * 100} % of the drain's deadline of ${seconds(row.deadlineSeconds)} (largest over ${window})`;
     findings.push(
-      finding(
-        'drains.lag-near-deadline',
-        'warning',
-        `${who}: the load balancer still sent clients ${seconds(lag)} after the health checks failed${delay}, past ${NEAR_DEADLINE_SHARE * 100} % of the drain's deadline of ${seconds(row.deadlineSeconds)} (largest over ${window}): a slower load balancer makes the drain cut them`,
-        `make the load balancer deregister faster (its health check's interval x unhealthy threshold), or give the drain more time: annotation shutdown-manager.io/termination-grace-period: "${graceClearing(arrival)}" (at least) on the pod template of ${who}`,
-      ),
+      heldByTraffic
+        ? finding('drains.lag-near-deadline', 'warning', `${seen}: a poller, which never stops (drains.held-by-traffic); a longer grace period cannot help`, `${POLLER_FIX} on the pod template of ${who}`)
+        : finding(
+            'drains.lag-near-deadline',
+            'warning',
+            `${seen}: a slower load balancer makes the drain cut them; or a poller that never stops (a check of a routed path, an uptime monitor, a scrape through Envoy), if its drains end at the deadline with no connection open`,
+            `make the load balancer deregister faster (its health check's interval x unhealthy threshold), or give the drain more time: annotation shutdown-manager.io/termination-grace-period: "${graceClearing(arrival)}" (at least) on the pod template of ${who}; for a poller, ${POLLER_FIX}`,
+          ),
     );
   }
   const slack = row.checkDelaySeconds + row.checkIntervalSeconds;
@@ -339,25 +383,67 @@ const MISSING_STAT_COST: Readonly<Record<string, string>> = {
 };
 
 /**
- * `drains.envoy-stats-missing`: workloads whose Envoy lacked stats the drain needs (a stats_matcher trimming
- * them), as their sidecars reported at start. A warning: the pods are protected, but their drains are blind in part.
+ * The samples of a side query by workload (a ReplicaSet's taken to its Deployment, as the lag's), each with the values
+ * of `label` seen; samples without the controller labels, or without `label` when one is asked for, are left out.
  */
-function missingStatsFindings(samples: readonly VectorSample[], owners: ReplicaSetOwners, rows: ReadonlyMap<string, { workload: Workload }>, window: string): Finding[] {
-  const byWorkload = new Map<string, { who: string; stats: Set<string> }>();
+function byWorkload(
+  samples: readonly VectorSample[],
+  owners: ReplicaSetOwners,
+  rows: ReadonlyMap<string, { workload: Workload }>,
+  label?: string,
+): Map<string, { who: string; values: Map<string, number> }> {
+  const found = new Map<string, { who: string; values: Map<string, number> }>();
   for (const sample of samples) {
     const namespace = sample.labels.namespace ?? '';
     const kind = sample.labels[CONTROLLER_KIND_LABEL] ?? '';
     const name = sample.labels[CONTROLLER_NAME_LABEL] ?? '';
-    const stat = sample.labels.stat ?? '';
-    if (namespace === '' || kind === '' || name === '' || stat === '') continue;
+    const value = label === undefined ? '' : (sample.labels[label] ?? '');
+    if (namespace === '' || kind === '' || name === '' || (label !== undefined && value === '')) continue;
     const workload = kind === 'ReplicaSet' ? replicaSetWorkload(namespace, name, owners, rows) : { kind, name, namespace };
     const id = key(workload);
-    const entry = byWorkload.get(id) ?? { who: `${workload.kind} ${workload.namespace}/${workload.name}`, stats: new Set<string>() };
-    entry.stats.add(stat);
-    byWorkload.set(id, entry);
+    const entry = found.get(id) ?? { who: `${workload.kind} ${workload.namespace}/${workload.name}`, values: new Map<string, number>() };
+    entry.values.set(value, Math.max(entry.values.get(value) ?? 0, Number.isFinite(sample.value) ? sample.value : 0));
+    found.set(id, entry);
   }
-  return [...byWorkload.values()].map(({ who, stats }) => {
-    const listed = [...stats].sort();
+  return found;
+}
+
+/** Why a drain could not see clients arrive on a listener, and what to keep (the sidecar's reasons: src/envoy/arrivals.ts). */
+const UNOBSERVED_REASON: Readonly<Record<string, string>> = {
+  'arrival-counters-missing': 'neither listener.<listener>.downstream_cx_total nor its downstream_rq_completed: nothing arriving is seen',
+  'new-connections-missing': 'no listener.<listener>.downstream_cx_total: requests are seen, new clients and the gaps between them are not',
+};
+
+/** `drains.unobserved`: workloads whose drains could not see the load balancer letting go on some listeners. */
+function unobservedFindings(samples: readonly VectorSample[], owners: ReplicaSetOwners, rows: ReadonlyMap<string, { workload: Workload }>, window: string): Finding[] {
+  return [...byWorkload(samples, owners, rows, 'reason').values()].map(({ who, values }) => {
+    const reasons = [...values].sort(([a], [b]) => (a < b ? -1 : 1)).map(([reason, count]) => `${plural(count, 'listener')}, ${UNOBSERVED_REASON[reason] ?? reason}`);
+    return finding(
+      'drains.unobserved',
+      'warning',
+      `${who}: its drains could not see the load balancer letting go (seen by its sidecars over ${window}): ${reasons.join('; ')}. Their lag is not reported, and check-delay (or the quiet period, on what was seen) is what protected them`,
+      "keep listener.*.downstream_cx_total and listener.*.http.*.downstream_rq_completed in the Envoy bootstrap's stats_config.stats_matcher; until then, give check-delay the load balancer's whole deregistration time",
+    );
+  });
+}
+
+/** `drains.held-by-traffic`: a workload some drain of which reached its deadline held only by traffic that never stopped. */
+function heldByTrafficFinding(who: string, window: string): Finding {
+  return finding(
+    'drains.held-by-traffic',
+    'warning',
+    `${who}: a drain reached its deadline with its connections gone, held only by new client traffic that never stopped (seen by its sidecars over ${window}): a poller, not a load balancer's lag; every drain of it takes the whole grace period`,
+    `${POLLER_FIX} on the pod template of ${who}`,
+  );
+}
+
+/**
+ * `drains.envoy-stats-missing`: workloads whose Envoy lacked stats the drain needs (a stats_matcher trimming
+ * them), as their sidecars reported at start. A warning: the pods are protected, but their drains are blind in part.
+ */
+function missingStatsFindings(samples: readonly VectorSample[], owners: ReplicaSetOwners, rows: ReadonlyMap<string, { workload: Workload }>, window: string): Finding[] {
+  return [...byWorkload(samples, owners, rows, 'stat').values()].map(({ who, values }) => {
+    const listed = [...values.keys()].sort();
     const costs = listed.map((stat) => `${stat}: ${MISSING_STAT_COST[stat] ?? 'the drain cannot use it'}`);
     return finding(
       'drains.envoy-stats-missing',

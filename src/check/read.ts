@@ -25,14 +25,14 @@ import { statusOf, withSignal } from '../kube/requests.js';
 import { formatLabelSelector, type LabelSelector } from '../config/label-selector.js';
 import type { RequestOptions } from 'node:https';
 import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
-import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, statsMissingQuery, type LagReading } from './drains.js';
+import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, SIDE_QUERIES, type LagReading, type SideReadings } from './drains.js';
 import { ApiAnswerError, causeOf, describeRead, ForbiddenError, KubeconfigError, NamespaceNotFoundError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
 import { expectationsOf, servingSecretName, type Expectations } from './expectations.js';
 import { judgePod } from './pod-state.js';
 import { needsWorkload, OPT_IN_LABEL, replicaSetOf } from './pods.js';
 import { accessQuestions, BASE_RESOURCES, CERT_MANAGER_RESOURCES, type AccessQuestion, type PreInstallReading } from './pre.js';
 import { closestName } from '../config/settings.js';
-import { describeSource, directTransport, PrometheusError, queryVector, type PrometheusSource, type QueryTransport } from './prometheus.js';
+import { describeSource, directTransport, PrometheusError, queryVector, type PrometheusSource, type QueryTransport, type VectorSample } from './prometheus.js';
 
 export interface KubeconfigChoice {
   /** --kubeconfig; otherwise KUBECONFIG, ~/.kube/config, then the pod's own ServiceAccount. */
@@ -354,12 +354,15 @@ async function readLag(kubeConfig: KubeConfig, { source, window }: NonNullable<R
   try {
     const transport = source.kind === 'url' ? directTransport(source.url) : await apiServerTransport(kubeConfig, source, shown);
     const samples = await queryVector(source, transport, query, timeoutMs);
-    // The stats the drains lacked: a query of its own, whose failure leaves the lag shown.
-    const missingStats = await queryVector(source, transport, statsMissingQuery(window), timeoutMs).catch((error: unknown) => {
-      if (error instanceof PrometheusError) return null;
-      throw error;
-    });
-    return { status: 'read', source: shown, window, query, samples, missingStats };
+    // What the sidecars reported of their drains' sight: a query each, whose failure leaves the lag shown.
+    const side: Record<string, readonly VectorSample[] | null> = {};
+    for (const [name, sideQuery] of Object.entries(SIDE_QUERIES)) {
+      side[name] = await queryVector(source, transport, sideQuery(window), timeoutMs).catch((error: unknown) => {
+        if (error instanceof PrometheusError) return null;
+        throw error;
+      });
+    }
+    return { status: 'read', source: shown, window, query, samples, ...(side as SideReadings) };
   } catch (error) {
     if (!(error instanceof PrometheusError)) throw error;
     return { status: 'failed', source: shown, window, query, message: error.message };

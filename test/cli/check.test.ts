@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { writeFile } from 'node:fs/promises';
-import { lagQuery, statsMissingQuery, type WorkloadDrain } from '../../src/check/drains.js';
+import { heldByTrafficQuery, lagQuery, SIDE_QUERIES, statsMissingQuery, unobservedQuery, type WorkloadDrain } from '../../src/check/drains.js';
 import type { CheckReport, Finding } from '../../src/check/report.js';
 import {
   addNamespace,
@@ -318,7 +318,7 @@ describe('manifests/check', () => {
     ];
     const rules = roles.flatMap((role) => role.rules);
     const used = new Set<Rule>();
-    assert.equal(front.proxied.length, 2, 'the lag and the stats the drains lacked');
+    assert.equal(front.proxied.length, 1 + Object.keys(SIDE_QUERIES).length, "the lag and what the drains' sidecars reported of their sight");
     for (const path of [...target.fake.requests.map((request) => request.path), ...front.proxied.map((proxied) => proxied.split('?')[0] as string)]) {
       const read = rbacOf(path);
       const rule = rules.find((candidate) => grants(candidate, read));
@@ -438,7 +438,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     prometheusServers.push(server);
     server.expectedQuery = lagQuery(window);
     server.samples = samples;
-    server.answers.set(statsMissingQuery(window), []);
+    for (const sideQuery of Object.values(SIDE_QUERIES)) server.answers.set(sideQuery(window), []);
     return server;
   }
 
@@ -508,6 +508,8 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.deepEqual(server.queries.map(({ path, query }) => ({ path, query })), [
       { path: '/api/v1/query', query: lagQuery('7d') },
       { path: '/api/v1/query', query: statsMissingQuery('7d') },
+      { path: '/api/v1/query', query: unobservedQuery('7d') },
+      { path: '/api/v1/query', query: heldByTrafficQuery('7d') },
     ]);
     assert.deepEqual(report.drains.lag, { status: 'read', source: server.url, window: '7d', query: lagQuery('7d') });
     assert.equal(row(report, 'envoy')?.loadBalancerLagSeconds, 12.5, 'the largest of its ReplicaSets, the deleted one found by its name');
@@ -521,7 +523,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.match(only(report, 'drains.prometheus')[0]?.message ?? '', /read from http:\/\/127\.0\.0\.1:\d+ over 7d: drains seen for 3 of 4 workloads/);
     const near = only(report, 'drains.lag-near-deadline');
     assert.deepEqual(near.map((finding) => [finding.status, finding.message.split(':')[0]]), [['warning', 'DaemonSet edge/ingress']]);
-    assert.match(near[0]?.message ?? '', /sent clients 1m35s after the health checks failed, past 80 % of the drain's deadline of 1m50s \(largest over 7d\)/);
+    assert.match(near[0]?.message ?? '', /new client traffic still came 1m35s after the health checks failed, past 80 % of the drain's deadline of 1m50s \(largest over 7d\)/);
     assert.match(near[0]?.fix ?? '', /shutdown-manager\.io\/termination-grace-period: "129"/);
     const beyond = only(report, 'drains.lag-beyond-check-delay');
     assert.deepEqual(beyond.map((finding) => finding.message.split(':')[0]), ['DaemonSet edge/ingress'], 'calm waits: its quiet-period rule is on');
@@ -533,7 +535,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.match(text.stdout, /\nDrains and the load balancer's lag \(the largest over 7d, from http:\/\/127\.0\.0\.1:\d+\)\n/);
     assert.match(text.stdout, /\n {2}DaemonSet edge\/ingress +1 +2m +1m50s +30s +off +1m35s\n/);
     assert.match(text.stdout, /\n {2}DaemonSet edge\/idle +1 +2m +1m50s +1m +on +no drain seen\n/);
-    assert.match(text.stdout, /\n {2}warn DaemonSet edge\/ingress: the load balancer still sent clients 1m35s .* {2}\[drains\.lag-near-deadline\]\n {9}fix: /);
+    assert.match(text.stdout, /\n {2}warn DaemonSet edge\/ingress: new client traffic still came 1m35s .* {2}\[drains\.lag-near-deadline\]\n {9}fix: /);
   });
 
   test('--lag-window sets the range; series without the controller labels are information; no sample at all says so', async () => {
@@ -548,7 +550,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.equal(server.queries[0]?.authorization, undefined);
     // Credentials in the URL: sent as Basic authentication, never shown.
     const withUser = await checkJson(target, '--prometheus-url', server.url.replace('http://', 'http://reader:xy%3Azzy@'), '--lag-window', '2d');
-    assert.equal(server.queries[2]?.authorization, `Basic ${Buffer.from('reader:xy:zzy').toString('base64')}`, "the second run's first query");
+    assert.equal(server.queries[Object.keys(SIDE_QUERIES).length + 1]?.authorization, `Basic ${Buffer.from('reader:xy:zzy').toString('base64')}`, "the second run's first query");
     assert.equal(withUser.report.drains.lag.source, server.url);
     assert.doesNotMatch(JSON.stringify(withUser.report), /xy:?zzy|reader/);
     server.samples = [];
@@ -579,6 +581,31 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.equal(row(failed.report, 'ingress')?.loadBalancerLagSeconds, 95);
   });
 
+  test('drains that could not see the load balancer, and drains held by a poller: warnings naming the workload, the reason and the fix; the near-deadline warning of a polled workload asks for no longer grace period', async () => {
+    const target = await drainCluster();
+    const server = await prometheus([...SAMPLES, { metric: { namespace: 'edge', controller_kind: 'StatefulSet', controller_name: 'calm' }, value: 280 }]);
+    server.answers.set(unobservedQuery('7d'), [
+      { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-7d9f', reason: 'new-connections-missing' }, value: 2 },
+      { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-6f8b', reason: 'arrival-counters-missing' }, value: 1 },
+    ]);
+    server.answers.set(heldByTrafficQuery('7d'), [{ metric: { namespace: 'edge', controller_kind: 'StatefulSet', controller_name: 'calm' }, value: 1 }]);
+    const { report } = await checkJson(target, '--prometheus-url', server.url);
+    const unobserved = only(report, 'drains.unobserved');
+    assert.deepEqual(unobserved.map((entry) => [entry.status, entry.message.split(':')[0]]), [['warning', 'Deployment edge/envoy']], 'both ReplicaSets are one Deployment');
+    assert.match(unobserved[0]?.message ?? '', /1 listener, neither listener\.<listener>\.downstream_cx_total .*; 2 listeners, no listener\.<listener>\.downstream_cx_total: requests are seen/);
+    assert.match(unobserved[0]?.message ?? '', /Their lag is not reported/);
+    const held = only(report, 'drains.held-by-traffic');
+    assert.deepEqual(held.map((entry) => [entry.status, entry.message.split(':')[0]]), [['warning', 'StatefulSet edge/calm']]);
+    assert.match(held[0]?.fix ?? '', /health-check filter's path .*shutdown-manager\.io\/pollers: PORT\/PERIOD on the pod template of StatefulSet edge\/calm/);
+    const near = only(report, 'drains.lag-near-deadline');
+    const calm = near.find((entry) => entry.message.startsWith('StatefulSet edge/calm'));
+    assert.match(calm?.message ?? '', /a poller, which never stops .*a longer grace period cannot help/);
+    assert.doesNotMatch(calm?.fix ?? '', /termination-grace-period/);
+    // Control: a workload no poller held is still asked for a longer grace period, with the poller named as possible.
+    const ingress = near.find((entry) => entry.message.startsWith('DaemonSet edge/ingress'));
+    assert.match(ingress?.fix ?? '', /termination-grace-period: "\d+".*for a poller, point the load balancer's checks/);
+  });
+
   test('--prometheus: through the API server\'s service proxy, with the kubeconfig\'s token; a refusal names the RBAC it needs', async () => {
     const target = await drainCluster();
     const server = await prometheus(SAMPLES);
@@ -595,7 +622,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.match(report.drains.lag.source ?? '', /^Service monitoring\/prometheus-operated:9090 \(through the API server https:\/\/127\.0\.0\.1:\d+\)$/);
     assert.deepEqual(
       front.proxied,
-      [lagQuery('7d'), statsMissingQuery('7d')].map((query) => `/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy/api/v1/query?${new URLSearchParams({ query }).toString()}`),
+      [lagQuery('7d'), statsMissingQuery('7d'), unobservedQuery('7d'), heldByTrafficQuery('7d')].map((query) => `/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy/api/v1/query?${new URLSearchParams({ query }).toString()}`),
     );
 
     front.refuse = { code: 403, message: 'services "prometheus-operated:9090" is forbidden: User "alice" cannot get resource "services/proxy" in API group "" in the namespace "monitoring"' };
