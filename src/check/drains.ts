@@ -40,6 +40,7 @@ import { DEFAULT_GRACE_SECONDS, judgePod, sidecarOf } from './pod-state.js';
 import { workloadOf, type Workload } from './pods.js';
 import type { VectorSample } from './prometheus.js';
 import type { Finding } from './report.js';
+import { LAG_BUCKETS_SECONDS } from '../sidecar/lag-buckets.js';
 
 export const LAG_METRIC = 'shutdown_manager_load_balancer_lag_seconds';
 /** The labels the sidecars' PodMonitor (manifests/monitoring/podmonitors.yaml) gives each series: the pod's controller. */
@@ -75,17 +76,29 @@ export function heldByTrafficQuery(window: string): string {
   return `max by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}) (max_over_time(${HELD_BY_TRAFFIC_METRIC}[${window}])) == 1`;
 }
 
+/** One observation per drain whose lag settled (src/sidecar/metrics.ts), with these bucket bounds. */
+export const LAG_HISTOGRAM = 'shutdown_manager_drain_load_balancer_lag_seconds';
+/** The share of drains the recommended check-delay covers. */
+export const LAG_QUANTILE = 0.99;
+
+/** Per workload, the 99th percentile of its drains' settled lags over the window (NaN, dropped, where none settled). */
+export function lagQuantileQuery(window: string): string {
+  return `histogram_quantile(${LAG_QUANTILE}, sum by (namespace, ${CONTROLLER_KIND_LABEL}, ${CONTROLLER_NAME_LABEL}, le) (increase(${LAG_HISTOGRAM}_bucket[${window}]))) >= 0`;
+}
+
 /** The queries sent beside the lag's, each for one finding: null when it failed (the lag is still worth showing). */
 export interface SideReadings {
   readonly missingStats?: readonly VectorSample[] | null;
   readonly unobserved?: readonly VectorSample[] | null;
   readonly heldByTraffic?: readonly VectorSample[] | null;
+  readonly lagQuantile?: readonly VectorSample[] | null;
 }
 
 export const SIDE_QUERIES: Readonly<Record<keyof SideReadings, (window: string) => string>> = {
   missingStats: statsMissingQuery,
   unobserved: unobservedQuery,
   heldByTraffic: heldByTrafficQuery,
+  lagQuantile: lagQuantileQuery,
 };
 
 /** What is known of the lag: nothing asked, a failed read, or the samples of the query, with the side readings. */
@@ -209,6 +222,11 @@ export function drainFindings(input: DrainsInput): { findings: Finding[]; report
   findings.push(...missingStatsFindings(lag.missingStats ?? [], input.replicaSetOwners, rows, lag.window));
   findings.push(...unobservedFindings(lag.unobserved ?? [], input.replicaSetOwners, rows, lag.window));
   findings.push(...[...held.values()].map(({ who }) => heldByTrafficFinding(who, lag.window)));
+  const quantiles = byWorkload(lag.lagQuantile ?? [], input.replicaSetOwners, rows);
+  for (const row of workloads) {
+    const quantile = quantiles.get(key(row))?.values.get('');
+    if (quantile !== undefined && !held.has(key(row))) findings.push(checkDelayFinding(row, quantile, lag.window));
+  }
   return { findings, report: { lag: lagReport, workloads } };
 }
 
@@ -425,6 +443,32 @@ function unobservedFindings(samples: readonly VectorSample[], owners: ReplicaSet
       "keep listener.*.downstream_cx_total and listener.*.http.*.downstream_rq_completed in the Envoy bootstrap's stats_config.stats_matcher; until then, give check-delay the load balancer's whole deregistration time",
     );
   });
+}
+
+/**
+ * `drains.check-delay`: the check-delay that covers LAG_QUANTILE of a workload's drains, from the histogram of their
+ * settled lags: the upper bound of the bucket the quantile falls in (histogram_quantile interpolates within it, which
+ * can only understate), plus one check-interval. What it saves: with the observed rule off, or where the drain cannot
+ * see (drains.unobserved), check-delay is the protection; with it on, a drain still waits at least check-delay, so a
+ * check-delay above the lag costs every drain the difference.
+ */
+function checkDelayFinding(row: WorkloadDrain, quantileSeconds: number, window: string): Finding {
+  const who = `${row.kind} ${row.namespace}/${row.name}`;
+  const bound = LAG_BUCKETS_SECONDS.find((upper) => upper >= quantileSeconds);
+  const share = `${LAG_QUANTILE * 100} %`;
+  if (bound === undefined) {
+    return finding('drains.check-delay', 'info', `${who}: ${share} of its drains saw the load balancer let go only after ${seconds(quantileSeconds)} or more (over ${window}), past the lag histogram's last bucket`);
+  }
+  const recommended = bound + row.checkIntervalSeconds;
+  const facts = `${who}: ${share} of its drains saw the load balancer let go within ${seconds(bound)} of the health-check failure (over ${window}); check-delay is ${seconds(row.checkDelaySeconds)}`;
+  const set = `annotation shutdown-manager.io/check-delay: "${seconds(recommended)}" on the pod template of ${who}`;
+  if (row.checkDelaySeconds >= recommended) {
+    const spare = row.checkDelaySeconds - recommended;
+    const cost = row.quietPeriod ? `every drain waits at least check-delay, ${seconds(spare)} longer than it needs` : `${seconds(spare)} of margin beyond it`;
+    return finding('drains.check-delay', 'info', `${facts}: ${cost}`, spare > 0 && row.quietPeriod ? `${set} (the observed rule still waits for the load balancer beyond it)` : undefined);
+  }
+  const risk = row.quietPeriod ? 'the observed rule waits for the rest where it can see them (drains.unobserved names where it cannot)' : 'with --quiet-period=0s the drains that outlast it lose requests';
+  return finding('drains.check-delay', row.quietPeriod ? 'info' : 'warning', `${facts}, below ${seconds(recommended)} (that plus one check-interval): ${risk}`, set);
 }
 
 /** `drains.held-by-traffic`: a workload some drain of which reached its deadline held only by traffic that never stopped. */

@@ -3,6 +3,7 @@
  * logic knows nothing of metrics. No default process metrics: this container is sized in tens of MiB.
  * Loaded on the first scrape (see main.ts).
  */
+import { LAG_BUCKETS_SECONDS } from './lag-buckets.js';
 import type * as PromClient from 'prom-client';
 import { ADMIN_FAILURE_KINDS } from '../envoy/admin-client.js';
 import type { AdminCallCounts } from './admin-calls.js';
@@ -26,7 +27,6 @@ import Histogram from 'prom-client/lib/histogram.js';
 type Registry = PromClient.Registry;
 
 /** From a kube-proxy sync to an IP-target cloud load balancer's minutes (see docs on the load balancer's lag). */
-const LAG_BUCKETS_SECONDS = [0, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600];
 
 const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out', 'interrupted'];
 
@@ -181,7 +181,7 @@ export function sidecarMetrics(
   new Histogram({
     name: 'shutdown_manager_drain_load_balancer_lag_seconds',
     help: "One observation per drain, once its lag is settled (the drain ended, or no client traffic for the quiet period): seconds from Envoy's health-check failure to the last new client traffic on the drained listeners.",
-    buckets: LAG_BUCKETS_SECONDS,
+    buckets: [...LAG_BUCKETS_SECONDS],
     registers: [registry],
     collect() {
       this.reset();

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { writeFile } from 'node:fs/promises';
-import { heldByTrafficQuery, lagQuery, SIDE_QUERIES, statsMissingQuery, unobservedQuery, type WorkloadDrain } from '../../src/check/drains.js';
+import { heldByTrafficQuery, lagQuantileQuery, lagQuery, SIDE_QUERIES, statsMissingQuery, unobservedQuery, type WorkloadDrain } from '../../src/check/drains.js';
 import type { CheckReport, Finding } from '../../src/check/report.js';
 import {
   addNamespace,
@@ -510,6 +510,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
       { path: '/api/v1/query', query: statsMissingQuery('7d') },
       { path: '/api/v1/query', query: unobservedQuery('7d') },
       { path: '/api/v1/query', query: heldByTrafficQuery('7d') },
+      { path: '/api/v1/query', query: lagQuantileQuery('7d') },
     ]);
     assert.deepEqual(report.drains.lag, { status: 'read', source: server.url, window: '7d', query: lagQuery('7d') });
     assert.equal(row(report, 'envoy')?.loadBalancerLagSeconds, 12.5, 'the largest of its ReplicaSets, the deleted one found by its name');
@@ -606,6 +607,24 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.match(ingress?.fix ?? '', /termination-grace-period: "\d+".*for a poller, point the load balancer's checks/);
   });
 
+  test("a check-delay from the 99th percentile of the drains' settled lags: the bucket's upper bound plus a check-interval; longer than needed under the observed rule costs every drain, shorter with the rule off loses requests", async () => {
+    const target = await drainCluster();
+    const server = await prometheus(SAMPLES);
+    server.answers.set(lagQuantileQuery('7d'), [
+      { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-7d9f' }, value: 3.7 },
+      { metric: { namespace: 'edge', controller_kind: 'DaemonSet', controller_name: 'ingress' }, value: 40 },
+    ]);
+    const { report } = await checkJson(target, '--prometheus-url', server.url);
+    const [envoy, ingress, ...rest] = only(report, 'drains.check-delay');
+    assert.equal(rest.length, 0, 'only the workloads whose drains settled a lag');
+    assert.equal(envoy?.status, 'info');
+    assert.match(envoy?.message ?? '', /^Deployment edge\/envoy: 99 % of its drains saw the load balancer let go within 5s .*check-delay is 1m: every drain waits at least check-delay, 50s longer than it needs$/);
+    assert.match(envoy?.fix ?? '', /shutdown-manager\.io\/check-delay: "10s"/, 'the 5 s bucket and a check-interval of 5 s');
+    assert.equal(ingress?.status, 'warning');
+    assert.match(ingress?.message ?? '', /^DaemonSet edge\/ingress: 99 % of its drains saw the load balancer let go within 45s .*check-delay is 30s, below 50s .*--quiet-period=0s the drains that outlast it lose requests/);
+    assert.match(ingress?.fix ?? '', /check-delay: "50s"/);
+  });
+
   test('--prometheus: through the API server\'s service proxy, with the kubeconfig\'s token; a refusal names the RBAC it needs', async () => {
     const target = await drainCluster();
     const server = await prometheus(SAMPLES);
@@ -622,7 +641,7 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.match(report.drains.lag.source ?? '', /^Service monitoring\/prometheus-operated:9090 \(through the API server https:\/\/127\.0\.0\.1:\d+\)$/);
     assert.deepEqual(
       front.proxied,
-      [lagQuery('7d'), statsMissingQuery('7d'), unobservedQuery('7d'), heldByTrafficQuery('7d')].map((query) => `/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy/api/v1/query?${new URLSearchParams({ query }).toString()}`),
+      [lagQuery('7d'), ...Object.values(SIDE_QUERIES).map((query) => query('7d'))].map((query) => `/api/v1/namespaces/monitoring/services/prometheus-operated:9090/proxy/api/v1/query?${new URLSearchParams({ query }).toString()}`),
     );
 
     front.refuse = { code: 403, message: 'services "prometheus-operated:9090" is forbidden: User "alice" cannot get resource "services/proxy" in API group "" in the namespace "monitoring"' };
