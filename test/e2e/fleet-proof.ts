@@ -7,7 +7,7 @@
  *
  *   npm run proof                                    every table, 20 pods, scale 20, written to docs/proof.md
  *   npm run proof -- --table=lb-models               one table (lb-models, mixed, long-lived, haproxy, risk)
- *   npm run proof -- --replicas=8 --scale=10         a smaller or slower fleet
+ *   npm run proof -- --replicas=8 --scale=10 --print-only   a smaller or slower fleet (written only with --any-scale)
  *   npm run proof -- --print-only --rows=NLB         rows whose key contains NLB, printed, docs untouched
  */
 import { execFileSync } from 'node:child_process';
@@ -28,10 +28,12 @@ async function main(): Promise<void> {
       table: { type: 'string', default: 'all' },
       rows: { type: 'string' },
       'print-only': { type: 'boolean', default: false },
+      'any-scale': { type: 'boolean', default: false },
     },
   });
   const replicas = Number(values.replicas);
   const scale = Number(values.scale);
+  refuseOtherScale(replicas, scale, values['print-only'] || values.rows !== undefined || values['any-scale']);
   // Two tables have scripts of their own (a real HAProxy; a Monte Carlo of the watch), run after the fleet's.
   const apart = Object.keys(SCRIPTS_APART).filter((table) => values.table === 'all' || values.table === table);
   const tables: TableName[] = values.table === 'all' ? [...TABLE_NAMES] : apart.length > 0 ? [] : [values.table as TableName];
@@ -75,6 +77,22 @@ async function main(): Promise<void> {
   }
   console.log(`\nRun time: ${Math.round((performance.now() - started) / 1000)} s${write ? '; written to docs/proof.md' : ''}`);
   runApart();
+}
+
+/** The scale docs/proof.md's fleet tables are committed at, which proof-tables.test.ts reads them as. */
+const COMMITTED = { replicas: 20, scale: 20 };
+
+/**
+ * A table written at another scale would pass for the committed one (its rows read the same, its figures are not):
+ * refused, unless it is only printed or asked for (--any-scale).
+ */
+function refuseOtherScale(replicas: number, scale: number, allowed: boolean): void {
+  if (allowed || (replicas === COMMITTED.replicas && scale === COMMITTED.scale)) return;
+  console.error(
+    `npm run proof: docs/proof.md's tables are committed at ${COMMITTED.replicas} pods, scale ${COMMITTED.scale}; this run (${replicas} pods, scale ${scale}) would overwrite them. ` +
+      'Add --print-only to see its figures, or --any-scale to write them anyway.',
+  );
+  process.exit(2);
 }
 
 /** The tables written by scripts of their own, by table name. */
