@@ -6,8 +6,15 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import {
+  DEFAULT_RUNS,
+  DEFAULT_SEED,
   DEFAULT_SETTINGS,
   fixedRule,
+  LAGS_MS,
+  MEAN_GAPS_MS,
+  mixSeed,
+  riskBoundOf,
+  RISK_BOUNDS,
   mulberry32,
   observedRule,
   poissonArrivals,
@@ -128,5 +135,38 @@ describe('lb-risk: the estimate', () => {
     const together = runCell(30_000, 120_000, rules, 500, 7);
     assert.deepEqual(together[1], alone[0], 'the observed column with and without the fixed one beside it');
     assert.ok((together[1]?.losing ?? Infinity) <= (together[0]?.losing ?? -1), 'on the same arrivals, the observed rule loses in no more runs');
+  });
+});
+
+describe('lb-risk: bounded expectations (issue 33, item 7)', () => {
+  /** Each bounded cell of `rule`, run as the committed table runs it: its seed, its runs. */
+  function cellsOf(rule: RiskRule, boundsOf: string): { cell: string; probability: number; bound: number }[] {
+    const cells: { cell: string; probability: number; bound: number }[] = [];
+    MEAN_GAPS_MS.forEach((meanGapMs, gapIndex) =>
+      LAGS_MS.forEach((lagMs, lagIndex) => {
+        const bound = riskBoundOf(boundsOf, meanGapMs, lagMs);
+        if (bound === undefined) return;
+        const [result] = runCell(meanGapMs, lagMs, [rule], DEFAULT_RUNS, mixSeed(DEFAULT_SEED, gapIndex, lagIndex));
+        cells.push({ cell: `1 per ${meanGapMs / 1000} s, lag ${lagMs / 1000} s`, probability: result?.probability ?? 1, bound });
+      }),
+    );
+    return cells;
+  }
+
+  test("the observed rules lose a new client no more often than their stated bound, in every cell where traffic is not sparse", () => {
+    for (const rule of RULES.filter((candidate) => RISK_BOUNDS[candidate.key] !== undefined)) {
+      const cells = cellsOf(rule, rule.key);
+      assert.ok(cells.length >= 9, `${rule.key}: ${cells.length} bounded cells`);
+      const over = cells.filter(({ probability, bound }) => probability > bound).map(({ cell, probability, bound }) => `${cell}: ${probability} > ${bound}`);
+      assert.deepEqual(over, [], `${rule.label}: past its bound`);
+    }
+    assert.deepEqual(Object.keys(RISK_BOUNDS).sort(), RULES.filter((rule) => RISK_BOUNDS[rule.key] !== undefined).map((rule) => rule.key).sort(), 'every bound names a rule of the table');
+  });
+
+  test('control: the rule before issue 33 (no rate from before the drain) breaks the same bounds', () => {
+    const before = RULES.find((rule) => rule.key === 'observed-5s-10s-no-history');
+    assert.ok(before !== undefined);
+    const over = cellsOf(before, 'observed-5s-10s').filter(({ probability, bound }) => probability > bound);
+    assert.ok(over.length >= 3, `only ${over.length} cells past the proof rule's bounds`);
   });
 });
