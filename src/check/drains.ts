@@ -46,6 +46,8 @@ export const LAG_METRIC = 'shutdown_manager_load_balancer_lag_seconds';
 /** The labels the sidecars' PodMonitor (manifests/monitoring/podmonitors.yaml) gives each series: the pod's controller. */
 export const CONTROLLER_KIND_LABEL = 'controller_kind';
 export const CONTROLLER_NAME_LABEL = 'controller_name';
+/** The largest lag taken for a measurement; a sample above it (or a negative, NaN or infinite one) is left out. */
+export const MAX_LAG_SECONDS = 86_400;
 /** A last arrival past this share of the drain's deadline is too close to it. */
 export const NEAR_DEADLINE_SHARE = 0.8;
 
@@ -279,8 +281,8 @@ function attribute(
     const namespace = sample.labels.namespace ?? '';
     const kind = sample.labels[CONTROLLER_KIND_LABEL] ?? '';
     const name = sample.labels[CONTROLLER_NAME_LABEL] ?? '';
-    // Not a lag a drain can measure: nothing to say about it.
-    if (!Number.isFinite(sample.value)) continue;
+    // Not a lag a drain can measure (none lasts a day: a grace period that long would hold every node drain): nothing to say about it.
+    if (!Number.isFinite(sample.value) || sample.value < 0 || sample.value > MAX_LAG_SECONDS) continue;
     if (kind === '' || name === '' || namespace === '') {
       unattributed.push(sample);
       continue;
@@ -501,7 +503,8 @@ function missingStatsFindings(samples: readonly VectorSample[], owners: ReplicaS
 /** The shortest grace period (whole seconds) whose deadline puts `arrivalSeconds` below NEAR_DEADLINE_SHARE of it. */
 export function graceClearing(arrivalSeconds: number): number {
   let grace = Math.max(1, Math.ceil(arrivalSeconds / NEAR_DEADLINE_SHARE));
-  while (NEAR_DEADLINE_SHARE * Math.min(derivedDrainTimeoutMs(grace), grace * 1000) <= arrivalSeconds * 1000) grace += 1;
+  // The drain timeout is the grace period less a margin of seconds: a few steps at most. Bounded all the same.
+  for (let step = 0; step < 1_000 && NEAR_DEADLINE_SHARE * Math.min(derivedDrainTimeoutMs(grace), grace * 1000) <= arrivalSeconds * 1000; step += 1) grace += 1;
   return grace;
 }
 

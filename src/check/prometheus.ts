@@ -5,6 +5,7 @@
  * One query, one answer: a vector, or a PrometheusError whose message names what failed. Nothing here throws
  * anything else, and nothing above it sees an HTTP detail.
  */
+import { jsonDepthExceeds } from '../json.js';
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { causeOf } from './errors.js';
@@ -25,8 +26,10 @@ export class PrometheusError extends Error {
   override readonly name = 'PrometheusError';
 }
 
-/** An answer larger than this is not one Prometheus gives to this query (a few hundred bytes per workload). */
-const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+/** An answer larger than this is not one Prometheus gives to these queries (a few hundred bytes per workload: 10,000 and more). */
+const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+/** A vector answer nests 5 deep ({data: {result: [{metric: {}}]}}); anything much deeper is not one, and not parsed. */
+const MAX_ANSWER_DEPTH = 8;
 
 /** A DNS-1123 label: namespaces and Service names. */
 const DNS_LABEL = '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?';
@@ -156,6 +159,9 @@ function get(url: URL, transport: QueryTransport, timeoutMs: number): Promise<An
 
 /** The vector of a success answer; a PrometheusError for anything else. */
 export function readAnswer(status: number, body: string, contentType: string, transport: Pick<QueryTransport, 'describe' | 'throughApiServer'>): VectorSample[] {
+  if (jsonDepthExceeds(body, MAX_ANSWER_DEPTH)) {
+    throw new PrometheusError(`${transport.describe} answered ${status} with JSON nested deeper than ${MAX_ANSWER_DEPTH} levels: not a query result (is it Prometheus's address?)`);
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);

@@ -15,9 +15,12 @@
  * Only the JSON format is read: the admin client asks for it, and a text or HTML answer must be an
  * error, never "0 connections".
  */
-import { isJsonObject } from '../json.js';
+import { isJsonObject, jsonDepthExceeds } from '../json.js';
+
+export { jsonDepthExceeds };
 import { blindReasonOf, portOfListener, type ArrivalTally, type BlindSpot, type ProbeRate } from './arrivals.js';
 import type { ProbeSchedule } from '../config/values.js';
+
 
 /** One counter or gauge. Histograms and text readouts carry no connection count and are dropped. */
 export interface StatSample {
@@ -147,38 +150,6 @@ function excerptOf(body: string): string {
  */
 export const MAX_JSON_DEPTH = 32;
 
-/** Character codes of JSON's structure, for jsonDepthExceeds. */
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-
-/**
- * Whether `text`, read as JSON, opens more than `maxDepth` arrays or objects at once: one pass over the
- * characters, skipping strings, with no allocation. A closer too many makes the depth negative, but
- * JSON.parse stops at that closer, before anything after it could nest.
- */
-export function jsonDepthExceeds(text: string, maxDepth: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let index = 0; index < text.length; index += 1) {
-    const code = text.charCodeAt(index);
-    if (inString) {
-      if (code === BACKSLASH) index += 1;
-      else if (code === QUOTE) inString = false;
-    } else if (code === QUOTE) {
-      inString = true;
-    } else if (code === OPEN_BRACKET || code === OPEN_BRACE) {
-      depth += 1;
-      if (depth > maxDepth) return true;
-    } else if (code === CLOSE_BRACKET || code === CLOSE_BRACE) {
-      depth -= 1;
-    }
-  }
-  return false;
-}
 
 /**
  * `GET /stats?format=json`: `{"stats":[{"name":"a","value":1}, {"name":"t","value":"text"}, {"histograms":{…}}]}`.

@@ -625,6 +625,19 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     assert.match(ingress?.fix ?? '', /check-delay: "50s"/);
   });
 
+  test('a lag no drain can measure (1e308 s, a negative one) is left out, and check ends at once (issue 35: it looped for good)', async () => {
+    const target = await drainCluster();
+    const server = await prometheus([
+      { metric: { namespace: 'edge', controller_kind: 'StatefulSet', controller_name: 'calm' }, value: 1e308 },
+      { metric: { namespace: 'edge', controller_kind: 'DaemonSet', controller_name: 'ingress' }, value: -3 },
+      { metric: { namespace: 'edge', controller_kind: 'DaemonSet', controller_name: 'idle' }, value: 12 },
+    ]);
+    const started = Date.now();
+    const { report } = await checkJson(target, '--prometheus-url', server.url);
+    assert.ok(Date.now() - started < 15_000, 'no endless loop');
+    assert.deepEqual([row(report, 'calm')?.loadBalancerLagSeconds, row(report, 'ingress')?.loadBalancerLagSeconds, row(report, 'idle')?.loadBalancerLagSeconds], [null, null, 12]);
+  });
+
   test('--prometheus: through the API server\'s service proxy, with the kubeconfig\'s token; a refusal names the RBAC it needs', async () => {
     const target = await drainCluster();
     const server = await prometheus(SAMPLES);
@@ -679,6 +692,17 @@ describe("check and the load balancer's lag (Prometheus)", () => {
         message: /answered a matrix where the query makes a vector$/,
       },
       { name: 'stall', fault: 'stall', args: ['--request-timeout', '1s'], message: /^no answer from Prometheus at http:\/\/127\.0\.0\.1:\d+ within 1000 ms \(--request-timeout\)$/ },
+      {
+        // Issue 35: 16 MiB of nested brackets took 7.6 s and 920 MiB to parse; refused before parsing now.
+        name: 'nested brackets',
+        fault: { status: 200, contentType: 'application/json', body: `{"status":"success","data":${'['.repeat(100_000)}${']'.repeat(100_000)}}` },
+        message: /^Prometheus at http:\/\/127\.0\.0\.1:\d+ answered 200 with JSON nested deeper than 8 levels: not a query result/,
+      },
+      {
+        name: 'too large',
+        fault: { status: 200, contentType: 'application/json', body: `{"status":"success","data":{"resultType":"vector","result":[]},"pad":"${'x'.repeat(5 * 1024 * 1024)}"}` },
+        message: /sent an answer larger than 4 MiB: not Prometheus's answer to this query$/,
+      },
     ];
     for (const { name, fault, url, args = [], message } of cases) {
       server.fault = fault;
