@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { parseAllDocuments, stringify } from 'yaml';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
-import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, LAG_METRIC } from '../../src/check/drains.js';
+import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, heldByTrafficQuery, lagQuantileQuery, lagQuery, LAG_HISTOGRAM, LAG_METRIC, unobservedQuery } from '../../src/check/drains.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { sampleOf } from '../support/prometheus.js';
 import { REPO_ROOT, runBuiltEntry, startWebhook, type WebhookProcess } from '../support/process.js';
@@ -544,6 +544,38 @@ describe("promtool: the load-balancer lag alert, and check's query", { skip: pro
               { labels: `{namespace="edge",${CONTROLLER_KIND_LABEL}="ReplicaSet",${CONTROLLER_NAME_LABEL}="envoy-5c8bd"}`, value: 300 },
             ],
           },
+        ],
+      },
+    ]);
+    assert.equal(result.status, 0, `${String(result.stdout)}${String(result.stderr)}`);
+  });
+
+  test("check's side queries on a real Prometheus engine: the listeners drains could not see, drains held by a poller, the 99th percentile of settled lags", async () => {
+    const envoyA = target('envoy-7d9f-a', 'ReplicaSet', 'envoy-7d9f');
+    const envoyB = target('envoy-7d9f-b', 'ReplicaSet', 'envoy-7d9f');
+    const ingress = target('ingress-x1', 'DaemonSet', 'ingress');
+    const workload = (kind: string, name: string): string => `namespace="edge",${CONTROLLER_KIND_LABEL}="${kind}",${CONTROLLER_NAME_LABEL}="${name}"`;
+    // One drain per pod, its lag observed once it settled (the histogram's zeros first, as the sidecar exports them).
+    const bucket = (labels: string, le: string, values: string): { series: string; values: string } => ({ series: `${LAG_HISTOGRAM}_bucket{${labels},le="${le}"}`, values });
+    const result = await promtoolTest([
+      {
+        interval: '1m',
+        input_series: [
+          { series: `shutdown_manager_load_balancer_unobserved_listeners{${envoyA},reason="new-connections-missing"}`, values: '_ 2 2 _x5' },
+          { series: `shutdown_manager_load_balancer_unobserved_listeners{${envoyB},reason="new-connections-missing"}`, values: '_ _ 3 _x5' },
+          { series: `shutdown_manager_drain_held_by_traffic{${ingress}}`, values: '0 0 1 _x5' },
+          { series: `shutdown_manager_drain_held_by_traffic{${envoyA}}`, values: '0 0 0 _x5' },
+          // envoy-7d9f-a settled a 4 s lag (bucket 5), envoy-7d9f-b a 12 s one (bucket 15).
+          ...['1', '2'].map((le) => bucket(envoyA, le, '0 0 0 0')),
+          ...['5', '10', '15', '+Inf'].map((le) => bucket(envoyA, le, '0 0 1 1')),
+          ...['1', '2', '5', '10'].map((le) => bucket(envoyB, le, '0 0 0 0')),
+          ...['15', '+Inf'].map((le) => bucket(envoyB, le, '0 0 1 1')),
+        ],
+        promql_expr_test: [
+          { expr: unobservedQuery('1h'), eval_time: '5m', exp_samples: [{ labels: `{${workload('ReplicaSet', 'envoy-7d9f')},reason="new-connections-missing"}`, value: 3 }] },
+          { expr: heldByTrafficQuery('1h'), eval_time: '5m', exp_samples: [{ labels: `{${workload('DaemonSet', 'ingress')}}`, value: 1 }] },
+          // Two drains, one in (2, 5], one in (10, 15]: the 99th percentile interpolates within the top bucket.
+          { expr: `round(${lagQuantileQuery('1h')}, 0.001)`, eval_time: '5m', exp_samples: [{ labels: `{${workload('ReplicaSet', 'envoy-7d9f')}}`, value: 14.9 }] },
         ],
       },
     ]);
