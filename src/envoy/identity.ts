@@ -339,6 +339,16 @@ export class ProcessTrail {
       return 'doubtful';
     }
     const verdict = compareProcess(base.mark, mark, expected.growth, this.trust.verified);
+    // Witnesses were kept already, yet none spoke for the earlier read while one speaks for this one (the earlier read's
+    // process was not the one holding ours: a Unix socket path bound again by another Envoy, a process that had just
+    // exited): only the counter ties them, and a successor's can pass for a young or reset predecessor's
+    // (FUZZ_SEED=707). Not when the earlier read came before any witness (the client's first reads): nothing was
+    // amiss then. A restart epoch above 0 ties them instead (only a hot restart chain reaches it; a change is caught above).
+    const witnessesKeptAtBase = (base.witnessesCreated ?? 0) > 0;
+    if (verdict === 'same' && evidence !== undefined && witnessesKeptAtBase && base.witness === null && evidence.witness !== null && !((base.restartEpoch ?? 0) > 0)) {
+      this.doubt ??= read;
+      return 'doubtful';
+    }
     if (verdict === 'same') this.trust.verified = true;
     if (verdict === 'replaced' && !letGoOfUs(base, evidence)) {
       // Another process, or this one reset: with the witness still held (or never held), nothing says it went.

@@ -62,6 +62,21 @@ describe('ProcessTrail: which process answered', () => {
     assert.equal(read(trail, own, 12, evidence(2, 1, 2)), 'doubtful');
   });
 
+  test('an earlier read no witness spoke for, while one speaks for this one: a counter that grew enough is a doubt, never "same" (FUZZ_SEED=707); a hot restart child\'s epoch ties them', () => {
+    const own = new ScriptedConnections();
+    const trust = new MarkTrust();
+    trust.verified = true;
+    const trail = new ProcessTrail(own, trust);
+    // The earlier read: counters reset (mark 1), its process not the one holding witness 1 (a path bound again).
+    assert.equal(read(trail, own, 1, evidence(null, 0, 1)), 'first');
+    own.created += 2;
+    assert.equal(read(trail, own, 1 + 3 + 1, evidence(2, 1, 2)), 'doubtful', "a successor that counted our witness's connect and our calls");
+    // Control: a hot restart child (epoch 1) is tied by its epoch, and followed on its counter.
+    const child = new ProcessTrail(own, trust);
+    assert.equal(read(child, own, 3, evidence(null, 0, 2, 1)), 'first');
+    assert.equal(read(child, own, 4, evidence(3, 0, 3, 1)), 'same');
+  });
+
   test('a restart epoch that changes is another process: a hot restart child at once, a new chain on the witness\'s evidence', () => {
     const { own, trail } = verifiedTrail();
     assert.equal(read(trail, own, 50, evidence(null, 0, 1, 1)), 'replaced', 'a higher epoch: a hot restart child');

@@ -491,6 +491,40 @@ const KEPT: readonly { readonly name: string; readonly scenario: Scenario; reado
     },
   },
   {
+    // Issue 38's idle search on the fixed code (FUZZ_SEED=707, brisk; 2 of 12 brisk replays on the code before, 0 of 30
+    // since; identity.test.ts holds the rule itself deterministically): a hot restart, then a
+    // replacement that bound the Unix socket path again, right at the drain's first read. That read was answered while
+    // the witness it would have spoken through held the old socket (a path that names another one now), so no witness
+    // spoke for it; its counters had just been reset (mark 1), and the successor's, grown by our witness's connect and
+    // our calls, passed for it: "drained" on the successor's count (I2). Now only the counter tying an unwitnessed read
+    // to a witnessed one is a doubt (identity.ts), drained as for both, held to its deadline.
+    name: 'an unwitnessed first read after counters were reset, and a successor on a path bound again, passed for the pinned process: "drained" on its count (I2)',
+    foundAt: PACES.brisk,
+    scenario: {
+      steps: [
+        { kind: 'shutdown' },
+        { kind: 'script', path: '/server_info', behaviours: [{ kind: 'deep-json', depth: 100_000 }, 'silent', 'delay:40', 'delay:120'] },
+        { kind: 'reset-counters' },
+        { kind: 'pause', ms: 9 },
+        { kind: 'shutdown' },
+        { kind: 'strangers', count: 12, style: 'pipeline' },
+        { kind: 'parent-connections', open: 1 },
+        { kind: 'hot-restart', open: 1, trim: 'none' },
+        { kind: 'pause', ms: 6 },
+        { kind: 'connections', open: 2 },
+        { kind: 'replace', open: 0, trim: 'none' },
+        { kind: 'shutdown' },
+        { kind: 'shutdown' },
+        { kind: 'sigterm' },
+      ],
+      minOpenConnections: 0,
+      drainDelayMs: 0,
+      transport: 'unix',
+      extraListeners: 2_000,
+      trim: 'none',
+    },
+  },
+  {
     // The same search (FUZZ_SEED=206, the leisurely pace; reproduced only beside two CPU burners, 2 of 10 replays, none
     // since the fix): processes replaced and hot-restarted in turn, the restart epoch going down from a child's to a
     // new chain's 0; polls of the new chain's process passed for the pinned one's (I2). Fixed by the same rule.
