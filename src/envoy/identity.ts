@@ -43,7 +43,9 @@
  *   GET /ready, or a second stats read), so the first reads are judged by the counter alone, and a reset then
  *   is a doubt (the drain holds to its deadline), never a replacement. From then on no read is sent until a witness
  *   has connected (admin-client.ts witnessConnected), so a read is unwitnessed only when none could connect, or when
- *   the one it connected to is not the process answering (a hot restart in between: holderEpochOf).
+ *   the one it connected to is not the process answering (a hot restart in between: holderEpochOf; a Unix socket path
+ *   bound again). Such a read is tied to a later, witnessed one by nothing but the counter, which a successor's can
+ *   match after a reset (FUZZ_SEED=707): 'doubtful', unless a hot restart child's epoch ties them.
  * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
  *   parent keeps serving its connections and keeps the admin connections it accepted, the witness among them
  *   (InstanceImpl::shutdownAdmin closes only the listen socket). So the child's reads arrive while the parent holds
