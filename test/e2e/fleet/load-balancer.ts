@@ -19,10 +19,10 @@
  *   EKS best-practices guide). Existing connections are left alone (both keep established flows).
  * - 'l7' (ALB, Google's HTTP(S) LB): the same health checks, but the LB is a proxy that pools keep-alive
  *   connections to each target; see l7-load-balancer.ts.
- * - 'cluster' and 'local', the first models (kept for fleet.test.ts and the mixed table): 'cluster' polls
- *   each pod's /ready and endpoint every `pollIntervalMs` and keeps it `deregistrationLagMs` after it first
- *   saw it fail; 'local' is externalTrafficPolicy: Local, nodes as targets (a node fails with its last pod),
- *   then kube-proxy's local pick (ready, else terminating still running).
+ * - 'cluster' (kept for fleet.test.ts) polls each pod's /ready and endpoint every `pollIntervalMs` and keeps it
+ *   `deregistrationLagMs` after it first saw it fail. 'local' is externalTrafficPolicy: Local: nodes as targets,
+ *   checked every `pollIntervalMs` through kube-proxy's healthCheckNodePort (a node fails once it has only
+ *   terminating endpoints), then kube-proxy's local pick (ready, else terminating ones still serving: KEP-1669).
  *
  * A connection to a pod whose Envoy has exited is refused (the LB still sent it there): the client sees a
  * failure. Ports are never dialled after Envoy's exit, so a port reused by a newer pod cannot mislead.
@@ -46,6 +46,23 @@ export interface HealthCheckPolicy {
   readonly unhealthyThreshold: number;
   /** From the failed check that crosses the threshold to the last new connection (or request) the LB sends. */
   readonly propagationMs: number;
+  /**
+   * 'http' (default): GET the health-check filter's path, which `/healthcheck/fail` turns to 503. 'tcp': a connect
+   * to the traffic port, which passes while Envoy runs, draining or not (an NLB's default check).
+   */
+  readonly check?: 'http' | 'tcp';
+  /**
+   * By mechanism, AWS's: the AWS Load Balancer Controller deregisters an IP target when its pod is deleted, whatever
+   * its checks say, and the NLB still opens new connections to it for this long (about 2 minutes:
+   * aws-load-balancer-controller #2366, #3270). Undefined: only the checks take a target out.
+   */
+  readonly deregisterAfterDeletionMs?: number;
+  /**
+   * A new target takes new connections only this long after the controller first sees its pod's containers ready
+   * (minutes, for an NLB); its pod readiness gate keeps the pod not Ready until then, so the rollout waits for it
+   * (the fleet's pods take `isRegistered` as that gate). Undefined: registered at its first passing check.
+   */
+  readonly registrationMs?: number;
 }
 
 /** What an L7 LB does with its pooled connections (see l7-load-balancer.ts). */
@@ -63,7 +80,8 @@ export function nominalLagMs(model: LoadBalancerModel): readonly [number, number
       return [0, model.syncPeriodMs];
     case 'l4':
     case 'l7': {
-      const { intervalMs, unhealthyThreshold, propagationMs } = model.health;
+      const { intervalMs, unhealthyThreshold, propagationMs, deregisterAfterDeletionMs } = model.health;
+      if (deregisterAfterDeletionMs !== undefined) return [deregisterAfterDeletionMs, deregisterAfterDeletionMs + intervalMs];
       return [(unhealthyThreshold - 1) * intervalMs + propagationMs, unhealthyThreshold * intervalMs + propagationMs];
     }
     default:
@@ -97,6 +115,8 @@ interface Target {
   outAt: number | undefined;
   /** Failed health checks in a row ('l4', 'l7'). */
   failures: number;
+  /** performance.now() when its registration began (HealthCheckPolicy.registrationMs). */
+  registeringSince?: number;
 }
 
 export interface Connection {
@@ -133,8 +153,12 @@ export class LoadBalancer {
 
   /** Polls targets until `stop()` (bounded by `deadline`, performance.now()). */
   start(deadline: number): void {
+    this.started = true;
     this.polling = this.pollLoop(deadline);
   }
+
+  /** Whether polling began: the targets of the first poll (pollOnce before start) were registered long ago. */
+  private started = false;
 
   async stop(): Promise<void> {
     this.stopping.abort();
@@ -184,6 +208,11 @@ export class LoadBalancer {
   inRotation(pod: FleetPod): boolean {
     if (this.options.model.mode === 'kube-proxy') return this.synced.some((endpoint) => endpoint.pod === pod && endpoint.ready);
     return this.targetInRotation(pod.name);
+  }
+
+  /** Whether the LB has registered `pod` as a target: the pod readiness gate of HealthCheckPolicy.registrationMs. */
+  isRegistered(pod: FleetPod): boolean {
+    return this.targets.get(pod.name)?.registered === true;
   }
 
   /** performance.now() from which `pod` gets no new connection, once known. */
@@ -265,26 +294,49 @@ export class LoadBalancer {
     if (pod.gone && !this.targets.has(pod.name)) return;
     const target = this.targetOf(pod.name);
     if (!target.registered) {
-      if (pod.ready && !pod.terminating && (await passesHealthCheck(pod, this.checkTimeoutMs()))) target.registered = true;
+      await this.register(pod, target, policy);
       return;
     }
-    if (await passesHealthCheck(pod, this.checkTimeoutMs())) {
+    if (await passesHealthCheck(pod, this.checkTimeoutMs(), policy.check)) {
       target.failures = 0;
       target.outAt = undefined;
-      return;
+    } else {
+      target.failures += 1;
+      if (target.failures === policy.unhealthyThreshold) target.outAt = performance.now() + this.options.scale.real(policy.propagationMs);
     }
-    target.failures += 1;
-    if (target.failures === policy.unhealthyThreshold) target.outAt = performance.now() + this.options.scale.real(policy.propagationMs);
+    // Deregistered at deletion by its controller, whatever the checks say (a TCP check passes while Envoy drains).
+    if (policy.deregisterAfterDeletionMs !== undefined && pod.deletedAt !== undefined) {
+      target.outAt = Math.min(target.outAt ?? Infinity, pod.deletedAt + this.options.scale.real(policy.deregisterAfterDeletionMs));
+    }
   }
 
-  /** 'local': a node is healthy while one of its pods is ready; it fails once none of its pods runs. */
+  /**
+   * A new target is registered once its pod is in the Service's endpoints (the cloud controller registers endpoints:
+   * AWS LB controller, GKE NEGs) and passes a check; with registrationMs, only that long after its containers were
+   * first seen ready (its readiness gate holds the pod's Ready condition until then).
+   */
+  private async register(pod: FleetPod, target: Target, policy: HealthCheckPolicy): Promise<void> {
+    const candidate = policy.registrationMs === undefined ? pod.ready : pod.containersReady;
+    if (!candidate || pod.terminating) return;
+    if (policy.registrationMs !== undefined && this.started) {
+      target.registeringSince ??= performance.now();
+      if (performance.now() < target.registeringSince + this.options.scale.real(policy.registrationMs)) return;
+    }
+    if (await passesHealthCheck(pod, this.checkTimeoutMs(), policy.check)) target.registered = true;
+  }
+
+  /**
+   * 'local': kube-proxy's healthCheckNodePort answers healthy while the node has a ready local endpoint, and fails
+   * once it has only terminating ones (pkg/proxy/endpointschangetracker.go); the LB takes the node out
+   * `deregistrationLagMs` after the check that first failed (its threshold and propagation).
+   */
   private checkNode(node: string, now: number): void {
     const target = this.targetOf(`node/${node}`);
     const pods = this.pods().filter((pod) => pod.spec.node === node);
     if (pods.some((pod) => pod.ready && !pod.terminating)) {
       target.registered = true;
       target.outAt = undefined;
-    } else if (target.registered && target.outAt === undefined && !pods.some((pod) => pod.envoyRunning)) {
+    } else if (target.registered && target.outAt === undefined) {
       target.outAt = now + this.lagRealMs();
     }
   }
@@ -320,13 +372,15 @@ export class LoadBalancer {
     return this.choose(usable)?.pod;
   }
 
-  /** kube-proxy on the node, Local policy: ready local endpoints, else terminating ones still serving, else none. */
+  /**
+   * kube-proxy on the node, Local policy: ready local endpoints, else terminating ones still serving (KEP-1669: their
+   * readiness, which the kubelet keeps probing), else none: a connection the LB still sends the node then fails.
+   */
   private kubeProxyLocalPick(node: string): FleetPod | undefined {
-    const local = this.pods().filter((pod) => pod.spec.node === node);
+    const local = this.pods().filter((pod) => pod.spec.node === node && !pod.gone);
     const ready = local.filter((pod) => pod.ready && !pod.terminating);
     if (ready.length > 0) return this.choose(ready);
-    // A pod whose Envoy exited is still picked if nothing else is left: the node then resets the connection.
-    return this.choose(local.filter((pod) => pod.terminating && pod.envoyRunning)) ?? this.choose(local.filter((pod) => pod.terminating));
+    return this.choose(local.filter((pod) => pod.terminating && pod.serving));
   }
 
   private nodes(): string[] {
@@ -371,7 +425,11 @@ async function envoyReady(pod: FleetPod, timeoutMs = 1_000): Promise<boolean> {
  * its health-check filter (200 while live, 503 once /healthcheck/fail was taken), on a new connection each
  * time; without that filter in the emulator, Envoy's /ready (the same state, on the admin port).
  */
-async function passesHealthCheck(pod: FleetPod, timeoutMs: number): Promise<boolean> {
+async function passesHealthCheck(pod: FleetPod, timeoutMs: number, check: HealthCheckPolicy['check'] = 'http'): Promise<boolean> {
+  if (check === 'tcp') return dialPod(pod, 'http').then(
+    ({ socket }) => (socket.destroy(), true),
+    () => false,
+  );
   const path = pod.spec.healthCheckPath;
   if (path === undefined) return envoyReady(pod, timeoutMs);
   const port = pod.portOf('http');

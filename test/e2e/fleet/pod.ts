@@ -30,6 +30,8 @@ export interface PodSpec {
    * check: 200, then 503 once /healthcheck/fail was taken), when the emulator has that filter; undefined: none.
    */
   readonly healthCheckPath?: string;
+  /** A pod readiness gate (the AWS LB controller's): the pod is Ready only once this holds too. */
+  readonly readinessGate?: (pod: FleetPod) => boolean;
 }
 
 export interface TerminationRecord {
@@ -89,8 +91,10 @@ function sidecarConfig(drain: PodDrainValues, adminPort: number, scale: TimeScal
 export class FleetPod {
   envoy: EnvoyEmulator | undefined;
   sidecar: RunningSidecar | undefined;
-  /** The kubelet's readiness: Envoy's /ready and the sidecar's /ready both answered 200 (kept until deletion). */
+  /** The kubelet's readiness: Envoy's /ready and the sidecar's /ready both answered 200, and its readiness gate holds (kept until deletion). */
   ready = false;
+  /** The containers' readiness alone (ContainersReady), without the readiness gate. */
+  containersReady = false;
   /**
    * The pod's Ready condition as the kubelet keeps probing it, during termination too (only liveness and
    * startup probes stop then): an EndpointSlice endpoint's `serving`. False once `failureThreshold` (3, the
@@ -151,7 +155,8 @@ export class FleetPod {
     if (this.spec.drain !== undefined) this.sidecar = await startSidecar(sidecarConfig(this.spec.drain, this.envoy.ports.admin, scale), quietLog);
     while (!this.ready && !this.stopping.signal.aborted && performance.now() < deadline) {
       await pause(scale.real(this.spec.probePeriodMs), this.stopping.signal);
-      this.ready = await this.probeReady();
+      this.containersReady = await this.probeReady();
+      this.ready = this.containersReady && (this.spec.readinessGate?.(this) ?? true);
     }
     this.serving = this.ready;
     if (this.ready) this.probing = this.keepProbing(deadline);

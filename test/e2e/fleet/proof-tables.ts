@@ -8,8 +8,8 @@ import type { LoadBalancerModel } from './load-balancer.js';
 import { runFleet, type ClientGroup, type DrainSetting, type FleetReport } from './simulation.js';
 import { grpcServerStream, grpcUnary, http2RequestResponse, webSocket } from './streaming-clients.js';
 
-export type TableName = 'lb-models' | 'mixed' | 'long-lived';
-export const TABLE_NAMES: readonly TableName[] = ['lb-models', 'mixed', 'long-lived'];
+export type TableName = 'lb-models' | 'lb-mechanisms' | 'mixed' | 'long-lived';
+export const TABLE_NAMES: readonly TableName[] = ['lb-models', 'lb-mechanisms', 'mixed', 'long-lived'];
 
 /** A load-balancer model as the tables name it, with its parameters and its sources. */
 export interface ModelSpec {
@@ -77,6 +77,48 @@ export const MODELS = {
     gracePeriodS: 90,
     below: 10_000,
     above: 35_000,
+  },
+  /**
+   * By mechanism (issue 33, item 6; ../shared/reference, checked 2026-12): Google's NEG checks pod IPs every 15 s and
+   * takes a target out after 2 failures (ingress-gce's defaults), with the health-check filter's path as its check.
+   */
+  negPods: {
+    label: 'GKE NEG, pod targets (15 s x 2)',
+    lag: '15-30 s',
+    model: { mode: 'l4', health: { intervalMs: 15_000, unhealthyThreshold: 2, propagationMs: 0 } },
+    gracePeriodS: 90,
+    below: 10_000,
+    above: 35_000,
+  },
+  /**
+   * `externalTrafficPolicy: Local` behind GKE's L4 LB: it checks **nodes** (kube-proxy's healthCheckNodePort) every
+   * 3 s and needs 2 failures; a node fails once it has only terminating endpoints, and until then kube-proxy on it
+   * sends new connections to its ready pods, else to its terminating ones still serving (KEP-1669). Two pods a node.
+   */
+  etpLocal: {
+    label: 'externalTrafficPolicy: Local, node checks (3 s x 2)',
+    lag: '0-6 s',
+    model: { mode: 'local', deregistrationLagMs: 3_000, pollIntervalMs: 3_000 },
+    gracePeriodS: 90,
+    below: 0,
+    above: 10_000,
+  },
+  /**
+   * An NLB with IP targets by mechanism: the AWS LB Controller deregisters a target at its pod's deletion and the NLB
+   * still opens new connections to it for about 2 minutes; its default check is TCP, which `/healthcheck/fail` cannot
+   * fail (it fails once Envoy has exited: 3 x 10 s, then 30-40 s); a new target takes minutes to register, so its pod
+   * readiness gate holds new pods not Ready for 2 minutes and the rollout waits for them.
+   */
+  nlbMechanism: {
+    label: 'NLB by mechanism: deregistered at deletion + 2 min, TCP checks, 2 min registration',
+    lag: '120-130 s',
+    model: {
+      mode: 'l4',
+      health: { intervalMs: 10_000, unhealthyThreshold: 3, propagationMs: 35_000, check: 'tcp', deregisterAfterDeletionMs: 120_000, registrationMs: 120_000 },
+    },
+    gracePeriodS: 180,
+    below: 60_000,
+    above: 135_000,
   },
 } as const satisfies Record<string, ModelSpec>;
 
@@ -217,6 +259,10 @@ export function rowsOf(table: TableName): Row[] {
           return varies === undefined ? row : { ...row, varies };
         }),
       );
+    case 'lb-mechanisms':
+      return [MODELS.negPods, MODELS.etpLocal, MODELS.nlbMechanism].flatMap((spec) =>
+        drainKindsOf(spec).map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: requestResponseClients(spec.model) })),
+      );
     case 'mixed':
       return [MODELS.kubeProxy, MODELS.gke, MODELS.l4Mid].flatMap((spec) =>
         drainKindsOf(spec).map((kind) => ({ table, key: [spec.label, spec.lag, drainLabel(kind, spec)], spec, drain: drainOf(kind, spec), clients: MIXED })),
@@ -335,23 +381,31 @@ function longestGap(report: FleetReport): string {
 const killed = (report: FleetReport): string => String(report.releases.filter((release) => release.killed).length);
 const rollout = (report: FleetReport): string => `${seconds(report.rolloutMs)}${report.complete ? '' : ' (incomplete)'}`;
 
+/** The columns of a table of request/response clients behind one model per row; `busy` and `idle`: its HTTP/1.1 cells. */
+function requestResponseColumns(busy: Column['cell'], idle: Column['cell']): Column[] {
+  return [
+    { title: 'grace, s', cell: () => '' },
+    { title: 'HTTP/1.1 busy: requests failed / served', cell: busy, loss: true },
+    { title: 'HTTP/1.1 idle (30-60 s): failed / served', cell: idle, loss: true },
+    { title: 'HTTP/2: failed / served', cell: failedServed(KINDS.http2.name), loss: true },
+    { title: 'gRPC unary: failed / served', cell: failedServed(KINDS.grpcUnary.name), loss: true },
+    { title: 'lag, s: LB had / sidecar saw (max)', cell: (report) => `${lbLag(report)} / ${sidecarLag(report)}` },
+    { title: 'longest gap between arrivals after deletion, s', cell: longestGap },
+    { title: 'silence waited for, s (max)', cell: neededQuiet },
+    { title: '/shutdown to release, s (median / max)', cell: releaseTimes },
+    { title: 'killed', cell: killed, loss: true },
+    { title: 'rollout, s', cell: rollout },
+  ];
+}
+
 export const COLUMNS: Readonly<Record<TableName, { readonly keyTitles: readonly string[]; readonly columns: readonly Column[] }>> = {
   'lb-models': {
     keyTitles: ['load balancer', 'lag', 'drain'],
-    columns: [
-      { title: 'grace, s', cell: () => '' },
-      { title: 'HTTP/1.1 busy: requests failed / served', cell: eitherKind(KINDS.http1.name, KINDS.l7Busy.name), loss: true },
-      { title: 'HTTP/1.1 idle (30-60 s): failed / served', cell: eitherKind(KINDS.http1Idle.name, KINDS.l7Idle.name), loss: true },
-      { title: 'HTTP/2: failed / served', cell: failedServed(KINDS.http2.name), loss: true },
-      { title: 'gRPC unary: failed / served', cell: failedServed(KINDS.grpcUnary.name), loss: true },
-      { title: 'lag, s: LB had / sidecar saw (max)', cell: (report) => `${lbLag(report)} / ${sidecarLag(report)}` },
-      { title: 'longest gap between arrivals after deletion, s', cell: longestGap },
-      { title: 'silence waited for, s (max)', cell: neededQuiet },
-      { title: '/shutdown to release, s (median / max)', cell: releaseTimes },
-      { title: 'killed', cell: killed, loss: true },
-      { title: 'rollout, s', cell: rollout },
-      { title: 'verdict checked by the test', cell: () => '' },
-    ],
+    columns: [...requestResponseColumns(eitherKind(KINDS.http1.name, KINDS.l7Busy.name), eitherKind(KINDS.http1Idle.name, KINDS.l7Idle.name)), { title: 'verdict checked by the test', cell: () => '' }],
+  },
+  'lb-mechanisms': {
+    keyTitles: ['load balancer', 'lag', 'drain'],
+    columns: requestResponseColumns(failedServed(KINDS.http1.name), failedServed(KINDS.http1Idle.name)),
   },
   mixed: {
     keyTitles: ['load balancer', 'lag', 'drain'],

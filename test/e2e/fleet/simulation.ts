@@ -156,8 +156,11 @@ export async function runFleet(options: FleetOptions): Promise<FleetReport> {
   const nodeCount = Math.ceil(options.replicas / (options.podsPerNode ?? 2));
   const nodes = new Nodes(Array.from({ length: nodeCount }, (_, i) => `node-${i}`));
   let serial = 0;
+  // The LB's registration as the new pods' readiness gate, where the model has one (the old pods were registered long ago).
+  const gated = 'health' in options.loadBalancer && options.loadBalancer.health.registrationMs !== undefined;
   const createPod = (generation: string): FleetPod => {
     const pod = new FleetPod({
+      ...(gated && generation === 'new' ? { readinessGate: (candidate: FleetPod) => lb.isRegistered(candidate) } : {}),
       name: `envoy-${generation}-${serial++}`,
       node: nodes.pick(pods),
       drain,
