@@ -134,6 +134,8 @@ export interface WorkloadDrain {
   readonly checkIntervalSeconds: number;
   /** False when a pod's sidecar runs with --quiet-period=0s (or off). */
   readonly quietPeriod: boolean;
+  /** The quiet period its sidecars run with: the longest (0 when off). */
+  readonly quietPeriodSeconds: number;
   /** The largest lag its pods' drains observed over the window; null when unknown or no drain was seen. */
   readonly loadBalancerLagSeconds: number | null;
 }
@@ -164,6 +166,8 @@ interface PodTiming {
   readonly drainDelayMs: number;
   readonly checkIntervalMs: number;
   readonly quietPeriod: boolean;
+  /** The quiet period in force (its default when not set); 0 when off. */
+  readonly quietPeriodMs: number;
 }
 
 /** A setting of the sidecar as its container sets it: `--name=value`, `--name value`, then a literal env value. */
@@ -197,6 +201,7 @@ export function podTiming(pod: V1Pod, sidecar: V1Container): PodTiming {
     checkIntervalMs: durationSetting(sidecar, 'check-interval'),
     // Off only when said so: 0s or off. An unreadable value is the sidecar's to refuse, not ours to guess.
     quietPeriod: !(quietMs === null || quietMs === 0),
+    quietPeriodMs: quietMs === null ? 0 : (quietMs ?? POD_DRAIN_SETTINGS['quiet-period'].default),
   };
 }
 
@@ -257,6 +262,7 @@ function workloadRows({ namespaces, replicaSetOwners, expected }: DrainsInput): 
           drainDelaySeconds: Math.max(before?.drainDelaySeconds ?? 0, seconds(timing.drainDelayMs)),
           checkIntervalSeconds: Math.max(before?.checkIntervalSeconds ?? 0, seconds(timing.checkIntervalMs)),
           quietPeriod: (before?.quietPeriod ?? true) && timing.quietPeriod,
+          quietPeriodSeconds: Math.max(before?.quietPeriodSeconds ?? 0, seconds(timing.quietPeriodMs)),
           loadBalancerLagSeconds: null,
         },
       });
@@ -464,13 +470,16 @@ function checkDelayFinding(row: WorkloadDrain, quantileSeconds: number, window: 
   const recommended = bound + row.checkIntervalSeconds;
   const facts = `${who}: ${share} of its drains saw the load balancer let go within ${seconds(bound)} of the health-check failure (over ${window}); check-delay is ${seconds(row.checkDelaySeconds)}`;
   const set = `annotation shutdown-manager.io/check-delay: "${seconds(recommended)}" on the pod template of ${who}`;
+  // Under the observed rule a drain lasts at least until a quiet period after the last client: its cost over check-delay.
+  const ruleHolds = bound + row.quietPeriodSeconds;
+  const ruleCost = row.quietPeriod ? `; the observed rule holds a drain until a quiet period after the last client, about ${seconds(ruleHolds)} after the failure for 99 % of them, ${seconds(Math.max(0, ruleHolds - row.checkDelaySeconds))} beyond check-delay` : '';
   if (row.checkDelaySeconds >= recommended) {
     const spare = row.checkDelaySeconds - recommended;
     const cost = row.quietPeriod ? `every drain waits at least check-delay, ${seconds(spare)} longer than it needs` : `${seconds(spare)} of margin beyond it`;
-    return finding('drains.check-delay', 'info', `${facts}: ${cost}`, spare > 0 && row.quietPeriod ? `${set} (the observed rule still waits for the load balancer beyond it)` : undefined);
+    return finding('drains.check-delay', 'info', `${facts}: ${cost}${ruleCost}`, spare > 0 && row.quietPeriod ? `${set} (the observed rule still waits for the load balancer beyond it)` : undefined);
   }
   const risk = row.quietPeriod ? 'the observed rule waits for the rest where it can see them (drains.unobserved names where it cannot)' : 'with --quiet-period=0s the drains that outlast it lose requests';
-  return finding('drains.check-delay', row.quietPeriod ? 'info' : 'warning', `${facts}, below ${seconds(recommended)} (that plus one check-interval): ${risk}`, set);
+  return finding('drains.check-delay', row.quietPeriod ? 'info' : 'warning', `${facts}, below ${seconds(recommended)} (that plus one check-interval): ${risk}${ruleCost}`, set);
 }
 
 /** `drains.held-by-traffic`: a workload some drain of which reached its deadline held only by traffic that never stopped. */

@@ -613,12 +613,16 @@ describe("check and the load balancer's lag (Prometheus)", () => {
     server.answers.set(lagQuantileQuery('7d'), [
       { metric: { namespace: 'edge', controller_kind: 'ReplicaSet', controller_name: 'envoy-7d9f' }, value: 3.7 },
       { metric: { namespace: 'edge', controller_kind: 'DaemonSet', controller_name: 'ingress' }, value: 40 },
+      { metric: { namespace: 'edge', controller_kind: 'StatefulSet', controller_name: 'calm' }, value: 25 },
     ]);
     const { report } = await checkJson(target, '--prometheus-url', server.url);
-    const [envoy, ingress, ...rest] = only(report, 'drains.check-delay');
+    const [envoy, ingress, calm, ...rest] = only(report, 'drains.check-delay');
+    // calm: check-delay 10 s under the observed rule, 99 % of lags within 30 s: what the rule costs over check-delay.
+    assert.equal(calm?.status, 'info');
+    assert.match(calm?.message ?? '', /check-delay is 10s, below 35s .*the observed rule holds a drain until a quiet period after the last client, about 40s after the failure for 99 % of them, 30s beyond check-delay$/);
     assert.equal(rest.length, 0, 'only the workloads whose drains settled a lag');
     assert.equal(envoy?.status, 'info');
-    assert.match(envoy?.message ?? '', /^Deployment edge\/envoy: 99 % of its drains saw the load balancer let go within 5s .*check-delay is 1m: every drain waits at least check-delay, 50s longer than it needs$/);
+    assert.match(envoy?.message ?? '', /^Deployment edge\/envoy: 99 % of its drains saw the load balancer let go within 5s .*check-delay is 1m: every drain waits at least check-delay, 50s longer than it needs; the observed rule holds a drain until a quiet period after the last client, about 15s after the failure for 99 % of them, 0s beyond check-delay$/);
     assert.match(envoy?.fix ?? '', /shutdown-manager\.io\/check-delay: "10s"/, 'the 5 s bucket and a check-interval of 5 s');
     assert.equal(ingress?.status, 'warning');
     assert.match(ingress?.message ?? '', /^DaemonSet edge\/ingress: 99 % of its drains saw the load balancer let go within 45s .*check-delay is 30s, below 50s .*--quiet-period=0s the drains that outlast it lose requests/);
