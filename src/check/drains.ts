@@ -365,7 +365,7 @@ function unattributedFinding(samples: readonly VectorSample[]): Finding {
 }
 
 const POLLER_FIX =
-  "point the load balancer's checks at Envoy's health-check filter's path (failing the health checks cannot take the pod out of a check of a routed path), or declare the poller: annotation shutdown-manager.io/pollers: PORT/PERIOD";
+  "point the load balancer's checks at Envoy's health-check filter's path (failing the health checks cannot take the pod out of a check of a routed path); a poller that is not the load balancer (an uptime monitor, a scrape through Envoy) can be declared instead: annotation shutdown-manager.io/pollers: PORT/PERIOD";
 
 function lagFindings(row: WorkloadDrain, window: string, heldByTraffic: boolean): Finding[] {
   const lag = row.loadBalancerLagSeconds;

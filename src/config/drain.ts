@@ -44,8 +44,8 @@ export const POD_DRAIN_SETTINGS = {
     kind: kinds.pollerList,
     default: [] as readonly kinds.ProbeSchedule[],
     help:
-      "Steady pollers of Envoy's traffic ports, each as PORT/PERIOD: a load balancer's check of a routed path, an uptime monitor, a scrape through Envoy. Failing Envoy's health checks does not stop them, so under the observed rule they would hold every drain to its deadline: " +
-      'on a listener whose stat name ends in the port, up to one request (or, on a TCP proxy, one new connection) per period is taken for the poller, and only what comes beyond is a client. Better still, point load-balancer checks at the health-check filter\'s path.',
+      "Steady pollers of Envoy's traffic ports that are not the load balancer, each as PORT/PERIOD: an uptime monitor, a scrape through Envoy, another system's check. Failing Envoy's health checks does not stop them, so under the observed rule they would hold every drain to its deadline: " +
+      'on a listener whose stat name ends in the port, up to one request (or, on a TCP proxy, one new connection) per period is taken for the poller, and only what comes beyond is a client. Not for the load balancer\'s own check of a routed path: that load balancer never lets go, and a drain that ignores its check ends while it still sends; point its check at the health-check filter\'s path instead.',
   } satisfies Setting<readonly kinds.ProbeSchedule[]>,
   'serve-port': {
     kind: kinds.port,

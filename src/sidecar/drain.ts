@@ -1193,7 +1193,7 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
       ` with ${open} connections open (at most ${outcome.minOpenConnections} wanted), held only by new client traffic that never went quiet ` +
       `(${since.requests} requests and ${since.connections} connections since the health checks failed). A poller does that (a load balancer's check of a routed path, ` +
       "an uptime monitor, a scrape through Envoy), and failing Envoy's health checks cannot take the pod out of it: point load-balancer checks at the health-check filter's path, " +
-      "or declare the poller (pod annotation shutdown-manager.io/pollers: PORT/PERIOD)"
+      "or, for a poller that is not the load balancer (an uptime monitor, a scrape), declare it (pod annotation shutdown-manager.io/pollers: PORT/PERIOD)"
     );
   }
   return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)${longLivedClause(outcome)}`;
