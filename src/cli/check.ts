@@ -187,8 +187,8 @@ export async function runCheckCommand(args: readonly string[], io: CommandIo, no
 
 /**
  * kubectl's spellings, turned into this command's flags: -n NAME, -n=NAME and -nNAME (--namespace), -A
- * (--all-namespaces); and a bare --wait (no duration after it) waits DEFAULT_WAIT. The flag parser has no
- * short options nor optional values.
+ * (--all-namespaces), -o json, -o=json and -ojson (--output); and a bare --wait (no duration after it) waits
+ * DEFAULT_WAIT. The flag parser has no short options nor optional values.
  */
 export function kubectlFlags(args: readonly string[]): string[] {
   return args.map((arg, index) => {
@@ -196,6 +196,9 @@ export function kubectlFlags(args: readonly string[]): string[] {
     if (arg === '-n') return '--namespace';
     if (arg.startsWith('-n=')) return `--namespace=${arg.slice(3)}`;
     if (/^-n[a-z0-9]/.test(arg)) return `--namespace=${arg.slice(2)}`;
+    if (arg === '-o') return '--output';
+    if (arg.startsWith('-o=')) return `--output=${arg.slice(3)}`;
+    if (/^-o[a-z]/.test(arg)) return `--output=${arg.slice(2)}`;
     const next = args[index + 1];
     if (arg === '--wait' && (next === undefined || next.startsWith('-'))) return `--wait=${DEFAULT_WAIT}`;
     return arg;

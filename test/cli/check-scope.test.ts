@@ -78,6 +78,18 @@ describe('check -n and -A', () => {
     }
   });
 
+  test("kubectl's -o: -o json, -o=json and -ojson are --output json (issue 35); a value it does not know names the choices", async () => {
+    const target = await cluster();
+    for (const spelling of [['-o', 'json'], ['-o=json'], ['-ojson']]) {
+      const run = await check(target, spelling);
+      assert.equal(run.code, 0, `${spelling.join(' ')}: ${run.stderr}`);
+      assert.ok(Array.isArray((JSON.parse(run.stdout) as CheckReport).findings), spelling.join(' '));
+    }
+    const wrong = await check(target, ['-o', 'yaml']);
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, /--output.*yaml.*one of text, json/);
+  });
+
   test('-n of a namespace that did not opt in: a warning with the label to set, its pods as information', async () => {
     const target = await cluster();
     const { run, report } = await json(target, ['-n', 'other']);
