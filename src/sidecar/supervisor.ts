@@ -21,7 +21,7 @@
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
 import { AdminRefusedError, failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
-import { markedRead, MarkTrust, ProcessTrail, type Expectation, type ProcessMark, type ReadEvidence } from '../envoy/identity.js';
+import { markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type ProcessMark, type ReadEvidence } from '../envoy/identity.js';
 import { isObservable, summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch } from './load-balancer.js';
@@ -159,8 +159,8 @@ type MarkRead =
       readonly ok: false;
       readonly kind: AdminFailureKind;
       readonly message: string;
-      /** Refused while a witness was open: the process holding it lives, only its address cannot be reached (a socket path lost). */
-      readonly witnessHeld?: boolean;
+      /** Refused while this witness was open (null: none was): the process holding it lives, its address lost (a socket path). */
+      readonly openWitness?: number | null;
     };
 
 export class DrainSupervisor {
@@ -394,9 +394,9 @@ export class DrainSupervisor {
     const read = await this.readMark();
     // The watch re-armed meanwhile: the new drain still counts from this /shutdown's arrival.
     if (this.drain !== ended) return this.drain.current === 'idle' ? this.startDrain(arrivedAtMs) : this.drain.start();
-    // No Envoy: nothing to drain. Unless a witness is still held: then a process lives behind an address that refuses
-    // (a Unix socket path unlinked), opened after the drained one let go (whose exit ended the drain), and is drained.
-    if (!read.ok && read.kind === 'refused' && read.witnessHeld !== true) return ended.start();
+    // No Envoy: nothing to drain. Unless a witness other than the one the drained process held is still open: then
+    // another process lives behind an address that refuses (a Unix socket path unlinked), and is drained (FUZZ_SEED=603).
+    if (!read.ok && read.kind === 'refused' && !heldByAnother(read, ended.latestRead)) return ended.start();
     if (read.ok && (read.verdict === 'same' || (read.verdict === 'reset' && read.restartEpoch !== null))) return ended.start();
     if (read.ok && read.verdict === 'replaced') {
       this.rearm('a /shutdown came after the last drain had ended, and another Envoy process answers', false);
@@ -475,7 +475,7 @@ export class DrainSupervisor {
         ok: false,
         kind: failureKindOf(error),
         message: messageOf(error),
-        witnessHeld: error instanceof AdminRefusedError && error.evidence !== undefined && error.evidence.witness !== null,
+        openWitness: error instanceof AdminRefusedError ? (error.evidence?.witness ?? null) : null,
       }),
     );
     const answer = await within(read, this.options.readTimeoutMs, {
@@ -663,8 +663,14 @@ export type { RecoveryAction };
  * without a restart epoch is what a hot restart looks like while its parent holds this sidecar's witness: as a running
  * drain does (drain.ts resendStepsAfterBlindReset), the next drain fails the health checks of whatever answers.
  */
+/** Whether a refused read came while a witness was open that the drained process's last read was not spoken for by. */
+function heldByAnother(read: Extract<MarkRead, { ok: false }>, drained: MarkedRead | undefined): boolean {
+  const open = read.openWitness ?? null;
+  return open !== null && open !== (drained?.witness ?? null);
+}
+
 function whyUntold(read: MarkRead): string {
-  if (!read.ok && read.witnessHeld === true) return "Envoy's admin address refuses while a connection held to a process behind it stays open: that process lives, its address lost";
+  if (!read.ok && (read.openWitness ?? null) !== null) return "Envoy's admin address refuses while a connection held to a process behind it stays open: that process lives, its address lost";
   if (!read.ok) return `Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`;
   switch (read.verdict) {
     case 'reset':
