@@ -37,11 +37,17 @@ const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   inject: async () => (await import('./cli/inject.js')).runInjectCommand,
   uninject: async () => (await import('./cli/uninject.js')).runUninjectCommand,
   check: async () => (await import('./cli/check.js')).runCheckCommand,
+  // kubectl's and helm's spelling of --version.
+  version: async () => async () => {
+    await printVersion();
+    return 0;
+  },
 };
 
 /** `envoy-shutdown-manager --help` (no mode, no command): what there is to run, one line each. */
 const OVERVIEW = `Usage: envoy-shutdown-manager [mode=webhook|mode=sidecar] [flags]
        envoy-shutdown-manager inject|uninject|check [flags]
+       envoy-shutdown-manager version
 
 Modes (one image runs both):
   mode=webhook   The admission webhook that injects the shutdown-manager into Envoy pods (the default).
@@ -51,6 +57,7 @@ Commands:
   inject         Marks manifests for the webhook to inject (files, directories, -); --manual injects offline.
   uninject       Removes what inject or the webhook added to manifests.
   check          Reports whether every Envoy pod in the cluster is protected (read-only); --pre: whether it can take the install.
+  version        Prints the version (as --version does, in every mode and command).
 
 Each one's flags: envoy-shutdown-manager mode=webhook --help, envoy-shutdown-manager mode=sidecar --help,
 envoy-shutdown-manager inject --help (and so on). The version: envoy-shutdown-manager --version.

@@ -160,7 +160,7 @@ describe('inject and uninject inputs', () => {
 });
 
 describe('--version', () => {
-  for (const args of [['--version'], ['mode=webhook', '--version'], ['mode=sidecar', '--version'], ['inject', '--version'], ['uninject', '--version'], ['check', '--version']]) {
+  for (const args of [['--version'], ['version'], ['mode=webhook', '--version'], ['mode=sidecar', '--version'], ['inject', '--version'], ['uninject', '--version'], ['check', '--version']]) {
     test(`${args.join(' ')} prints the version and exits 0`, async () => {
       const run = await cli(args);
       assert.equal(run.code, 0, run.stderr);
@@ -209,13 +209,13 @@ describe('mistakes get "did you mean"', () => {
     assert.equal(run.stdout, '');
     assert.equal(
       run.stderr,
-      'envoy-shutdown-manager: unknown command "injct"; did you mean "inject"? (commands: inject, uninject, check; modes: mode=webhook (the default), mode=sidecar; see --help)\n',
+      'envoy-shutdown-manager: unknown command "injct"; did you mean "inject"? (commands: inject, uninject, check, version; modes: mode=webhook (the default), mode=sidecar; see --help)\n',
     );
     assert.doesNotMatch(run.stderr, /positional/);
     assert.match((await cli(['chek'])).stderr, /did you mean "check"\?/);
     const far = await cli(['deploy']);
     assert.equal(far.code, 2);
-    assert.match(far.stderr, /^envoy-shutdown-manager: unknown command "deploy" \(commands: inject, uninject, check;/);
+    assert.match(far.stderr, /^envoy-shutdown-manager: unknown command "deploy" \(commands: inject, uninject, check, version;/);
     assert.doesNotMatch(far.stderr, /did you mean/);
   });
 
