@@ -33,3 +33,15 @@ export function reportFailure(error: unknown, program = 'envoy-shutdown-manager'
   process.stderr.write(`${program}: ${text}\n`);
   process.exitCode = exitCode;
 }
+
+/** The innermost reason a connection failed (ECONNREFUSED, a certificate error...), for the API server, Prometheus and a manifest's URL alike. */
+export function causeOf(error: unknown): string {
+  let current: unknown = error;
+  const reasons: string[] = [];
+  while (current instanceof Error) {
+    const code = (current as NodeJS.ErrnoException).code;
+    reasons.push(code !== undefined && !current.message.includes(code) ? `${current.message} (${code})` : current.message);
+    current = current.cause;
+  }
+  return reasons.at(-1) ?? String(error);
+}

@@ -4,6 +4,8 @@
  */
 import { EXIT_USAGE, UserFacingError } from '../errors.js';
 
+export { causeOf } from '../errors.js';
+
 /** One read, as RBAC rules name it: `list pods in namespace edge`, `get mutatingwebhookconfigurations/x`. */
 export interface ReadOperation {
   readonly verb: 'get' | 'list' | 'create';
@@ -12,18 +14,6 @@ export interface ReadOperation {
   readonly group: string;
   readonly name?: string;
   readonly namespace?: string;
-}
-
-/** The innermost reason a connection failed (ECONNREFUSED, a certificate error...), for the API server and Prometheus alike. */
-export function causeOf(error: unknown): string {
-  let current: unknown = error;
-  const reasons: string[] = [];
-  while (current instanceof Error) {
-    const code = (current as NodeJS.ErrnoException).code;
-    reasons.push(code !== undefined && !current.message.includes(code) ? `${current.message} (${code})` : current.message);
-    current = current.cause;
-  }
-  return reasons.at(-1) ?? String(error);
 }
 
 export function describeRead({ verb, resource, name, namespace }: ReadOperation): string {

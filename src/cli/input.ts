@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { text as readStream } from 'node:stream/consumers';
 import { closestName, HelpRequested, type SettingTable } from '../config/settings.js';
 import * as kinds from '../config/values.js';
-import { EXIT_OK, EXIT_USAGE, UsageError, UserFacingError } from '../errors.js';
+import { causeOf, EXIT_OK, EXIT_USAGE, UsageError, UserFacingError } from '../errors.js';
 import type { CommandIo } from './io.js';
 import { summaryLine, type EditedManifests } from './manifests.js';
 
@@ -21,16 +21,23 @@ export const STDIN_NAME = 'stdin';
 
 /** What inject and uninject read and write, and the input flags they share: one text for both --help pages. */
 export const INPUT_HELP = `Reads YAML (several documents, or a List) or JSON from each file, from every .yaml, .yml and .json file of
-a directory (sorted by name), and from standard input for -; writes the results to stdout in that order
-(separated by ---), one line per resource on stderr saying what became of it, and notes to stderr.
+a directory (sorted by name), from an http:// or https:// URL, and from standard input for -; writes the results to
+stdout in that order (separated by ---), one line per resource on stderr saying what became of it, and notes to stderr.
 
 Flags:
-  -f, --filename FILE|DIRECTORY|-
+  -f, --filename FILE|DIRECTORY|URL|-
       An input, as a positional one is; may be given several times.
   -R, --recursive
       Read directories with their subdirectories.
   --version
       Print the version and exit.`;
+
+/** An input read over HTTP, as kubectl -f and Linkerd's inject read one. */
+const URL_INPUT = /^https?:\/\//i;
+/** The whole fetch of a URL (redirects and body included) ends by then. */
+export const URL_TIMEOUT_MS = 30_000;
+/** A manifest larger than this is not one to inject (the API server refuses objects over 1.5 MiB). */
+export const MAX_URL_BYTES = 16 * 1024 * 1024;
 
 /** How a directory is read: every file with one of these endings, as kubectl -f does. */
 const MANIFEST_FILE = /\.(ya?ml|json)$/i;
@@ -114,6 +121,10 @@ export async function readInputs(names: readonly string[], recursive: boolean, i
       continue;
     }
     if (name === '') throw new UsageError('an empty file name; name a file, a directory, or - for standard input');
+    if (URL_INPUT.test(name)) {
+      inputs.push({ name, text: await readUrl(name) });
+      continue;
+    }
     const isDirectory = (await statOf(name)).isDirectory();
     const files = isDirectory ? await manifestFiles(name, recursive) : [name];
     if (isDirectory && files.length === 0) {
@@ -137,6 +148,30 @@ async function readText(name: string): Promise<string> {
     return await readFile(name, 'utf8');
   } catch (error) {
     throw cannotRead(name, error);
+  }
+}
+
+/** A URL's body as text: a 2xx answer within URL_TIMEOUT_MS, at most MAX_URL_BYTES; anything else an InputError naming it. */
+async function readUrl(url: string): Promise<string> {
+  const signal = AbortSignal.timeout(URL_TIMEOUT_MS);
+  const failed = (why: string): InputError => new InputError(`cannot read ${url}: ${why}`);
+  try {
+    const response = await fetch(url, { signal, redirect: 'follow', headers: { accept: 'application/yaml, application/json, text/plain, */*' } });
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw failed(`the server answered ${response.status}${response.statusText === '' ? '' : ` ${response.statusText}`}`);
+    }
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for await (const chunk of response.body ?? []) {
+      size += chunk.byteLength;
+      if (size > MAX_URL_BYTES) throw failed(`larger than ${MAX_URL_BYTES / 1024 / 1024} MiB: not a manifest to inject`);
+      chunks.push(chunk);
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  } catch (error) {
+    if (error instanceof InputError) throw error;
+    throw failed(signal.aborted ? `no whole answer within ${URL_TIMEOUT_MS / 1000} s` : causeOf(error));
   }
 }
 
