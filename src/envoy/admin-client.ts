@@ -127,6 +127,8 @@ export interface WitnessEvidence {
   readonly closedThrough: number;
   /** How many witnesses had been created when the call ended (they are numbered 1, 2…). */
   readonly created: number;
+  /** Of a stats read: how many had been created when it was sent (0: witnesses were not kept yet). */
+  readonly createdAtSend?: number;
   /** Whether the latest witness that ever connected has been closed by the other end, and none is open now. */
   readonly lastClosed: boolean;
   /**
@@ -416,6 +418,7 @@ export class EnvoyAdminClient {
     // process just exited) is tied to nothing but its counter, and a young successor's counter can pass for its own
     // (FUZZ_SEED=404). One connect to an address that answered a moment ago: a loopback round trip.
     await this.witnessConnected(signal);
+    const createdAtSend = this.witnesses;
     const witnessAtSend = this.vouchingWitness();
     const body = await this.call('GET', path, signal, ADMIN_BODY_LIMITS.stats);
     const witnessAtAnswer = this.vouchingWitness();
@@ -428,7 +431,7 @@ export class EnvoyAdminClient {
     const restartEpoch = count.hotRestart?.epoch ?? null;
     const held = witnessAtSend !== undefined && witnessAtSend === witnessAtAnswer ? witnessAtSend : undefined;
     const vouches = held !== undefined && witnessVouches(this.settleHolder(held, restartEpoch), restartEpoch);
-    const evidence: WitnessEvidence = { ...this.witnessEvidence(), witness: vouches ? held.id : null, restartEpoch };
+    const evidence: WitnessEvidence = { ...this.witnessEvidence(), witness: vouches ? held.id : null, restartEpoch, createdAtSend };
     this.latestEpoch = restartEpoch;
     this.answered = true;
     this.answeredReads += 1;

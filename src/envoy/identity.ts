@@ -111,6 +111,8 @@ export interface ReadEvidence {
   readonly closedThrough: number;
   /** How many witnesses had been created when the read was answered (numbered from 1). */
   readonly created?: number;
+  /** How many had been created when it was sent: 0 while witnesses were not kept yet (the client's first reads). */
+  readonly createdAtSend?: number;
   /** `server.hot_restart_epoch` in the read's answer; null or undefined when unknown. */
   readonly restartEpoch?: number | null;
   /** The latest witnesses closed by the other end, with the restart epoch of the process that held each (see letGoOfUs). */
@@ -193,6 +195,8 @@ export interface MarkedRead {
   readonly witness?: number | null;
   /** How many witnesses had been created when it was answered: one created later connected after it. */
   readonly witnessesCreated?: number;
+  /** How many had been created when it was sent (ReadEvidence.createdAtSend). */
+  readonly witnessesAtSend?: number;
   /** `server.hot_restart_epoch` in its answer; null when the answer lacked it, undefined when not known. */
   readonly restartEpoch?: number | null;
 }
@@ -201,7 +205,8 @@ export interface MarkedRead {
 export function markedRead(mark: ProcessMark, marker: number, evidence: ReadEvidence | undefined): MarkedRead {
   if (evidence === undefined) return { mark, marker };
   const epoch = evidence.restartEpoch === undefined ? {} : { restartEpoch: evidence.restartEpoch };
-  return { mark, marker, witness: evidence.witness, ...(evidence.created === undefined ? {} : { witnessesCreated: evidence.created }), ...epoch };
+  const atSend = evidence.createdAtSend === undefined ? {} : { witnessesAtSend: evidence.createdAtSend };
+  return { mark, marker, witness: evidence.witness, ...(evidence.created === undefined ? {} : { witnessesCreated: evidence.created }), ...atSend, ...epoch };
 }
 
 /**
@@ -344,9 +349,10 @@ export class ProcessTrail {
     // Witnesses were kept already, yet none spoke for the earlier read while one speaks for this one (the earlier read's
     // process was not the one holding ours: a Unix socket path bound again by another Envoy, a process that had just
     // exited): only the counter ties them, and a successor's can pass for a young or reset predecessor's
-    // (FUZZ_SEED=707). Not when the earlier read came before any witness (the client's first reads): nothing was
-    // amiss then. A restart epoch above 0 ties them instead (only a hot restart chain reaches it; a change is caught above).
-    const witnessesKeptAtBase = (base.witnessesCreated ?? 0) > 0;
+    // (FUZZ_SEED=707). Not when the earlier read was sent before any witness (the client's first reads, racing the
+    // start-up probe that begins them): nothing was amiss then. A restart epoch above 0 ties them instead (only a hot
+    // restart chain reaches it; a change is caught above).
+    const witnessesKeptAtBase = (base.witnessesAtSend ?? 0) > 0;
     if (verdict === 'same' && evidence !== undefined && witnessesKeptAtBase && base.witness === null && evidence.witness !== null && !((base.restartEpoch ?? 0) > 0)) {
       this.doubt ??= read;
       return 'doubtful';

@@ -41,8 +41,10 @@ describe("a pod's drain, from its sidecar's flags", () => {
       drainDelayMs: 5_000,
       checkIntervalMs: 2_000,
       quietPeriod: true,
+      quietPeriodMs: 10_000,
     });
-    assert.deepEqual(timing(pod('b', [])), { graceMs: 30_000, checkDelayMs: 60_000, deadlineMs: 27_000, drainDelayMs: 0, checkIntervalMs: 5_000, quietPeriod: true });
+    assert.deepEqual(timing(pod('b', [])), { graceMs: 30_000, checkDelayMs: 60_000, deadlineMs: 27_000, drainDelayMs: 0, checkIntervalMs: 5_000, quietPeriod: true, quietPeriodMs: 10_000 });
+    assert.equal(timing(pod('c', ['--quiet-period=0s'])).quietPeriodMs, 0, 'off: no quiet period');
   });
 
   test('--name value, and the environment, are read too; the quiet-period rule is off at 0s or off only', () => {

@@ -165,7 +165,7 @@ describe('lb-risk: bounded expectations (issue 33, item 7)', () => {
 
   test('control: the rule before issue 33 (no rate from before the drain) breaks the same bounds', () => {
     const before = RULES.find((rule) => rule.key === 'observed-5s-10s-no-history');
-    assert.ok(before !== undefined);
+    assert.ok(before !== undefined, 'the table has the rule before issue 33');
     const over = cellsOf(before, 'observed-5s-10s').filter(({ probability, bound }) => probability > bound);
     assert.ok(over.length >= 3, `only ${over.length} cells past the proof rule's bounds`);
   });

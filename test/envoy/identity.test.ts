@@ -20,8 +20,9 @@ function read(trail: ProcessTrail, own: ScriptedConnections, mark: number, seen:
   return trail.observe(mark, expected, seen);
 }
 
-function evidence(witness: number | null, closedThrough: number, created: number, restartEpoch: number | null = 0): ReadEvidence {
-  return { witness, closedThrough, created, restartEpoch, closed: [] };
+/** What a read's witness showed; `createdAtSend`: the witnesses made when it was sent (by default all of them). */
+function evidence(witness: number | null, closedThrough: number, created: number, restartEpoch: number | null = 0, createdAtSend = created): ReadEvidence {
+  return { witness, closedThrough, created, createdAtSend, restartEpoch, closed: [] };
 }
 
 /** A trail whose marks are proved to follow our connections, with a first read of mark 10 that witness 1 spoke for. */
@@ -71,6 +72,11 @@ describe('ProcessTrail: which process answered', () => {
     assert.equal(read(trail, own, 1, evidence(null, 0, 1)), 'first');
     own.created += 2;
     assert.equal(read(trail, own, 1 + 3 + 1, evidence(2, 1, 2)), 'doubtful', "a successor that counted our witness's connect and our calls");
+    // Control: a read sent before witnesses were kept (the start-up probe that begins them answered meanwhile) is no
+    // doubt: nothing was amiss then, and the counter ties it as it did before witnesses.
+    const early = new ProcessTrail(own, trust);
+    assert.equal(read(early, own, 3, evidence(null, 0, 1, 0, 0)), 'first');
+    assert.equal(read(early, own, 4, evidence(1, 0, 1)), 'same');
     // Control: a hot restart child (epoch 1) is tied by its epoch, and followed on its counter.
     const child = new ProcessTrail(own, trust);
     assert.equal(read(child, own, 3, evidence(null, 0, 2, 1)), 'first');

@@ -115,7 +115,7 @@ describe('declared pollers (annotation shutdown-manager.io/pollers) reach the si
   };
 
   test('sorted, each with its period (a port alone: every 10s); none without the annotation, so pods keep the spec they had', () => {
-    assert.ok(argsOf({ 'shutdown-manager.io/pollers': '8080/15s, 5432' }).includes('--pollers=5432/10s,8080/15s'));
+    assert.ok(argsOf({ 'shutdown-manager.io/pollers': '8080/15s, 5432' }).includes('--pollers=5432/10s,8080/15s'), 'sorted, a port alone every 10 s');
     assert.equal(argsOf({}).filter((arg) => arg.startsWith('--pollers')).length, 0);
   });
 
