@@ -12,7 +12,8 @@ import { OwnedTimer, systemClock, type Clock } from '../clock.js';
 import { adminSocketPath, type ProbeSchedule } from '../config/values.js';
 import { isJsonObject } from '../json.js';
 import { drainListenersPath, parseEnvoyVersion, type EnvoyVersion } from './version.js';
-import { countDownstreamConnections, CONNECTION_STATS_FILTER, jsonDepthExceeds, MAX_JSON_DEPTH, parseJsonStats, type ConnectionCount } from './stats.js';
+import { jsonDepthExceeds } from '../json.js';
+import { countDownstreamConnections, CONNECTION_STATS_FILTER, MAX_JSON_DEPTH, parseJsonStats, type ConnectionCount } from './stats.js';
 import { holderEpochOf, witnessVouches, type ClosedWitness, type HolderEpoch } from './identity.js';
 
 /**

@@ -16,8 +16,6 @@
  * error, never "0 connections".
  */
 import { isJsonObject, jsonDepthExceeds } from '../json.js';
-
-export { jsonDepthExceeds };
 import { blindReasonOf, portOfListener, type ArrivalTally, type BlindSpot, type ProbeRate } from './arrivals.js';
 import type { ProbeSchedule } from '../config/values.js';
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { jsonDepthExceeds } from '../../src/json.js';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import {
@@ -7,7 +8,6 @@ import {
   CONNECTION_STATS_FILTER,
   isPerThreadCopy,
   ImplausibleStatError,
-  jsonDepthExceeds,
   listenerOfActiveConnections,
   MAX_JSON_DEPTH,
   MAX_PLAUSIBLE_CONNECTIONS,
