@@ -2,9 +2,10 @@
  * The sidecar under the port's strangers (issue 18): connections that pipeline thousands of requests and
  * never read, connections that ask within the bounds and never read, and floods of calls without the token.
  * Through the built process, as a pod runs it: its resident memory stays within a fixed budget under the
- * pod's 128Mi limit, and the kubelet's probes and preStop hook are answered within a second all along.
- * The negative control runs the same flood against the same server with the bounds lifted. Run
- * `npm run build` first (npm test does).
+ * pod's 128Mi limit, and the kubelet's probes and preStop hook are answered all along. The negative control runs
+ * the same flood against the same server with the bounds lifted: past the memory budget, and /healthz past the
+ * kubelet's 1 s. The answers' own time is held to a bound a loaded 2-core machine keeps (issue 35); the kubelet's
+ * 1 s under floods is a budget of `npm run bench:budgets`. Run `npm run build` first (npm test does).
  */
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -24,8 +25,13 @@ runsAlone();
 
 /** What no client behaviour may take the sidecar past: the pod's limit is 128Mi, the sidecar rests at 45-55 MiB. */
 const RSS_BUDGET_MIB = 96;
-/** The kubelet's default probe timeout. */
+/** The kubelet's default probe timeout: what the unbounded server of the negative control exceeds. */
 const PROBE_TIMEOUT_MS = 1_000;
+/**
+ * The bound on the bounded sidecar's answers here: the kubelet's 1 s is what the bench holds; beside two CPU
+ * burners any process's answer can take over a second, and what this file shows is that none waits on the flood.
+ */
+const ANSWERED_WITHIN_MS = 5_000;
 const TOKEN = 'abuse-test-token';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 
@@ -88,7 +94,7 @@ const summary = (values: readonly number[]): string =>
 const eventLines = (sidecar: SidecarProcess, event: string): LogLine[] => sidecar.logs.filter((line) => line['event'] === event);
 
 describe('sidecar process: strangers on the port', () => {
-  test('500 connections pipelining 2,000 requests each and never reading: under 96 MiB, and the kubelet answered within 1 s', async (t) => {
+  test('500 connections pipelining 2,000 requests each and never reading: under 96 MiB, and the kubelet answered throughout', async (t) => {
     const { sidecar } = await startSidecar(t);
     const pid = sidecar.child.pid!;
     const atRest = residentMemory(pid).rssMiB;
@@ -109,8 +115,8 @@ describe('sidecar process: strangers on the port', () => {
     t.diagnostic(`/shutdown: ${shutdown.ms.toFixed(0)} ms; resident memory ${atRest.toFixed(1)} MiB at rest, peak ${peakMiB.toFixed(1)} MiB`);
     assert.equal(shutdown.status, 200, shutdown.body);
     assert.match(shutdown.body, /^drained: 0 open connections/);
-    assert.ok(shutdown.ms < PROBE_TIMEOUT_MS, `/shutdown took ${shutdown.ms.toFixed(0)} ms`);
-    for (const [path, durations] of probes) assert.ok(Math.max(...durations) < PROBE_TIMEOUT_MS, `${path}: ${summary(durations)}`);
+    assert.ok(shutdown.ms < ANSWERED_WITHIN_MS, `/shutdown took ${shutdown.ms.toFixed(0)} ms`);
+    for (const [path, durations] of probes) assert.ok(Math.max(...durations) < ANSWERED_WITHIN_MS, `${path}: ${summary(durations)}`);
     assert.ok(peakMiB < RSS_BUDGET_MIB, `peak resident memory ${peakMiB.toFixed(1)} MiB`);
 
     // 500 connections closed: reported at once, then in one summary per 10 s, not one line each.
@@ -138,7 +144,7 @@ describe('sidecar process: strangers on the port', () => {
     const cut = readers.filter((reader) => reader.cut()).length;
     t.diagnostic(`${cut} of 200 cut within 3.5 s; ${readers.reduce((sum, reader) => sum + reader.sent(), 0)} requests sent; peak ${peakMiB.toFixed(1)} MiB`);
     for (const [path, durations] of probes) t.diagnostic(`${path} meanwhile: ${summary(durations)}`);
-    for (const [path, durations] of probes) assert.ok(Math.max(...durations) < PROBE_TIMEOUT_MS, `${path}: ${summary(durations)}`);
+    for (const [path, durations] of probes) assert.ok(Math.max(...durations) < ANSWERED_WITHIN_MS, `${path}: ${summary(durations)}`);
     assert.ok(peakMiB < RSS_BUDGET_MIB, `peak resident memory ${peakMiB.toFixed(1)} MiB`);
     assert.equal(sidecar.child.exitCode, null, 'the sidecar is still running');
   });
@@ -155,8 +161,8 @@ describe('sidecar process: strangers on the port', () => {
     t.diagnostic(`20,000 refusals in ${(performance.now() - started).toFixed(0)} ms; /healthz then ${healthz.ms.toFixed(1)} ms; peak ${residentMemory(pid).peakMiB.toFixed(1)} MiB`);
     assert.deepEqual([...shutdowns], [[401, 10_000]]);
     assert.deepEqual([...waits], [[401, 10_000]]);
-    assert.ok(healthz.ms < PROBE_TIMEOUT_MS, 'healthz.ms < PROBE_TIMEOUT_MS');
-    assert.ok(residentMemory(pid).peakMiB < RSS_BUDGET_MIB, 'residentMemory(pid).peakMiB < RSS_BUDGET_MIB');
+    assert.ok(healthz.ms < ANSWERED_WITHIN_MS, `/healthz took ${healthz.ms.toFixed(0)} ms after the refusals`);
+    assert.ok(residentMemory(pid).peakMiB < RSS_BUDGET_MIB, `peak resident memory ${residentMemory(pid).peakMiB.toFixed(1)} MiB`);
     assert.deepEqual(emulator.adminRequests.filter((request) => request.method === 'POST'), [], 'Envoy was not touched');
 
     // The first refusal at once; the next line would come a minute later: stopping the sidecar writes it now.
@@ -174,7 +180,7 @@ describe('sidecar process: strangers on the port', () => {
 });
 
 describe('drain server process: negative control, the bounds lifted', () => {
-  test('the same attack takes the same server past 96 MiB and /healthz past 1 s; with the bounds it stays under', async (t) => {
+  test('the same attack takes the same server past 96 MiB and /healthz past 1 s; with the bounds it stays under the budget and answers', async (t) => {
     const payload = Buffer.from(MIXED_HEADS.repeat(PIPELINE_REPEAT));
     const lifted = await spawnDrainServer({ maxRequestsInFlight: Infinity, maxUnflushedBytes: Infinity, writeWithinMs: Infinity });
     t.after(() => lifted.kill());
@@ -202,8 +208,8 @@ describe('drain server process: negative control, the bounds lifted', () => {
     const probe = await timedCall(`http://127.0.0.1:${bounded.port}/healthz`);
     const { peakMiB } = residentMemory(bounded.child.pid!);
     t.diagnostic(`with the bounds: peak ${peakMiB.toFixed(1)} MiB, /healthz ${probe.ms.toFixed(1)} ms`);
-    assert.ok(peakMiB < RSS_BUDGET_MIB, 'peakMiB < RSS_BUDGET_MIB');
-    assert.ok(probe.ms < PROBE_TIMEOUT_MS, 'probe.ms < PROBE_TIMEOUT_MS');
+    assert.ok(peakMiB < RSS_BUDGET_MIB, `with the bounds: peak resident memory ${peakMiB.toFixed(1)} MiB`);
+    assert.ok(probe.ms < ANSWERED_WITHIN_MS, `with the bounds: /healthz took ${probe.ms.toFixed(0)} ms`);
   });
 });
 

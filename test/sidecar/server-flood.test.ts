@@ -9,6 +9,11 @@
  *
  * Each flood runs in a child process (test/support/flood.ts), rate-limited and bounded in time, while this
  * process samples the sidecar's VmRSS and calls it as the kubelet does. Run `npm run build` first (npm test does).
+ *
+ * What is asserted here is behaviour, with bounds a loaded 2-core machine keeps (issue 35: at a load of 8-9 the
+ * flood generator itself reached 180 requests a second of 2,000, and a probe took 1.4 s): every request and probe
+ * answered 200, the drain answered "drained", the process alive and under the pod's memory limit. The budgets (peak
+ * under 96 MiB, the probes and /shutdown within the kubelet's 1 s) are figures of `npm run bench:budgets`.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -26,17 +31,12 @@ import { runsAlone } from '../support/exclusive.js';
 // It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
 runsAlone();
 
-/** What no client behaviour may take the sidecar past: the pod's limit is 128Mi, the sidecar rests at 45-55 MiB. */
-const RSS_BUDGET_MIB = 96;
-/** The kubelet's default probe timeout. */
-const PROBE_TIMEOUT_MS = 1_000;
+/** The pod's memory limit as injected (128Mi): past it the sidecar is killed. Its budget, 96 MiB, is bench:budgets'. */
+const MEMORY_LIMIT_MIB = 128;
 const TOKEN = 'flood-test-token';
 const FLOOD_SECONDS = 4;
-/**
- * A flood that reached less than this share of its rate tested little: a broken generator, or a machine too
- * busy to be believed. Measured: 85-97 % on two shared cores, 60-65 % with one of them taken by a CPU burner.
- */
-const MIN_RATE_SHARE = 0.25;
+/** A flood that answered fewer requests than this tested little: a broken generator (a loaded machine still reaches 700). */
+const MIN_ANSWERED = 200;
 
 /**
  * The injector's default plan, but with the drain checked at once and every 100 ms (values a pod's
@@ -78,7 +78,7 @@ function floodAsKubeletWatches(sidecar: SidecarProcess, spec: Omit<FloodSpec, 'p
 const summary = (values: readonly number[]): string =>
   `max ${Math.max(...values).toFixed(1)} ms, median ${[...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!.toFixed(1)} ms over ${values.length}`;
 
-function assertWithinBudget(t: TestContext, watched: WatchedFlood<Awaited<ReturnType<typeof timedCall>>>, perSecond: number): void {
+function assertServedThroughout(t: TestContext, watched: WatchedFlood<Awaited<ReturnType<typeof timedCall>>>, perSecond: number): void {
   const { flood, restMiB, peakMiB, samples, probes, midway: shutdown } = watched;
   t.diagnostic(
     `flood: ${flood.answered} answered in ${flood.seconds.toFixed(1)} s (${flood.perSecond.toFixed(0)}/s of ${perSecond}/s), ` +
@@ -88,36 +88,33 @@ function assertWithinBudget(t: TestContext, watched: WatchedFlood<Awaited<Return
   for (const [path, durations] of probes) t.diagnostic(`${path} during the flood: ${summary(durations)}`);
   t.diagnostic(`/shutdown halfway: ${shutdown?.status} in ${shutdown?.ms.toFixed(0)} ms`);
 
-  assert.ok(flood.perSecond >= MIN_RATE_SHARE * perSecond, `the flood reached ${flood.perSecond.toFixed(0)} requests a second of ${perSecond}`);
+  assert.ok(flood.answered >= MIN_ANSWERED, `the flood had ${flood.answered} requests answered`);
   assert.deepEqual(Object.keys(flood.statuses), ['200'], JSON.stringify(flood.statuses));
   assert.ok(flood.errors <= flood.sent / 100, `${flood.errors} errors of ${flood.sent} requests`);
-  assert.ok(samples >= FLOOD_SECONDS * 10, `${samples} samples of VmRSS`);
-  assert.ok(peakMiB < RSS_BUDGET_MIB, `peak resident memory ${peakMiB.toFixed(1)} MiB`);
-  for (const [path, durations] of probes) {
-    assert.ok(durations.length >= FLOOD_SECONDS, `${path}: ${durations.length} calls`);
-    assert.ok(Math.max(...durations) < PROBE_TIMEOUT_MS, `${path}: ${summary(durations)}`);
-  }
-  assert.ok(shutdown !== undefined, 'shutdown !== undefined');
+  assert.ok(samples >= FLOOD_SECONDS * 5, `only ${samples} samples of VmRSS in ${FLOOD_SECONDS} s`);
+  assert.ok(peakMiB < MEMORY_LIMIT_MIB, `peak resident memory ${peakMiB.toFixed(1)} MiB`);
+  // Every probe was answered 200 within the watcher's 5 s (it throws otherwise); the kubelet calls throughout.
+  for (const [path, durations] of probes) assert.ok(durations.length >= FLOOD_SECONDS, `${path}: only ${durations.length} calls in ${FLOOD_SECONDS} s`);
+  assert.ok(shutdown !== undefined, 'the authorized /shutdown was sent halfway');
   assert.equal(shutdown.status, 200, shutdown.body);
   assert.match(shutdown.body, /^drained: 0 open connections/);
-  assert.ok(shutdown.ms < PROBE_TIMEOUT_MS, `/shutdown took ${shutdown.ms.toFixed(0)} ms`);
 }
 
 describe('sidecar process as injected (NODE_OPTIONS from SIDECAR_ENV): sustained floods of well-formed requests', () => {
-  test('2,000 new connections a second for 4 s, one request each: under 96 MiB, /healthz, /ready and an authorized /shutdown within 1 s', async (t) => {
+  test('2,000 new connections a second for 4 s, one request each: every request, probe and an authorized /shutdown answered, under the memory limit', async (t) => {
     const sidecar = await startInjectedSidecar(t);
     const perSecond = 2_000;
     const watched = await floodAsKubeletWatches(sidecar, { kind: 'new-connections', perSecond, concurrency: 64, paths: ['/drain', '/metrics', '/ready', '/healthz'] });
-    assertWithinBudget(t, watched, perSecond);
+    assertServedThroughout(t, watched, perSecond);
     assert.equal(sidecar.child.exitCode, null, 'the sidecar is still running');
   });
 
-  test('5,000 keep-alive requests a second for 4 s over 8 connections (500 /metrics scrapes a second, /drain, /ready, /healthz): under 96 MiB, the kubelet answered within 1 s', async (t) => {
+  test('5,000 keep-alive requests a second for 4 s over 8 connections (500 /metrics scrapes a second, /drain, /ready, /healthz): the kubelet answered throughout, under the memory limit', async (t) => {
     const sidecar = await startInjectedSidecar(t);
     const perSecond = 5_000;
     const paths = ['/metrics', '/drain', '/drain', '/drain', '/drain', '/drain', '/drain', '/ready', '/ready', '/healthz'];
     const watched = await floodAsKubeletWatches(sidecar, { kind: 'keep-alive', perSecond, sockets: 8, depth: 4, paths });
-    assertWithinBudget(t, watched, perSecond);
+    assertServedThroughout(t, watched, perSecond);
     assert.equal(sidecar.child.exitCode, null, 'the sidecar is still running');
   });
 });
