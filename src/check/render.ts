@@ -1,4 +1,5 @@
-/** The report for people (grouped by section, colour optional) and for machines (JSON, the same content). */
+/** The report for people (grouped by section, colour optional) and for machines (JSON or YAML, the same content). */
+import { stringify } from 'yaml';
 import { seconds, type DrainsReport, type WorkloadDrain } from './drains.js';
 import { SECTION_TITLES, type CheckReport, type CheckStatus, type Finding, type SectionName } from './report.js';
 
@@ -10,6 +11,17 @@ const PODS_SHOWN = 5;
 
 export function renderJson(report: CheckReport): string {
   return `${JSON.stringify(report, null, 2)}\n`;
+}
+
+/** The JSON report's content in YAML (kubectl's -o yaml): the same keys and values, in the same order. */
+export function renderYaml(report: CheckReport): string {
+  return stringify(JSON.parse(JSON.stringify(report)) as unknown);
+}
+
+/** What a script reading -o json or -o yaml gets when no report could be made: the message and the exit code. */
+export function renderMachineError(format: 'json' | 'yaml', message: string, exitCode: number): string {
+  const error = { error: { message, exitCode } };
+  return format === 'json' ? `${JSON.stringify(error, null, 2)}\n` : stringify(error);
 }
 
 export function renderText(report: CheckReport, colour: boolean): string {

@@ -8,7 +8,7 @@ import { preInstallFindings } from '../check/pre.js';
 import { makeReport, type CheckReport } from '../check/report.js';
 import { ApiAnswerError, UnreachableError } from '../check/errors.js';
 import type { ReadSettings } from '../check/read.js';
-import { renderJson, renderText } from '../check/render.js';
+import { renderJson, renderMachineError, renderText, renderYaml } from '../check/render.js';
 import { WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
 import { labelSelectorProblem } from '../config/label-selector.js';
 import { describeSettings, HelpRequested, readSettings, type Setting, type ValuesOf } from '../config/settings.js';
@@ -59,7 +59,11 @@ const DEFAULT_WAIT = '5m';
 const CHECK_SETTINGS = {
   kubeconfig: { kind: kinds.text, default: '', help: 'The kubeconfig file; without it KUBECONFIG, then ~/.kube/config, then the pod\'s ServiceAccount.' } satisfies Setting<string>,
   context: { kind: kinds.text, default: '', help: "The kubeconfig context to use; without it the kubeconfig's current context." } satisfies Setting<string>,
-  output: { kind: kinds.oneOf('text', 'json'), default: 'text', help: 'text: a report for people; json: the same findings for scripts and CI.' } satisfies Setting<string>,
+  output: {
+    kind: kinds.oneOf('text', 'json', 'yaml'),
+    default: 'text',
+    help: 'text: a report for people; json or yaml: the same findings for scripts and CI, and an error as {"error": {"message", "exitCode"}} on stdout when no report could be made. -o is kubectl\'s spelling.',
+  } satisfies Setting<string>,
   namespace: {
     kind: namespaceName,
     default: '',
@@ -166,7 +170,7 @@ export async function runCheckCommand(args: readonly string[], io: CommandIo, no
       return lag.status === 'failed' ? { report, lagProblem: `cannot read the load balancer's lag from Prometheus: ${lag.message}` } : { report };
     };
     const { report, lagProblem } = await untilPassing(attempt, values.wait, io);
-    io.stdout.write(values.output === 'json' ? renderJson(report) : renderText(report, wantsColour(io)));
+    io.stdout.write(values.output === 'json' ? renderJson(report) : values.output === 'yaml' ? renderYaml(report) : renderText(report, wantsColour(io)));
     // Asked for and not read: the answer is incomplete, as when the cluster cannot be read; the report has the rest.
     if (lagProblem !== undefined) io.stderr.write(`envoy-shutdown-manager check: ${lagProblem}\n`);
     if (report.failed) return EXIT_FAILURE;
@@ -178,7 +182,10 @@ export async function runCheckCommand(args: readonly string[], io: CommandIo, no
     }
     // Bad flags (ConfigErrors, UsageError), no kubeconfig, an unreachable server, a missing permission.
     if (error instanceof UserFacingError) {
-      io.stderr.write(`envoy-shutdown-manager check: ${error.message}\n`);
+      // A script asked for JSON or YAML reads stdout as such: it gets the error in that shape, and still the exit code.
+      const format = machineOutput(args);
+      if (format !== undefined) io.stdout.write(renderMachineError(format, error.message, error.exitCode));
+      else io.stderr.write(`envoy-shutdown-manager check: ${error.message}\n`);
       return error.exitCode;
     }
     throw error;
@@ -203,6 +210,20 @@ export function kubectlFlags(args: readonly string[]): string[] {
     if (arg === '--wait' && (next === undefined || next.startsWith('-'))) return `--wait=${DEFAULT_WAIT}`;
     return arg;
   });
+}
+
+/**
+ * The machine format asked for on the command line, read apart from the flag parser (whose error may be what is to
+ * be rendered): the last -o/--output given, in any of kubectl's spellings, if it is json or yaml.
+ */
+export function machineOutput(args: readonly string[]): 'json' | 'yaml' | undefined {
+  const flags = kubectlFlags(args);
+  let format: string | undefined;
+  flags.forEach((arg, index) => {
+    if (arg === '--output') format = flags[index + 1];
+    else if (arg.startsWith('--output=')) format = arg.slice('--output='.length);
+  });
+  return format === 'json' || format === 'yaml' ? format : undefined;
 }
 
 /** The combinations that mean nothing, each named; returns the --pod-selector, if any. */

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import { parse as parseYaml } from 'yaml';
 import type { CheckReport, Finding } from '../../src/check/report.js';
 import { addNamespace, addPod, installWebhook, startCheckCluster, type CheckCluster } from '../support/check-cluster.js';
 import { runBuiltEntry, type Finished } from '../support/process.js';
@@ -78,16 +79,40 @@ describe('check -n and -A', () => {
     }
   });
 
-  test("kubectl's -o: -o json, -o=json and -ojson are --output json (issue 35); a value it does not know names the choices", async () => {
+  test("kubectl's -o: -o json, -o=json and -ojson are --output json, -o yaml the same findings in YAML (issue 35); a value it does not know names the choices", async () => {
     const target = await cluster();
     for (const spelling of [['-o', 'json'], ['-o=json'], ['-ojson']]) {
       const run = await check(target, spelling);
       assert.equal(run.code, 0, `${spelling.join(' ')}: ${run.stderr}`);
       assert.ok(Array.isArray((JSON.parse(run.stdout) as CheckReport).findings), spelling.join(' '));
     }
-    const wrong = await check(target, ['-o', 'yaml']);
+    const asJson = JSON.parse((await check(target, ['-o', 'json'])).stdout) as CheckReport;
+    const asYaml = await check(target, ['-o', 'yaml']);
+    assert.equal(asYaml.code, 0, asYaml.stderr);
+    assert.deepEqual(parseYaml(asYaml.stdout), asJson, 'the YAML report is the JSON one');
+    const wrong = await check(target, ['-o', 'xml']);
     assert.equal(wrong.code, 2);
-    assert.match(wrong.stderr, /--output.*yaml.*one of text, json/);
+    assert.match(wrong.stderr, /--output.*xml.*one of text, json, yaml/);
+  });
+
+  test('with -o json or -o yaml an error is JSON or YAML on stdout, with the exit code; nothing on stderr', async () => {
+    const cases: { args: string[]; parse: (text: string) => unknown; message: RegExp }[] = [
+      { args: ['-o', 'json', '--kubeconfig', '/nonexistent/kubeconfig'], parse: JSON.parse, message: /cannot load the kubeconfig \/nonexistent\/kubeconfig/ },
+      { args: ['--frobnicate', '--output=json'], parse: JSON.parse, message: /^unknown flag --frobnicate/ },
+      { args: ['-oyaml', '--pod-selector', 'app in ('], parse: parseYaml, message: /--pod-selector app in \(/ },
+    ];
+    for (const { args, parse, message } of cases) {
+      const run = await runBuiltEntry(['check', ...args]);
+      assert.equal(run.code, 2, `${args.join(' ')}: ${run.stdout}${run.stderr}`);
+      assert.equal(run.stderr, '', args.join(' '));
+      const { error } = parse(run.stdout) as { error: { message: string; exitCode: number } };
+      assert.match(error.message, message, args.join(' '));
+      assert.equal(error.exitCode, 2, args.join(' '));
+    }
+    // An output format it does not know cannot be the error's: the message is text, on stderr.
+    const unknown = await runBuiltEntry(['check', '-o', 'xml']);
+    assert.deepEqual([unknown.code, unknown.stdout], [2, '']);
+    assert.match(unknown.stderr, /--output.*xml/);
   });
 
   test('-n of a namespace that did not opt in: a warning with the label to set, its pods as information', async () => {

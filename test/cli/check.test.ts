@@ -410,7 +410,7 @@ describe('check when it cannot tell', () => {
     const target = await healthy();
     const cases: [string[], RegExp][] = [
       [['--context', 'nope'], /--context nope: no such context in the kubeconfig \(it has: fake, elsewhere\)/],
-      [['--output', 'yaml'], /flag --output: "yaml" is not valid/],
+      [['--output', 'xml'], /flag --output: "xml" is not valid/],
       [['--pod-selector', 'app in ('], /--pod-selector app in \(/],
       [['--frobnicate'], /^envoy-shutdown-manager check: unknown flag --frobnicate \(see --help\)\n$/],
       [['--all-namespace'], /unknown flag --all-namespace; did you mean --all-namespaces\?/],
