@@ -57,7 +57,7 @@ describe('docs/release.md', { timeout: 10_000 }, () => {
 
   test('tells reviewers to run the command the workflow runs, and the image paths the Dockerfile ships', () => {
     assert.ok(doc.includes('npm run release:assets'), "doc.includes('npm run release:assets')");
-    assert.match(readFileSync(join(REPO_ROOT, '.github', 'workflows', 'release.yml'), 'utf8'), /run: npm run release:assets\n/);
+    assert.match(readFileSync(join(REPO_ROOT, '.github', 'workflows', 'release.yml'), 'utf8'), /run: npm run release:assets -- --digest "\$\{DIGEST\}"\n/);
     const dockerfile = readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8');
     assert.match(dockerfile, /COPY --from=build \/app\/dist\/licenses \/licenses\n/);
     for (const file of ['/licenses/sbom.cdx.json', '/licenses/THIRD_PARTY_NOTICES', '/licenses/LICENSE']) assert.ok(doc.includes(file), file);
