@@ -199,7 +199,7 @@ function releaseNotes(version: string, tag: string, digest: string): string {
     'Verify the image by that digest (signed keyless by this repository\'s release workflow at this tag, every platform):',
     '',
     '```sh',
-    `cosign verify ${IMAGE_REPOSITORY}@${digest} \\`,
+    `cosign verify ${pinnedImage(version, digest)} \\`,
     `  --certificate-identity=${signerIdentity(tag)} \\`,
     `  --certificate-oidc-issuer=${OIDC_ISSUER}`,
     '```',
