@@ -5,6 +5,7 @@
 import { ANNOTATIONS } from '../config/annotation-names.js';
 import { SIDECAR_CONTAINER_NAME } from '../config/endpoints.js';
 import { drainTimeoutMs } from '../config/drain.js';
+import { sameImage } from '../config/image-reference.js';
 import * as kinds from '../config/values.js';
 import type { V1Container, V1Pod } from './cluster.js';
 import type { Expectations } from './expectations.js';
@@ -61,7 +62,8 @@ function skew(status: string, sidecar: V1Container, expected: Expectations): Pod
   const version = injectorVersion(status) ?? 'unknown';
   const differences = [
     ...(version !== expected.injectorVersion ? [`injector version ${version} (the webhook is ${expected.injectorVersion})`] : []),
-    ...(sidecar.image !== expected.sidecarImage ? [`image ${sidecar.image ?? '(none)'} (the webhook injects ${expected.sidecarImage})`] : []),
+    // Compared as references, not strings: `repo:0.1.0@sha256:X` and `repo@sha256:X` are the same image.
+    ...(sidecar.image === undefined || !sameImage(sidecar.image, expected.sidecarImage) ? [`image ${sidecar.image ?? '(none)'} (the webhook injects ${expected.sidecarImage})`] : []),
   ];
   if (differences.length === 0) return undefined;
   return { check: 'pods.version-skew', detail: `with a sidecar of ${differences.join(' and ')}` };

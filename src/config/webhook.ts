@@ -9,7 +9,11 @@ import { LOG_LEVEL_SETTING } from './sidecar.js';
 import * as kinds from './values.js';
 
 export const PROJECT_VERSION = '0.1.0';
-/** Where the release workflow (.github/workflows/release.yml) pushes the image, tagged with the version. */
+/**
+ * Where the release workflow (.github/workflows/release.yml) pushes the image, tagged with the version. The release
+ * assets pin it by the pushed digest (tools/release-assets.ts); the default below is tag-only, no digest being known
+ * when this is built.
+ */
 export const IMAGE_REPOSITORY = 'ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager';
 export const DEFAULT_SIDECAR_IMAGE = `${IMAGE_REPOSITORY}:${PROJECT_VERSION}`;
 
@@ -33,7 +37,7 @@ export const INJECTION_SETTINGS = {
   'sidecar-image': {
     kind: kinds.text,
     default: DEFAULT_SIDECAR_IMAGE,
-    help: 'Image of the injected shutdown-manager container (normally this very image).',
+    help: "Image of the injected shutdown-manager container (normally this very image). The default names this version's tag, the only reference a build knows; a release's install.yaml sets it to the webhook's own image pinned by digest (repository:version@sha256:…), so that a tag pushed again changes no pod.",
   } satisfies Setting<string>,
   'sidecar-image-pull-policy': {
     kind: kinds.oneOf('IfNotPresent', 'Always', 'Never'),

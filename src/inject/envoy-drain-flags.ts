@@ -9,6 +9,7 @@
 import type { V1Container } from '@kubernetes/client-node';
 import type { PodDrainValues } from '../config/drain.js';
 import { formatDuration } from '../config/duration.js';
+import { parseImageReference } from '../config/image-reference.js';
 import { hasSkipExit, parseEnvoyVersion, type EnvoyVersion } from '../envoy/version.js';
 
 const DRAIN_STRATEGY_FLAG = '--drain-strategy';
@@ -68,8 +69,7 @@ function isEnvoyExecutable(path: string): boolean {
 
 /** envoyproxy/envoy and its variants (envoy-distroless, envoy-contrib, envoy-dev), from any registry or mirror. */
 function isEnvoyImage(image: string | undefined): boolean {
-  const repository = (image ?? '').split('@')[0]?.replace(/:[^/:]*$/, '') ?? '';
-  const name = repository.split('/').at(-1) ?? '';
+  const name = parseImageReference(image ?? '').repository.split('/').at(-1) ?? '';
   return name === 'envoy' || name.startsWith('envoy-');
 }
 
@@ -137,11 +137,11 @@ function disagreements(present: PresentFlags, plan: PodDrainValues, release: Env
 
 /**
  * Envoy's release from its image tag, when the tag names one (`envoyproxy/envoy:v1.39.0`,
- * `envoy:distroless-v1.35.8`, `envoy-contrib:contrib-v1.36.2`); null for `latest`, a digest or a tag of
- * one's own.
+ * `envoy:distroless-v1.35.8`, `envoy-contrib:contrib-v1.36.2`, also beside a digest: `envoy:v1.39.0@sha256:…`);
+ * null for `latest`, a digest without a tag or a tag of one's own.
  */
 export function imageRelease(image: string | undefined): EnvoyVersion | null {
-  const tag = /:([\w.-]{1,128})(?:@sha256:[0-9a-f]{64})?$/.exec(image ?? '')?.[1];
+  const tag = parseImageReference(image ?? '').tag;
   const release = tag === undefined ? undefined : /(?:^|-)v?(\d+\.\d+\.\d+)$/.exec(tag)?.[1];
   return release === undefined ? null : parseEnvoyVersion(release);
 }

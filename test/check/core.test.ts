@@ -57,6 +57,27 @@ describe('a pod judged', () => {
     assert.deepEqual(judgePod(pod, expected), { kind: 'injected', problems: [] });
   });
 
+  test('the sidecar image is compared as a reference: a pinned webhook accepts the same digest however spelt, and reports a tag-only or another digest as skew', () => {
+    const digest = `sha256:${'ab'.repeat(32)}`;
+    const repository = DEFAULT_SIDECAR_IMAGE.slice(0, DEFAULT_SIDECAR_IMAGE.lastIndexOf(':'));
+    const pinned = expectationsOf(deployment([], { SHUTDOWN_MANAGER_SIDECAR_IMAGE: `${DEFAULT_SIDECAR_IMAGE}@${digest}` }), undefined);
+    const podWith = (image: string): V1Pod => ({
+      metadata: { annotations: { 'shutdown-manager.io/status': status } },
+      spec: { containers: [{ name: 'envoy' }, { name: 'shutdown-manager', image }] },
+    });
+    const skewOf = (image: string): string[] => {
+      const state = judgePod(podWith(image), pinned);
+      assert.equal(state?.kind, 'injected');
+      return state.kind === 'injected' ? state.problems.map((problem) => `${problem.check}: ${problem.detail}`) : [];
+    };
+    assert.deepEqual(skewOf(`${DEFAULT_SIDECAR_IMAGE}@${digest}`), []);
+    assert.deepEqual(skewOf(`${repository}@${digest}`), [], 'the same digest without the tag');
+    assert.deepEqual(skewOf(DEFAULT_SIDECAR_IMAGE), [
+      `pods.version-skew: with a sidecar of image ${DEFAULT_SIDECAR_IMAGE} (the webhook injects ${DEFAULT_SIDECAR_IMAGE}@${digest})`,
+    ]);
+    assert.equal(skewOf(`${DEFAULT_SIDECAR_IMAGE}@sha256:${'cd'.repeat(32)}`).length, 1, 'the tag pushed again: another digest');
+  });
+
   test('a finished pod is not judged; an opted-out pod is information', () => {
     assert.equal(judgePod({ spec: { containers: [] }, status: { phase: 'Succeeded' } }, expected), undefined);
     const optedOut: V1Pod = { metadata: { annotations: { 'shutdown-manager.io/inject': 'false' } }, spec: { containers: [{ name: 'envoy' }] } };

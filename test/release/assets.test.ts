@@ -4,9 +4,12 @@
  * exactly the files the workflow attaches; every object of every manifest valid against the Kubernetes schemas
  * (and cert-manager's and the Prometheus Operator's), with no unknown field; install.yaml being what kustomize
  * builds from manifests/; SHA256SUMS matching every file; the release notes being CHANGELOG.md's section of
- * the version with the install commands at the tag. Controls: the validator refuses a misspelt field, a wrong
- * type and an unknown kind; a tampered file fails its checksum; a tag other than the package version and a
- * version missing from CHANGELOG.md are refused with a message naming them.
+ * the version with the install commands at the tag. The image pinned by the digest given (--digest): the webhook
+ * runs it and injects it (its Deployment's image, and the sidecar image an Envoy pod gets from the injector
+ * configured as that Deployment configures it), no tag-only reference of it left; the notes name the digest and
+ * the command that rebuilds the same bytes, which it does. Controls: the validator refuses a misspelt field, a
+ * wrong type and an unknown kind; a tampered file fails its checksum; a tag other than the package version, a
+ * version missing from CHANGELOG.md, a missing or malformed digest are refused with a message naming them.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -16,18 +19,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
-import { PROJECT_VERSION } from '../../src/config/webhook.js';
-import { changelogSection, contourComponentUrl, downloadUrl, envoyGatewayComponentUrl } from '../../tools/release-assets.js';
+import { IMAGE_REPOSITORY, PROJECT_VERSION, parseWebhookConfig } from '../../src/config/webhook.js';
+import { injectPod } from '../../src/inject/injector.js';
+import { changelogSection, contourComponentUrl, downloadUrl, envoyGatewayComponentUrl, parseDigest } from '../../tools/release-assets.js';
 import { kubernetesSchemaProblems } from '../support/kubernetes-schemas.js';
 import { REPO_ROOT, runNode } from '../support/process.js';
 
 const TAG = `v${PROJECT_VERSION}`;
 const TOOL = join(REPO_ROOT, 'tools', 'release-assets.ts');
 const ASSETS = ['SHA256SUMS', 'install-self-signed.yaml', 'install.yaml', 'monitoring.yaml', 'release-notes.md', 'sbom.cdx.json'];
+const INSTALLS = ['install.yaml', 'install-self-signed.yaml'];
+const DIGEST = `sha256:${'5e1ea5ed'.repeat(8)}`;
+const PINNED = `${IMAGE_REPOSITORY}:${PROJECT_VERSION}@${DIGEST}`;
 let out: string;
 
-function buildAssets(dir: string, extra: readonly string[] = []): ReturnType<typeof runNode> {
-  return runNode(['--import', 'tsx', TOOL, '--out', dir, ...extra], { cwd: REPO_ROOT, timeoutMs: 90_000 });
+/** The tool as the workflow runs it: with --digest DIGEST unless `args` say otherwise. */
+function buildAssets(dir: string, args: readonly string[] = ['--digest', DIGEST]): ReturnType<typeof runNode> {
+  return runNode(['--import', 'tsx', TOOL, '--out', dir, ...args], { cwd: REPO_ROOT, timeoutMs: 90_000 });
 }
 
 function objectsOf(file: string): unknown[] {
@@ -71,18 +79,83 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
     });
   }
 
-  test('install.yaml and install-self-signed.yaml are what kubectl kustomize builds from manifests/ (a header aside)', (t) => {
+  test('install.yaml and install-self-signed.yaml are what kubectl kustomize builds from manifests/ (a header aside), the image pinned: the two lines naming it, nothing else', (t) => {
     for (const [file, dir] of [['install.yaml', 'manifests'], ['install-self-signed.yaml', 'manifests/self-signed']] as const) {
       const kustomized = spawnSync('kubectl', ['kustomize', join(REPO_ROOT, dir)], { encoding: 'utf8', timeout: 30_000 });
       if (kustomized.error !== undefined) return t.skip(`kubectl not available: ${kustomized.error.message}`);
       const text = readFileSync(join(out, file), 'utf8');
       const header = text.split('\n').filter((line) => line.startsWith('#')).slice(0, 3);
-      assert.equal(text, `${header.join('\n')}\n${kustomized.stdout}`);
+      const tagOnly = `${IMAGE_REPOSITORY}:${PROJECT_VERSION}\n`;
+      assert.equal(kustomized.stdout.split(tagOnly).length - 1, 2, `manifests/ name the image twice: the webhook's image and its sidecar image (${file})`);
+      assert.equal(text, `${header.join('\n')}\n${kustomized.stdout.replaceAll(tagOnly, `${PINNED}\n`)}`);
       assert.ok(header.some((line) => line.includes(`kubectl apply -f ${downloadUrl(TAG, file)}`)), `${file} says how to apply it`);
+      assert.ok(header.some((line) => line.includes(PINNED)), `${file} says which image it pins`);
     }
     const kinds = objectsOf('install.yaml').map((object) => (object as { kind: string }).kind);
     assert.ok(kinds.includes('MutatingWebhookConfiguration') && kinds.includes('Certificate') && kinds.includes('Deployment'), kinds.join(', '));
     assert.ok(!objectsOf('install-self-signed.yaml').some((object) => (object as { kind: string }).kind === 'Certificate'), 'self-signed needs no cert-manager');
+  });
+
+  for (const file of INSTALLS) {
+    test(`${file}: the webhook runs the image pinned by the digest, and injects that same reference into an Envoy pod`, () => {
+      const deployment = objectsOf(file).find((object) => (object as { kind: string }).kind === 'Deployment') as {
+        spec: { template: { spec: { containers: { name: string; image: string; args?: string[]; env?: { name: string; value?: string }[] }[] } } };
+      };
+      const webhook = deployment.spec.template.spec.containers.find((container) => container.name === 'webhook');
+      assert.ok(webhook, 'the webhook container');
+      assert.equal(webhook.image, PINNED);
+      // The webhook's configuration as it starts in that container: its flags, then its literal variables.
+      const args = (webhook.args ?? []).filter((arg) => !arg.startsWith('mode='));
+      const env = Object.fromEntries((webhook.env ?? []).flatMap((variable) => (variable.value === undefined ? [] : [[variable.name, variable.value]])));
+      const config = parseWebhookConfig(args, env);
+      const envoyPod = {
+        metadata: { name: 'envoy', namespace: 'edge', labels: { app: 'envoy' } },
+        spec: { containers: [{ name: 'envoy', image: 'envoyproxy/envoy:v1.31.2', args: ['-c', '/etc/envoy/envoy.yaml', '--admin-address-path', '/tmp/admin'] }] },
+      };
+      const outcome = injectPod(envoyPod, config.injection, 'token');
+      assert.equal(outcome.action, 'inject', JSON.stringify(outcome));
+      const containers = outcome.action === 'inject' ? [...(outcome.pod.spec?.containers ?? []), ...(outcome.pod.spec?.initContainers ?? [])] : [];
+      assert.equal(containers.find((container) => container.name === 'shutdown-manager')?.image, PINNED);
+    });
+  }
+
+  test('no asset names the image by tag only: every reference to its repository carries the digest', () => {
+    // The notes open with CHANGELOG.md's section, prose written before any digest existed; what follows is how to
+    // install and verify, which must pin.
+    const section = changelogSection(readFileSync(join(REPO_ROOT, 'CHANGELOG.md'), 'utf8'), PROJECT_VERSION);
+    const instructions = (file: string): string => readFileSync(join(out, file), 'utf8').slice(file === 'release-notes.md' ? section.length : 0);
+    for (const file of ASSETS.filter((asset) => asset !== 'SHA256SUMS')) {
+      // The repository, then its tag and digest if any (a reference's grammar: a sentence's full stop is not in it).
+      const reference = new RegExp(`${IMAGE_REPOSITORY.replaceAll('.', '\\.')}(?::[\\w.-]+)?(?:@sha256:[0-9a-f]+)?`, 'g');
+      const references = instructions(file).match(reference) ?? [];
+      const unpinned = references.filter((found) => found !== PINNED);
+      assert.deepEqual(unpinned, [], file);
+      if (INSTALLS.includes(file)) assert.ok(references.length >= 3, `${file}: its header, the image and the sidecar image (${references.length})`);
+      if (file === 'release-notes.md') assert.ok(references.length >= 2, `the notes name the image and verify it (${references.length})`);
+    }
+  });
+
+  test("docs/release.md's command that reads the digest out of install.yaml reads this one", (t) => {
+    const line = readFileSync(join(REPO_ROOT, 'docs', 'release.md'), 'utf8').split('\n').find((candidate) => candidate.startsWith('digest=$('));
+    assert.ok(line, 'docs/release.md reads the digest out of install.yaml');
+    const read = spawnSync('bash', ['-c', `${line}\nprintf %s "$digest"`], { cwd: out, encoding: 'utf8', timeout: 10_000 });
+    if (read.error !== undefined) return t.skip(`bash not available: ${read.error.message}`);
+    assert.equal(read.stdout, DIGEST, read.stderr);
+  });
+
+  test('rebuilt with the same digest, every asset is byte for byte the same; with another digest, only what names it differs', async () => {
+    const again = mkdtempSync(join(tmpdir(), 'release-assets-again-'));
+    try {
+      assert.equal((await buildAssets(again)).code, 0);
+      assert.equal(readFileSync(join(again, 'SHA256SUMS'), 'utf8'), readFileSync(join(out, 'SHA256SUMS'), 'utf8'));
+      const other = `sha256:${'0'.repeat(64)}`;
+      assert.equal((await buildAssets(again, ['--digest', other])).code, 0);
+      const changed = ASSETS.filter((file) => readFileSync(join(again, file), 'utf8') !== readFileSync(join(out, file), 'utf8'));
+      assert.deepEqual(changed, ['SHA256SUMS', 'install-self-signed.yaml', 'install.yaml', 'release-notes.md']);
+      assert.ok(readFileSync(join(again, 'install.yaml'), 'utf8').includes(`${IMAGE_REPOSITORY}:${PROJECT_VERSION}@${other}\n`), 'the other digest pinned');
+    } finally {
+      rmSync(again, { recursive: true, force: true });
+    }
   });
 
   test('SHA256SUMS lists every other asset, each hash right; control: a tampered file fails', () => {
@@ -112,6 +185,9 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
     assert.ok(notes.includes('--certificate-oidc-issuer=https://token.actions.githubusercontent.com\n'), 'notes.includes(\'--certificate-oidc-issuer=https://token.actions.githubusercontent.com\\n\')');
     assert.equal(contourComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/contour?ref=${TAG}`);
     assert.ok(notes.includes(envoyGatewayComponentUrl(TAG)), 'notes.includes(envoyGatewayComponentUrl(TAG))');
+    assert.ok(notes.includes(`The image: \`${PINNED}\`.`), 'the notes name the image by its digest');
+    assert.ok(notes.includes(`cosign verify ${PINNED} \\\n`), 'the cosign check is of that digest');
+    assert.ok(notes.includes(`\`\`\`sh\ngit checkout ${TAG} && npm ci\nnpm run release:assets -- --digest ${DIGEST}\n\`\`\``), 'the command that rebuilds these bytes');
     assert.equal(envoyGatewayComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/envoy-gateway?ref=${TAG}`);
   });
 
@@ -128,13 +204,44 @@ describe('release-assets refusals', { timeout: 120_000 }, () => {
   test('a tag other than v<package version> is refused, naming both; nothing is built', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'release-assets-tag-'));
     try {
-      const built = await buildAssets(dir, ['--tag', 'v9.9.9']);
+      const built = await buildAssets(dir, ['--digest', DIGEST, '--tag', 'v9.9.9']);
       assert.equal(built.code, 1);
       assert.match(built.stderr, new RegExp(`--tag v9\\.9\\.9 is not v${PROJECT_VERSION.replaceAll('.', '\\.')}, the version in package\\.json`));
       assert.deepEqual(readdirSync(dir), []);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test('without --digest, or with a malformed one, nothing is built, and the message names the flag and what is wrong', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'release-assets-digest-'));
+    try {
+      const missing = await buildAssets(dir, []);
+      assert.equal(missing.code, 1);
+      assert.match(missing.stderr, /^tools\/release-assets\.ts: --digest is required: the digest \(sha256:<64 lowercase hex digits>\) of the image pushed for this release/);
+      const malformed = await buildAssets(dir, ['--digest', 'sha256:abc']);
+      assert.equal(malformed.code, 1);
+      assert.match(malformed.stderr, /--digest "sha256:abc" has 3 characters after sha256:, not 64; expected sha256:<64 lowercase hex digits>/);
+      assert.deepEqual(readdirSync(dir), []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a digest is sha256: and 64 lowercase hex digits; each other form is refused saying why', () => {
+    assert.equal(parseDigest(DIGEST), DIGEST);
+    const hex = DIGEST.slice('sha256:'.length);
+    const refusals: [string, RegExp][] = [
+      [hex, /does not start with sha256:/],
+      [DIGEST.toUpperCase(), /does not start with sha256:/],
+      [`sha256:${hex.toUpperCase()}`, /has characters other than 0-9 and a-f after sha256:/],
+      [`sha256:${hex.slice(1)}g`, /has characters other than 0-9 and a-f after sha256:/],
+      [`${DIGEST}0`, /has 65 characters after sha256:, not 64/],
+      [`sha512:${hex}${hex}`, /does not start with sha256:/],
+      [`${IMAGE_REPOSITORY}@${DIGEST}`, /is an image reference: pass only what follows its @/],
+      ['', /--digest "" does not start with sha256:/],
+    ];
+    for (const [value, message] of refusals) assert.throws(() => parseDigest(value), message, value);
   });
 
   test('a version without its CHANGELOG.md section has no release notes', () => {

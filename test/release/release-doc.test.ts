@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { PROJECT_VERSION } from '../../src/config/webhook.js';
+import { IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/config/webhook.js';
 import { MANIFEST_ASSETS, changelogSection, contourComponentUrl } from '../../tools/release-assets.js';
 import { REPO_ROOT } from '../support/process.js';
 
@@ -55,9 +55,15 @@ describe('docs/release.md', { timeout: 10_000 }, () => {
     assert.equal(cosignProblems(otherTag).problems.length, 1, 'another tag');
   });
 
+  test('verifies the image by the digest install.yaml pins, and compares the tag with it', () => {
+    assert.ok(doc.includes(`cosign verify ${IMAGE_REPOSITORY}:${PROJECT_VERSION}@"$digest" \\\n`), 'cosign verify of the digest');
+    assert.ok(doc.includes(`cosign verify-attestation --type cyclonedx ${IMAGE_REPOSITORY}:${PROJECT_VERSION}@"$digest" \\\n`), 'the attestation of the same digest');
+    assert.ok(doc.includes(`crane digest ${IMAGE_REPOSITORY}:${PROJECT_VERSION}\n`), 'what the tag names now');
+  });
+
   test('tells reviewers to run the command the workflow runs, and the image paths the Dockerfile ships', () => {
-    assert.ok(doc.includes('npm run release:assets'), "doc.includes('npm run release:assets')");
-    assert.match(readFileSync(join(REPO_ROOT, '.github', 'workflows', 'release.yml'), 'utf8'), /run: npm run release:assets\n/);
+    assert.ok(doc.includes('npm run release:assets -- --digest sha256:'), 'with the digest, as the workflow runs it');
+    assert.match(readFileSync(join(REPO_ROOT, '.github', 'workflows', 'release.yml'), 'utf8'), /run: npm run release:assets -- --digest "\$\{DIGEST\}"\n/);
     const dockerfile = readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8');
     assert.match(dockerfile, /COPY --from=build \/app\/dist\/licenses \/licenses\n/);
     for (const file of ['/licenses/sbom.cdx.json', '/licenses/THIRD_PARTY_NOTICES', '/licenses/LICENSE']) assert.ok(doc.includes(file), file);

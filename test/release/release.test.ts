@@ -120,9 +120,23 @@ describe('release trust', { timeout: 10_000 }, () => {
     for (const update of updates) assert.equal(update.directory, '/');
   });
 
+  test('the image is pushed and signed before the assets are built with its digest, which they need; then attested, checksums signed, published', () => {
+    const steps = getArray(parse(read('release.yml')) as Record<string, unknown>, ['jobs', 'image', 'steps']) as { name?: string; id?: string; run?: string; env?: Record<string, string> }[];
+    const at = (name: string): number => {
+      const index = steps.findIndex((step) => step.name === name);
+      assert.notEqual(index, -1, `a step named ${name}`);
+      return index;
+    };
+    const order = ['The tag is the package version', 'Build and push', 'Sign the image (keyless), every platform', 'Release assets', 'Attest the SBOM', 'Sign the release checksums (keyless)', 'Publish the GitHub release'];
+    assert.deepEqual(order.map(at), order.map(at).toSorted((a, b) => a - b), `in this order: ${order.join(', ')}`);
+    assert.equal(steps[at('Build and push')]?.id, 'build');
+    assert.equal(steps[at('Release assets')]?.env?.['DIGEST'], '${{ steps.build.outputs.digest }}', 'the digest the build pushed');
+    assert.equal(steps.filter((step) => step.run?.includes('release:assets') === true).length, 1, 'built once, with the digest');
+  });
+
   test('the release publishes the assets of npm run release:assets, SHA256SUMS signed, the SBOM attested, notes from CHANGELOG.md', () => {
     const text = read('release.yml');
-    assert.match(text, /run: npm ci --no-audit --no-fund\n\s+# [^\n]+\n\s+- name: Release assets\n\s+run: npm run release:assets\n/);
+    assert.match(text, /- name: Release assets\n\s+env:\n\s+DIGEST: \$\{\{ steps\.build\.outputs\.digest \}\}\n\s+run: npm run release:assets -- --digest "\$\{DIGEST\}"\n/);
     assert.match(text, /cosign sign-blob --yes --bundle dist\/release\/SHA256SUMS\.sigstore\.json dist\/release\/SHA256SUMS/);
     assert.match(text, /cosign attest --yes --type cyclonedx --predicate dist\/licenses\/sbom\.cdx\.json "\$\{IMAGE\}@\$\{DIGEST\}"/);
     assert.match(text, /gh release create "\$\{GITHUB_REF_NAME\}" --verify-tag[^\n]*\n[^\n]*\n\s+--notes-file dist\/release\/release-notes\.md \\\n\s+dist\/release\/\*\n/);
