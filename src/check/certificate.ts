@@ -1,6 +1,10 @@
 /**
- * The serving certificate against the caBundle the API server trusts: does the bundle verify it, does it name
- * the Service, when does it expire. node:crypto's X509Certificate only; `now` is a parameter.
+ * The webhook's TLS as far as check can see it without reading a Secret: the caBundle the API server trusts (in the
+ * MutatingWebhookConfiguration) and, with cert-manager, the Certificate object that describes the serving certificate
+ * (its names, its notAfter, whether it is issued). The serving certificate itself sits in a Secret next to its
+ * private key, and RBAC cannot grant tls.crt without tls.key: what only the Secret shows (whether the caBundle
+ * verifies the certificate; with no Certificate object, its names and expiry) is reported as not observed, never as
+ * ok. node:crypto's X509Certificate only; `now` is a parameter.
  */
 import { X509Certificate } from 'node:crypto';
 import type { Finding } from './report.js';
@@ -11,6 +15,10 @@ export const EXPIRY_WARNING_DAYS = 30;
 
 const PEM_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
 
+/** The webhook's own gauge of the certificate it serves, and its alert: where to watch what check cannot see. */
+const SERVED_EXPIRY_METRIC = 'shutdown_manager_webhook_certificate_expiry_timestamp_seconds';
+const EXPIRY_ALERT = 'ShutdownManagerWebhookCertificateExpiresSoon';
+
 /** Every certificate in a PEM bundle; undefined when one of them does not parse. */
 export function parseBundle(pem: string): X509Certificate[] | undefined {
   try {
@@ -20,16 +28,29 @@ export function parseBundle(pem: string): X509Certificate[] | undefined {
   }
 }
 
-/** Whether a CA of the bundle signed the leaf, directly or through the intermediates sent with it. */
-export function verifiedBy(chain: readonly X509Certificate[], bundle: readonly X509Certificate[]): boolean {
-  return chain.some((certificate) => bundle.some((ca) => certificate.checkIssued(ca) && certificate.verify(ca.publicKey)));
+/**
+ * A cert-manager.io/v1 Certificate, as far as check reads it: public fields only (cert-manager keeps the key in
+ * the Secret it writes, never in the Certificate).
+ */
+export interface CertManagerCertificate {
+  /** `namespace/name`, for messages. */
+  readonly ref: string;
+  readonly secretName: string | undefined;
+  readonly dnsNames: readonly string[];
+  /** status.notAfter (RFC 3339), once issued. */
+  readonly notAfter: string | undefined;
+  /** The Ready condition: True once the Secret holds a valid certificate matching the spec. */
+  readonly ready: { readonly status: string; readonly reason?: string; readonly message?: string } | undefined;
 }
 
 export interface CertificateInput {
-  readonly certificatePem: string | undefined;
   readonly caBundlePem: string | undefined;
-  /** Where the certificate is, for messages: `Secret envoy-shutdown-manager/envoy-shutdown-manager-tls`. */
-  readonly secretRef: string;
+  /** `Secret envoy-shutdown-manager/envoy-shutdown-manager-tls`: where the serving certificate is, for messages. */
+  readonly servingSecretRef: string;
+  /** The Secret the webhook serves from, by name: the Certificate must write that one. */
+  readonly servingSecretName: string;
+  /** The Certificate the configuration's cert-manager.io/inject-ca-from names, when it exists. */
+  readonly certificate: CertManagerCertificate | undefined;
   /** `<service>.<namespace>.svc`: the name the API server dials. */
   readonly serviceHost: string;
   readonly now: Date;
@@ -42,32 +63,111 @@ function finding(check: string, status: Finding['status'], message: string, fix?
 }
 
 export function certificateFindings(input: CertificateInput): Finding[] {
-  const { secretRef, renewal } = input;
-  if (input.certificatePem === undefined) {
-    return [finding('webhook.certificate', 'failure', `${secretRef} has no tls.crt: the webhook has nothing to serve`, renewal)];
+  const bundle = input.caBundlePem === undefined ? [] : parseBundle(input.caBundlePem);
+  if (bundle === undefined) {
+    return [finding('webhook.ca-bundle', 'failure', 'the caBundle of the webhook configuration is not PEM: the API server cannot call the webhook, and pods are admitted without it', input.renewal)];
   }
-  const chain = parseBundle(input.certificatePem);
-  const leaf = chain?.[0];
-  if (chain === undefined || leaf === undefined) {
-    return [finding('webhook.certificate', 'failure', `tls.crt of ${secretRef} is not a PEM certificate`, renewal)];
+  if (bundle.length === 0) {
+    return [finding('webhook.ca-bundle', 'failure', 'the webhook configuration has no caBundle: the API server cannot call the webhook, and pods are admitted without it', input.renewal)];
   }
-  return [caBundleFinding(input, chain), ...caExpiryFinding(input, chain), namesFinding(leaf, input), expiryFinding(leaf, input)];
+  const certificate = input.certificate;
+  return [
+    caBundleFinding(input, bundle.length),
+    caExpiryFinding(bundle, input),
+    ...(certificate === undefined ? unobservedFindings(input) : certManagerFindings(certificate, input)),
+  ];
+}
+
+/** Whether the caBundle verifies the served certificate is only in the Secret: said so, never ok. */
+function caBundleFinding(input: CertificateInput, count: number): Finding {
+  const cas = `${count} CA certificate${count === 1 ? '' : 's'}`;
+  const keeper =
+    input.certificate === undefined
+      ? ''
+      : `; cert-manager's cainjector copies into it the CA of Certificate ${input.certificate.ref}`;
+  return finding(
+    'webhook.ca-bundle',
+    'info',
+    `the caBundle holds ${cas}; not observed: whether one of them verifies the serving certificate, which is in ${input.servingSecretRef} and check reads no Secret${keeper}`,
+  );
 }
 
 /**
- * The CA of the caBundle that verifies the certificate expires too, on its own date (cert-manager's CA lives 10
- * years, `npm run certs`' one year): once it has, the API server refuses a certificate that is itself still valid.
- * None when no CA verifies it: caBundleFinding reports that.
+ * The caBundle's CAs expire on their own dates (cert-manager's CA lives 10 years, `npm run certs`' one year): once
+ * the last has, the API server refuses any certificate, however valid itself. With several (a CA being rotated),
+ * calls can work until the last of them expires, so that is the date reported.
  */
-function caExpiryFinding(input: CertificateInput, chain: readonly X509Certificate[]): Finding[] {
-  const bundle = input.caBundlePem === undefined ? [] : (parseBundle(input.caBundlePem) ?? []);
-  const issuers = bundle.filter((ca) => verifiedBy(chain, [ca]));
-  if (issuers.length === 0) return [];
-  // With several (a CA being rotated), calls work until the last of them expires.
-  const latest = Math.max(...issuers.map((ca) => Date.parse(ca.validTo)));
+function caExpiryFinding(bundle: readonly X509Certificate[], input: CertificateInput): Finding {
+  const latest = Math.max(...bundle.map((ca) => Date.parse(ca.validTo)));
   const { status, text } = expiryText(new Date(latest), input.now);
+  const which = bundle.length === 1 ? 'the CA in the caBundle' : `the last of the caBundle's ${bundle.length} CAs to expire`;
   const fix = status === 'ok' ? undefined : `renew the CA and the caBundle: ${input.renewal}`;
-  return [finding('webhook.ca-bundle-expiry', status, `the CA in the caBundle that verifies it ${text}`, fix)];
+  return finding('webhook.ca-bundle-expiry', status, `${which} ${text}`, fix);
+}
+
+/** What cert-manager's Certificate says of the serving certificate: issued, for which names, until when. */
+function certManagerFindings(certificate: CertManagerCertificate, input: CertificateInput): Finding[] {
+  return [readyFinding(certificate, input), namesFinding(certificate, input), expiryFinding(certificate, input)];
+}
+
+function readyFinding(certificate: CertManagerCertificate, input: CertificateInput): Finding {
+  const { ref, secretName } = certificate;
+  if (secretName !== input.servingSecretName) {
+    return finding(
+      'webhook.certificate',
+      'failure',
+      `Certificate ${ref} writes Secret ${secretName ?? '(none)'}, but the webhook serves from ${input.servingSecretRef}: cert-manager renews a certificate nobody serves`,
+      `make spec.secretName of Certificate ${ref} and the webhook Deployment's Secret volume the same`,
+    );
+  }
+  const ready = certificate.ready;
+  if (ready?.status === 'True') return finding('webhook.certificate', 'ok', `Certificate ${ref} is Ready: cert-manager issued the certificate in ${input.servingSecretRef}`);
+  const why = ready === undefined ? 'has no Ready condition yet' : `is not Ready (${[ready.reason, ready.message].filter((part) => part !== undefined && part !== '').join(': ') || ready.status})`;
+  return finding('webhook.certificate', 'failure', `Certificate ${ref} ${why}: the webhook may have no certificate to serve, or an outdated one`, input.renewal);
+}
+
+function namesFinding(certificate: CertManagerCertificate, input: CertificateInput): Finding {
+  if (certificate.dnsNames.some((name) => dnsNameCovers(name, input.serviceHost))) {
+    return finding('webhook.certificate-names', 'ok', `Certificate ${certificate.ref} names ${input.serviceHost}`);
+  }
+  const named = certificate.dnsNames.length === 0 ? 'no DNS name' : certificate.dnsNames.join(', ');
+  return finding(
+    'webhook.certificate-names',
+    'failure',
+    `Certificate ${certificate.ref} does not name ${input.serviceHost} (it names ${named}): the API server refuses the certificate`,
+    `add ${input.serviceHost} to spec.dnsNames of Certificate ${certificate.ref}`,
+  );
+}
+
+/** A SAN as Go's TLS stack matches it: exactly, or a leading `*` for one whole label. */
+function dnsNameCovers(pattern: string, host: string): boolean {
+  const wanted = host.toLowerCase();
+  const name = pattern.toLowerCase();
+  if (!name.startsWith('*.')) return name === wanted;
+  const dot = wanted.indexOf('.');
+  return dot > 0 && wanted.slice(dot) === name.slice(1);
+}
+
+function expiryFinding(certificate: CertManagerCertificate, input: CertificateInput): Finding {
+  const notAfter = certificate.notAfter === undefined ? Number.NaN : Date.parse(certificate.notAfter);
+  if (Number.isNaN(notAfter)) {
+    return finding('webhook.certificate-expiry', 'info', `not observed: Certificate ${certificate.ref} has no status.notAfter (not issued yet?)${watchServedExpiry()}`);
+  }
+  const { status, text } = expiryText(new Date(notAfter), input.now);
+  return finding('webhook.certificate-expiry', status, `the certificate ${text} (status.notAfter of Certificate ${certificate.ref})`, status === 'ok' ? undefined : input.renewal);
+}
+
+/** No Certificate object (self-managed TLS, or certificates made by hand): the names and expiry are in the Secret only. */
+function unobservedFindings(input: CertificateInput): Finding[] {
+  const where = `the serving certificate is in ${input.servingSecretRef}, which check does not read, and no cert-manager Certificate describes it`;
+  return [
+    finding('webhook.certificate-names', 'info', `not observed: whether the certificate names ${input.serviceHost}: ${where}`),
+    finding('webhook.certificate-expiry', 'info', `not observed: when the certificate expires: ${where}${watchServedExpiry()}`),
+  ];
+}
+
+function watchServedExpiry(): string {
+  return `; the webhook exports the served certificate's expiry as ${SERVED_EXPIRY_METRIC}, and ${EXPIRY_ALERT} fires ahead of it`;
 }
 
 /** How long until `expires`, in the words of the expiry findings, and what that means. */
@@ -77,37 +177,4 @@ function expiryText(expires: Date, now: Date): { status: Finding['status']; text
   if (daysLeft < 0) return { status: 'failure', text: `expired on ${when}: every call fails TLS` };
   if (daysLeft < EXPIRY_WARNING_DAYS) return { status: 'warning', text: `expires in ${daysLeft} days (${when}) and has not been renewed` };
   return { status: 'ok', text: `expires in ${daysLeft} days (${when})` };
-}
-
-function caBundleFinding(input: CertificateInput, chain: readonly X509Certificate[]): Finding {
-  const bundle = input.caBundlePem === undefined ? [] : (parseBundle(input.caBundlePem) ?? []);
-  if (bundle.length === 0) {
-    return finding('webhook.ca-bundle', 'failure', 'the webhook configuration has no caBundle: the API server cannot call the webhook, and pods are admitted without it', input.renewal);
-  }
-  if (!verifiedBy(chain, bundle)) {
-    return finding(
-      'webhook.ca-bundle',
-      'failure',
-      `the caBundle does not verify the certificate in ${input.secretRef}: every call fails TLS, and pods are admitted without the sidecar`,
-      input.renewal,
-    );
-  }
-  return finding('webhook.ca-bundle', 'ok', `the caBundle verifies the certificate in ${input.secretRef}`);
-}
-
-function namesFinding(leaf: X509Certificate, input: CertificateInput): Finding {
-  if (leaf.checkHost(input.serviceHost, { subject: 'never' }) !== undefined) {
-    return finding('webhook.certificate-names', 'ok', `the certificate names ${input.serviceHost}`);
-  }
-  return finding(
-    'webhook.certificate-names',
-    'failure',
-    `the certificate does not name ${input.serviceHost} (it names ${leaf.subjectAltName ?? 'nothing'}): the API server refuses it`,
-    `issue it for ${input.serviceHost}: ${input.renewal}`,
-  );
-}
-
-function expiryFinding(leaf: X509Certificate, input: CertificateInput): Finding {
-  const { status, text } = expiryText(new Date(leaf.validTo), input.now);
-  return finding('webhook.certificate-expiry', status, `the certificate ${text}`, status === 'ok' ? undefined : input.renewal);
 }

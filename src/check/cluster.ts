@@ -11,11 +11,11 @@ import type {
   V1OwnerReference,
   V1Pod,
   V1PodDisruptionBudget,
-  V1Secret,
   V1Service,
 } from '@kubernetes/client-node';
+import type { CertManagerCertificate } from './certificate.js';
 
-export type { V1Container, V1Deployment, V1EndpointSlice, V1MutatingWebhook, V1MutatingWebhookConfiguration, V1OwnerReference, V1Pod, V1PodDisruptionBudget, V1Secret, V1Service };
+export type { V1Container, V1Deployment, V1EndpointSlice, V1MutatingWebhook, V1MutatingWebhookConfiguration, V1OwnerReference, V1Pod, V1PodDisruptionBudget, V1Service };
 
 /** The webhook's objects; each is undefined when absent (or not looked up because what leads to it is absent). */
 export interface WebhookObjects {
@@ -27,8 +27,11 @@ export interface WebhookObjects {
   readonly deployment: V1Deployment | undefined;
   /** Every PodDisruptionBudget in the webhook's namespace; the check finds the one that covers the Deployment. */
   readonly disruptionBudgets: readonly V1PodDisruptionBudget[];
-  /** The Secret holding the serving certificate (see servingSecretName). */
-  readonly secret: V1Secret | undefined;
+  /**
+   * The cert-manager Certificate the configuration's cert-manager.io/inject-ca-from annotation names, when it exists:
+   * the public record of the serving certificate. No Secret is read (its private key comes with it).
+   */
+  readonly certificate: CertManagerCertificate | undefined;
 }
 
 /** The Envoy pods of one namespace, as its pod list returned them. */

@@ -27,6 +27,8 @@ export const BASE_RESOURCES: readonly InstalledResource[] = [
   { kind: 'Deployment', group: 'apps', resource: 'deployments', namespaced: true },
   { kind: 'Service', group: '', resource: 'services', namespaced: true },
   { kind: 'PodDisruptionBudget', group: 'policy', resource: 'poddisruptionbudgets', namespaced: true },
+  { kind: 'NetworkPolicy', group: 'networking.k8s.io', resource: 'networkpolicies', namespaced: true },
+  { kind: 'ResourceQuota', group: '', resource: 'resourcequotas', namespaced: true },
   { kind: 'MutatingWebhookConfiguration', group: 'admissionregistration.k8s.io', resource: 'mutatingwebhookconfigurations', namespaced: false },
 ];
 

@@ -27,7 +27,8 @@ import type { RequestOptions } from 'node:https';
 import type { ClusterSnapshot, NamespacePods, WebhookObjects } from './cluster.js';
 import { CONTROLLER_KIND_LABEL, CONTROLLER_NAME_LABEL, lagQuery, SIDE_QUERIES, type LagReading, type SideReadings } from './drains.js';
 import { ApiAnswerError, causeOf, describeRead, ForbiddenError, KubeconfigError, NamespaceNotFoundError, UnauthenticatedError, UnreachableError, type ReadOperation } from './errors.js';
-import { expectationsOf, servingSecretName, type Expectations } from './expectations.js';
+import { expectationsOf, type Expectations } from './expectations.js';
+import type { CertManagerCertificate } from './certificate.js';
 import { judgePod } from './pod-state.js';
 import { needsWorkload, OPT_IN_LABEL, replicaSetOf } from './pods.js';
 import { accessQuestions, BASE_RESOURCES, CERT_MANAGER_RESOURCES, type AccessQuestion, type PreInstallReading } from './pre.js';
@@ -133,10 +134,9 @@ class ClusterReader {
       this.apps.readNamespacedDeployment({ name, namespace }, config),
     );
     if (ref === undefined) {
-      return { configurationName, configuration, service: undefined, endpointSlices: [], deployment, disruptionBudgets: [], secret: undefined };
+      return { configurationName, configuration, service: undefined, endpointSlices: [], deployment, disruptionBudgets: [], certificate: undefined };
     }
-    const secretName = servingSecretName(deployment);
-    const [service, endpointSlices, disruptionBudgets, secret] = await Promise.all([
+    const [service, endpointSlices, disruptionBudgets, certificate] = await Promise.all([
       this.getOptional({ verb: 'get', resource: 'services', group: '', name, namespace }, (config) => this.core.readNamespacedService({ name, namespace }, config)),
       this.listAll({ verb: 'list', resource: 'endpointslices', group: 'discovery.k8s.io', namespace }, (page, config) =>
         this.discovery.listNamespacedEndpointSlice({ namespace, labelSelector: `kubernetes.io/service-name=${name}`, ...page }, config),
@@ -144,11 +144,23 @@ class ClusterReader {
       this.listAll({ verb: 'list', resource: 'poddisruptionbudgets', group: 'policy', namespace }, (page, config) =>
         this.policy.listNamespacedPodDisruptionBudget({ namespace, ...page }, config),
       ),
-      this.getOptional({ verb: 'get', resource: 'secrets', group: '', name: secretName, namespace }, (config) =>
-        this.core.readNamespacedSecret({ name: secretName, namespace }, config),
-      ),
+      this.certManagerCertificate(configuration?.metadata?.annotations?.[INJECT_CA_FROM]),
     ]);
-    return { configurationName, configuration, service, endpointSlices, deployment, disruptionBudgets, secret };
+    return { configurationName, configuration, service, endpointSlices, deployment, disruptionBudgets, certificate };
+  }
+
+  /**
+   * The Certificate cert-manager's cainjector takes the caBundle from (`namespace/name`), read as a public object in
+   * place of the Secret it writes. Undefined without the annotation, when it is absent, or when cert-manager's API is
+   * not served (both are a 404): certificates made by hand, or self-managed.
+   */
+  private async certManagerCertificate(reference: string | undefined): Promise<CertManagerCertificate | undefined> {
+    const [namespace, name] = reference?.split('/') ?? [];
+    if (namespace === undefined || name === undefined || namespace === '' || name === '') return undefined;
+    const object = await this.getOptional({ verb: 'get', resource: 'certificates', group: 'cert-manager.io', name, namespace }, (config) =>
+      this.custom.getNamespacedCustomObject({ group: 'cert-manager.io', version: 'v1', namespace, plural: 'certificates', name }, config),
+    );
+    return object === undefined ? undefined : certificateOf(`${namespace}/${name}`, object);
   }
 
   /** The opted-in namespaces (with --all-namespaces every one; with --namespace that one), each with its matching pods. */
@@ -306,6 +318,28 @@ class ClusterReader {
     if (code === 401) return new UnauthenticatedError(`${this.server} did not accept the kubeconfig's credentials (401): log in again, or pick another --context`);
     return new ApiAnswerError(`${this.server} answered ${code} to ${describeRead(operation)}${message === undefined ? '' : `: ${message}`}`);
   }
+}
+
+/** The annotation by which cert-manager's cainjector fills the caBundle from a Certificate's CA. */
+const INJECT_CA_FROM = 'cert-manager.io/inject-ca-from';
+
+/** The fields check uses of a cert-manager.io/v1 Certificate, read defensively: a custom object has no client-side type. */
+function certificateOf(ref: string, object: unknown): CertManagerCertificate {
+  const record = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {});
+  const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+  const spec = record(record(object).spec);
+  const status = record(record(object).status);
+  const conditions = Array.isArray(status.conditions) ? status.conditions.map(record) : [];
+  const ready = conditions.find((condition) => condition.type === 'Ready');
+  const reason = text(ready?.reason);
+  const message = text(ready?.message);
+  return {
+    ref,
+    secretName: text(spec.secretName),
+    dnsNames: Array.isArray(spec.dnsNames) ? spec.dnsNames.filter((name): name is string => typeof name === 'string') : [],
+    notAfter: text(status.notAfter),
+    ready: ready === undefined ? undefined : { status: text(ready.status) ?? 'Unknown', ...(reason === undefined ? {} : { reason }), ...(message === undefined ? {} : { message }) },
+  };
 }
 
 /** A 404 on a get: the object is absent, which the checks report. Never leaves this file. */

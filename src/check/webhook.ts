@@ -16,7 +16,7 @@ import {
 import { envName } from '../config/settings.js';
 import { DEFAULT_POD_SELECTOR } from '../config/webhook.js';
 import { certificateFindings } from './certificate.js';
-import type { V1Deployment, V1MutatingWebhook, V1Secret, WebhookObjects } from './cluster.js';
+import type { V1Deployment, V1MutatingWebhook, WebhookObjects } from './cluster.js';
 import { selfManaged, servingSecretName, webhookSetting } from './expectations.js';
 import type { Finding } from './report.js';
 
@@ -113,23 +113,16 @@ function certificateOf(objects: WebhookObjects, webhook: V1MutatingWebhook, serv
   const secretName = servingSecretName(objects.deployment);
   const renewal = selfManaged(objects.deployment)
     ? `kubectl -n ${namespace} delete secret ${secretName} && kubectl -n ${namespace} rollout restart deployment ${objects.deployment?.metadata?.name ?? 'envoy-shutdown-manager'} (the webhook issues a new one)`
-    : `kubectl -n ${namespace} describe certificate ${secretName} (cert-manager), or npm run certs (see certs/README.md)`;
-  if (objects.secret === undefined) {
-    return [finding('webhook.certificate', 'failure', `Secret ${namespace}/${secretName} does not exist: the webhook cannot serve TLS`, renewal)];
-  }
+    : `kubectl -n ${namespace} describe certificate ${objects.certificate?.ref.split('/')[1] ?? secretName} (cert-manager), or npm run certs (see certs/README.md)`;
   return certificateFindings({
-    certificatePem: secretText(objects.secret, 'tls.crt'),
     caBundlePem: webhook.clientConfig.caBundle === undefined ? undefined : Buffer.from(webhook.clientConfig.caBundle, 'base64').toString('utf8'),
-    secretRef: `Secret ${namespace}/${secretName}`,
+    servingSecretRef: `Secret ${namespace}/${secretName}`,
+    servingSecretName: secretName,
+    certificate: objects.certificate,
     serviceHost,
     now,
     renewal,
   });
-}
-
-function secretText(secret: V1Secret, key: string): string | undefined {
-  const value = secret.data?.[key];
-  return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
 }
 
 /**

@@ -1,7 +1,7 @@
 /** The pure core of `check`: API objects in, verdicts and findings out, no cluster. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { certificateFindings } from '../../src/check/certificate.js';
+import { certificateFindings, type CertificateInput, type CertManagerCertificate } from '../../src/check/certificate.js';
 import type { V1Deployment, V1Pod } from '../../src/check/cluster.js';
 import { expectationsOf, servingSecretName } from '../../src/check/expectations.js';
 import { judgePod } from '../../src/check/pod-state.js';
@@ -91,18 +91,89 @@ describe('a pod judged', () => {
 });
 
 describe('the certificate', () => {
-  test('ok, then a warning 30 days before expiry, then a failure once expired', async () => {
-    const bundle = await servingCertificate({ validityDays: 90 });
+  const certificate = (overrides: Partial<CertManagerCertificate> = {}): CertManagerCertificate => ({
+    ref: 'x/serving',
+    secretName: 'y',
+    dnsNames: [SERVICE_HOST],
+    notAfter: new Date(Date.now() + 90 * 86_400_000).toISOString(),
+    ready: { status: 'True' },
+    ...overrides,
+  });
+  const input = (caBundlePem: string | undefined, of: CertManagerCertificate | undefined, now = new Date()): CertificateInput => ({
+    caBundlePem,
+    servingSecretRef: 'Secret x/y',
+    servingSecretName: 'y',
+    certificate: of,
+    serviceHost: SERVICE_HOST,
+    now,
+    renewal: 'renew',
+  });
+  const statusOf = (findings: readonly { check: string; status: string }[], check: string): string | undefined => findings.find((f) => f.check === check)?.status;
+
+  test("the Certificate's notAfter: ok, then a warning 30 days before, then a failure once past", async () => {
+    const bundle = await servingCertificate({ validityDays: 3650 });
     const at = (days: number): string | undefined =>
-      certificateFindings({
-        certificatePem: bundle.certPem,
-        caBundlePem: bundle.caCertPem,
-        secretRef: 'Secret x/y',
-        serviceHost: SERVICE_HOST,
-        now: new Date(Date.now() + days * 86_400_000),
-        renewal: 'renew',
-      }).find((finding) => finding.check === 'webhook.certificate-expiry')?.status;
+      statusOf(certificateFindings(input(bundle.caCertPem, certificate(), new Date(Date.now() + days * 86_400_000))), 'webhook.certificate-expiry');
     assert.deepEqual([at(0), at(70), at(91)], ['ok', 'warning', 'failure']);
+  });
+
+  test('the caBundle alone: its fit to the serving certificate is never reported ok, whatever the Certificate says', async () => {
+    const bundle = await servingCertificate();
+    for (const of of [certificate(), undefined]) {
+      const [caBundle] = certificateFindings(input(bundle.caCertPem, of));
+      assert.equal(caBundle?.check, 'webhook.ca-bundle');
+      assert.equal(caBundle?.status, 'info');
+      assert.match(caBundle?.message ?? '', /^the caBundle holds 1 CA certificate; not observed: whether one of them verifies the serving certificate, which is in Secret x\/y and check reads no Secret/);
+    }
+    assert.equal(statusOf(certificateFindings(input(undefined, certificate())), 'webhook.ca-bundle'), 'failure');
+    assert.equal(statusOf(certificateFindings(input('not a certificate', certificate())), 'webhook.ca-bundle'), 'failure');
+    assert.equal(statusOf(certificateFindings(input('-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----', certificate())), 'webhook.ca-bundle'), 'failure');
+  });
+
+  test('the CA expiry is the last of the caBundle to expire: a CA being rotated out does not warn', async () => {
+    const old = await servingCertificate({ validityDays: 10 });
+    const fresh = await servingCertificate({ validityDays: 365 });
+    const findings = certificateFindings(input(old.caCertPem + fresh.caCertPem, certificate()));
+    assert.equal(statusOf(findings, 'webhook.ca-bundle-expiry'), 'ok');
+    assert.match(findings.find((f) => f.check === 'webhook.ca-bundle-expiry')?.message ?? '', /^the last of the caBundle's 2 CAs to expire expires in 36[45] days/);
+    assert.equal(statusOf(certificateFindings(input(old.caCertPem, certificate())), 'webhook.ca-bundle-expiry'), 'warning');
+  });
+
+  test("names: the Certificate's dnsNames, matched as Go's TLS matches them (exact, or a wildcard for one label)", async () => {
+    const bundle = await servingCertificate();
+    const names = (dnsNames: string[]): string | undefined => statusOf(certificateFindings(input(bundle.caCertPem, certificate({ dnsNames }))), 'webhook.certificate-names');
+    assert.equal(names([SERVICE_HOST]), 'ok');
+    assert.equal(names([SERVICE_HOST.toUpperCase()]), 'ok');
+    assert.equal(names([`*.${SERVICE_HOST.split('.').slice(1).join('.')}`]), 'ok');
+    assert.equal(names([`*.${SERVICE_HOST.split('.').slice(2).join('.')}`]), 'failure', 'a wildcard covers one label only');
+    assert.equal(names([`${SERVICE_HOST}.cluster.local`]), 'failure');
+    assert.equal(names([]), 'failure');
+  });
+
+  test('Ready and secretName: not Ready, or a Certificate writing another Secret than the one served, is a failure', async () => {
+    const bundle = await servingCertificate();
+    const ready = (of: CertManagerCertificate): { status: string; message: string } => {
+      const found = certificateFindings(input(bundle.caCertPem, of)).find((f) => f.check === 'webhook.certificate');
+      return { status: found?.status ?? '', message: found?.message ?? '' };
+    };
+    assert.equal(ready(certificate()).status, 'ok');
+    const failing = ready(certificate({ ready: { status: 'False', reason: 'Failed', message: 'the issuer is not ready' } }));
+    assert.equal(failing.status, 'failure');
+    assert.match(failing.message, /is not Ready \(Failed: the issuer is not ready\)/);
+    assert.equal(ready(certificate({ ready: undefined })).status, 'failure');
+    assert.match(ready(certificate({ secretName: 'other' })).message, /writes Secret other, but the webhook serves from Secret x\/y/);
+  });
+
+  test('without a Certificate object, names and expiry are not observed: info, never ok', async () => {
+    const bundle = await servingCertificate();
+    const findings = certificateFindings(input(bundle.caCertPem, undefined));
+    assert.deepEqual(findings.map((f) => [f.check, f.status]), [
+      ['webhook.ca-bundle', 'info'],
+      ['webhook.ca-bundle-expiry', 'ok'],
+      ['webhook.certificate-names', 'info'],
+      ['webhook.certificate-expiry', 'info'],
+    ]);
+    for (const f of findings.slice(2)) assert.match(f.message, /^not observed: /);
   });
 });
 

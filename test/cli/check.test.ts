@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { heldByTrafficQuery, lagQuantileQuery, lagQuery, SIDE_QUERIES, statsMissingQuery, unobservedQuery, type WorkloadDrain } from '../../src/check/drains.js';
 import type { CheckReport, Finding } from '../../src/check/report.js';
 import {
@@ -96,9 +96,12 @@ describe('check on a healthy cluster', () => {
       assert.equal(typeof finding.message, 'string');
       assert.equal(finding.section, finding.check.split('.')[0]);
     }
-    for (const name of ['configuration', 'endpoints', 'replicas', 'disruption-budget', 'ca-bundle', 'ca-bundle-expiry', 'certificate-names', 'certificate-expiry', 'selector']) {
+    for (const name of ['configuration', 'endpoints', 'replicas', 'disruption-budget', 'ca-bundle-expiry', 'certificate', 'certificate-names', 'certificate-expiry', 'selector']) {
       assert.equal(statusOf(report, `webhook.${name}`), 'ok', name);
     }
+    // Only the Secret could show it, and check reads none: said so, not reported ok.
+    assert.equal(statusOf(report, 'webhook.ca-bundle'), 'info');
+    assert.match(only(report, 'webhook.ca-bundle')[0]?.message ?? '', /not observed: whether one of them verifies the serving certificate/);
     assert.match(only(report, 'webhook.failure-policy')[0]?.message ?? '', /failurePolicy Ignore: Envoy pods created while the webhook cannot be called start without the sidecar/);
     assert.match(only(report, 'webhook.timeout')[0]?.message ?? '', /timeoutSeconds 5: a pod creation waits up to 5 s/);
   });
@@ -142,16 +145,18 @@ describe('check on the webhook', () => {
     assert.equal(statusOf(report, 'webhook.replicas'), 'failure');
   });
 
-  test('a caBundle of another CA, a certificate without the Service name, one expiring in 10 days', async () => {
-    const other = await servingCertificate();
+  test("a Certificate without the Service name, expiring in 10 days: read from cert-manager's Certificate, not from a Secret", async () => {
     const certificate = await servingCertificate({ dnsNames: ['somewhere.else.svc'], validityDays: 10 });
-    const { run, report } = await checkJson(await healthy({ certificate, caBundle: other.caCertPem }));
+    const target = await healthy({ certificate });
+    const { run, report } = await checkJson(target);
     assert.equal(run.code, 1);
-    assert.equal(statusOf(report, 'webhook.ca-bundle'), 'failure');
     assert.equal(statusOf(report, 'webhook.certificate-names'), 'failure');
-    assert.match(only(report, 'webhook.certificate-names')[0]?.message ?? '', /does not name envoy-shutdown-manager\.envoy-shutdown-manager\.svc/);
+    assert.match(only(report, 'webhook.certificate-names')[0]?.message ?? '', /^Certificate envoy-shutdown-manager\/envoy-shutdown-manager-tls does not name envoy-shutdown-manager\.envoy-shutdown-manager\.svc \(it names somewhere\.else\.svc\)/);
     assert.equal(statusOf(report, 'webhook.certificate-expiry'), 'warning');
-    assert.match(only(report, 'webhook.certificate-expiry')[0]?.message ?? '', /expires in (9|10) days/);
+    assert.match(only(report, 'webhook.certificate-expiry')[0]?.message ?? '', /expires in (9|10) days .* \(status\.notAfter of Certificate envoy-shutdown-manager\/envoy-shutdown-manager-tls\)$/);
+    const paths = target.fake.requests.map((request) => request.path);
+    assert.ok(paths.includes('/apis/cert-manager.io/v1/namespaces/envoy-shutdown-manager/certificates/envoy-shutdown-manager-tls'), paths.join('\n'));
+    assert.deepEqual(paths.filter((path) => path.includes('/secrets')), [], 'no Secret is read');
   });
 
   test('an expired certificate is a failure, and so is its expired CA in the caBundle', async () => {
@@ -161,7 +166,7 @@ describe('check on the webhook', () => {
     assert.equal(statusOf(report, 'webhook.certificate-expiry'), 'failure');
     assert.match(only(report, 'webhook.certificate-expiry')[0]?.message ?? '', /expired on/);
     assert.equal(statusOf(report, 'webhook.ca-bundle-expiry'), 'failure');
-    assert.match(only(report, 'webhook.ca-bundle-expiry')[0]?.message ?? '', /^the CA in the caBundle that verifies it expired on \d{4}-\d\d-\d\d: every call fails TLS$/);
+    assert.match(only(report, 'webhook.ca-bundle-expiry')[0]?.message ?? '', /^the CA in the caBundle expired on \d{4}-\d\d-\d\d: every call fails TLS$/);
   });
 
   test("the certificate's expiry and its CA's: a warning within 30 days, with the date and how to renew; the text report shows it", async () => {
@@ -178,6 +183,42 @@ describe('check on the webhook', () => {
     }
     const text = await check(target);
     assert.match(text.stdout, /the certificate expires in (11|12) days/);
+  });
+
+  test("a Certificate cert-manager has not issued, or one writing another Secret than the webhook's: a failure each", async () => {
+    const failing = await checkJson(await healthy({ certManager: { ready: { status: 'False', reason: 'Pending', message: 'Issuing certificate as Secret does not exist' } } }));
+    assert.equal(failing.run.code, 1);
+    assert.equal(statusOf(failing.report, 'webhook.certificate'), 'failure');
+    assert.match(only(failing.report, 'webhook.certificate')[0]?.message ?? '', /is not Ready \(Pending: Issuing certificate as Secret does not exist\)/);
+    const elsewhere = await checkJson(await healthy({ certManager: { secretName: 'something-else' } }));
+    assert.equal(statusOf(elsewhere.report, 'webhook.certificate'), 'failure');
+    assert.match(only(elsewhere.report, 'webhook.certificate')[0]?.message ?? '', /writes Secret something-else, but the webhook serves from Secret envoy-shutdown-manager\/envoy-shutdown-manager-tls/);
+  });
+
+  test('no cert-manager Certificate (certificates by hand, or self-managed): names and expiry not observed, exit 0, still no Secret read', async () => {
+    const target = await healthy({ certManager: false });
+    const { run, report } = await checkJson(target);
+    assert.equal(run.code, 0);
+    for (const name of ['webhook.ca-bundle', 'webhook.certificate-names', 'webhook.certificate-expiry']) {
+      assert.equal(statusOf(report, name), 'info', name);
+      assert.match(only(report, name)[0]?.message ?? '', /not observed: /, name);
+    }
+    assert.equal(statusOf(report, 'webhook.certificate'), undefined, 'no Certificate, no finding about one');
+    // Where to watch it instead: a metric and an alert that exist.
+    const message = only(report, 'webhook.certificate-expiry')[0]?.message ?? '';
+    const [, metric, alert] = /exports the served certificate's expiry as (\w+), and (\w+) fires/.exec(message) ?? [];
+    const rules = await readFile(join(REPO_ROOT, 'manifests/monitoring/prometheusrule.yaml'), 'utf8');
+    assert.ok(metric !== undefined && rules.includes(metric), `${String(metric)} is what the alerts read`);
+    assert.ok(alert !== undefined && rules.includes(`alert: ${alert}`), `${String(alert)} is an alert of manifests/monitoring`);
+    assert.deepEqual(target.fake.requests.filter((request) => /secrets|certificates/.test(request.path)).map((request) => request.path), []);
+
+    // manifests/base keeps the inject-ca-from annotation without cert-manager: the Certificate it names is absent (404).
+    const annotated = await healthy();
+    assert.ok(annotated.fake.removeObject('cert-manager.io/v1', 'Certificate', 'envoy-shutdown-manager', 'envoy-shutdown-manager-tls'));
+    const absent = await checkJson(annotated);
+    assert.equal(absent.run.code, 0);
+    assert.equal(statusOf(absent.report, 'webhook.certificate-expiry'), 'info');
+    assert.match(only(absent.report, 'webhook.certificate-names')[0]?.message ?? '', /^not observed: /);
   });
 
   test("the objectSelector against the webhook's selector: a mismatch is a failure naming both; the same pods written otherwise is ok", async () => {

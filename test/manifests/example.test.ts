@@ -7,7 +7,10 @@ import { parse } from 'yaml';
 import { ANNOTATION_PREFIX, ANNOTATIONS } from '../../src/config/annotation-names.js';
 import { resolvePodDrainPlan } from '../../src/config/annotations.js';
 import { boolean } from '../../src/config/values.js';
+import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
 import { parseWebhookConfig } from '../../src/config/webhook.js';
+import { injectPod } from '../../src/inject/injector.js';
+import type { V1Pod } from '@kubernetes/client-node';
 import {
   MANIFESTS_DIR,
   findOne,
@@ -18,6 +21,7 @@ import {
   isObject,
   resolveContainerPort,
   resolveKustomization,
+  selects,
   type JsonObject,
 } from '../support/manifests.js';
 
@@ -117,4 +121,83 @@ describe('example Envoy', () => {
       assert.notEqual(boolean.parse(value), undefined, `${key}: ${value}`);
     }
   });
+});
+
+describe('example NetworkPolicy of the sidecar port', () => {
+  const policy = findOne(docs, 'NetworkPolicy');
+  const rules = getArray(policy, ['spec', 'ingress']) as JsonObject[];
+
+  /** The example's pod as the webhook injects it: every container, the sidecar included. */
+  function injectedContainers(extraAnnotations: Record<string, string> = {}): JsonObject[] {
+    const metadata = getObject(template, ['metadata']);
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { ...metadata, annotations: { ...podAnnotations(), ...extraAnnotations }, name: 'envoy-1', namespace: get(deployment, ['metadata', 'namespace']) },
+      spec: structuredClone(getObject(template, ['spec'])),
+    } as unknown as V1Pod;
+    const outcome = injectPod(pod, parseWebhookConfig([], {}).injection, 'token');
+    assert.equal(outcome.action, 'inject', JSON.stringify(outcome));
+    const spec = (outcome as { pod: V1Pod }).pod.spec as unknown as JsonObject;
+    return [...((spec.containers ?? []) as JsonObject[]), ...((spec.initContainers ?? []) as JsonObject[])];
+  }
+
+  /** A policy port as the number it opens on the injected pod: a number, or the name of a port of one of its containers. */
+  function portNumber(containers: readonly JsonObject[], port: unknown): number {
+    if (typeof port === 'number') return port;
+    const owner = containers.find((c) => ((c.ports ?? []) as JsonObject[]).some((p) => p.name === port));
+    assert.ok(owner, `no container of the injected pod has a port named ${String(port)}`);
+    return resolveContainerPort(owner, port);
+  }
+
+  function sidecarPort(containers: readonly JsonObject[]): number {
+    const sidecar = containers.find((c) => c.name === SIDECAR_CONTAINER_NAME);
+    assert.ok(sidecar, 'the example is injected');
+    const ports = getArray(sidecar, ['ports']) as JsonObject[];
+    assert.equal(ports.length, 1);
+    return (ports[0] as JsonObject).containerPort as number;
+  }
+
+  it("selects the example's Envoy pods, in their namespace, for ingress only", () => {
+    assert.equal(get(policy, ['metadata', 'namespace']), get(deployment, ['metadata', 'namespace']));
+    assert.equal(selects(getObject(policy, ['spec', 'podSelector']), getObject(template, ['metadata', 'labels']) as Record<string, string>), true);
+    assert.deepEqual(getArray(policy, ['spec', 'policyTypes']), ['Ingress']);
+  });
+
+  it('names ports in every rule: none opens every port of the pod', () => {
+    assert.ok(rules.length > 0, 'rules.length > 0');
+    for (const rule of rules) {
+      const ports = getArray(rule, ['ports']) as JsonObject[];
+      assert.ok(ports.length > 0, JSON.stringify(rule));
+      for (const port of ports) assert.equal(port.endPort, undefined, 'single ports: a range could take in the sidecar port');
+    }
+  });
+
+  for (const [variant, annotations] of [
+    ['a regular sidecar container', {}],
+    ['a native sidecar (an init container)', { [ANNOTATIONS.nativeSidecar]: 'true' }],
+  ] as const) {
+    it(`lets no pod reach the injected sidecar's port but Prometheus, from a namespace named by the API server's label: ${variant}`, () => {
+      const containers = injectedContainers(annotations);
+      const serve = sidecarPort(containers);
+      const opening = rules.filter((rule) => (getArray(rule, ['ports']) as JsonObject[]).some((p) => portNumber(containers, p.port) === serve));
+      assert.equal(opening.length, 1, `one rule opens port ${serve}`);
+      const peers = getArray(opening[0], ['from']) as JsonObject[];
+      assert.ok(peers.length > 0, 'a `from`: without one the port is open to every pod');
+      for (const peer of peers) {
+        assert.equal(peer.ipBlock, undefined);
+        assert.equal(typeof getString(peer, ['namespaceSelector', 'matchLabels', 'kubernetes.io/metadata.name']), 'string');
+        assert.ok(Object.keys(getObject(peer, ['podSelector', 'matchLabels'])).length > 0, 'pods of that namespace, by label');
+      }
+    });
+
+    it(`leaves every port of Envoy open to all: ${variant}`, () => {
+      const containers = injectedContainers(annotations);
+      const open = new Set(rules.filter((rule) => rule.from === undefined).flatMap((rule) => (getArray(rule, ['ports']) as JsonObject[]).map((p) => portNumber(containers, p.port))));
+      const envoyPorts = (getArray(containers.find((c) => c.name === 'envoy') as JsonObject, ['ports']) as JsonObject[]).map((p) => p.containerPort);
+      assert.ok(envoyPorts.length > 0, 'envoyPorts.length > 0');
+      for (const port of envoyPorts) assert.ok(open.has(port as number), `Envoy's port ${String(port)} is open`);
+      assert.ok(!open.has(sidecarPort(containers)), 'the sidecar port is not among them');
+    });
+  }
 });

@@ -237,6 +237,65 @@ describe('webhook Deployment', () => {
   });
 });
 
+describe('webhook NetworkPolicy', () => {
+  const policies = findAll(install, 'NetworkPolicy');
+
+  it('is one policy in the webhook namespace, in the base (so every install has it, self-signed included)', async () => {
+    assert.equal(policies.length, 1);
+    assert.equal(findAll(base, 'NetworkPolicy').length, 1);
+    assert.equal(findAll(await resolveKustomization(join(MANIFESTS_DIR, 'self-signed')), 'NetworkPolicy').length, 1);
+    assert.equal(get(policies[0], ['metadata', 'namespace']), ownNamespaceName);
+  });
+
+  it("selects the webhook pods by the Deployment's labels, and nothing the Deployment does not run", () => {
+    const [policy] = policies as [JsonObject];
+    const selector = getObject(policy, ['spec', 'podSelector']);
+    assert.equal(selects(selector, podLabels), true);
+    assert.notDeepEqual(selector, {}, 'an empty podSelector would isolate every pod of the namespace');
+    assert.deepEqual(getObject(selector, ['matchLabels']), getObject(deployment, ['spec', 'selector', 'matchLabels']));
+  });
+
+  it("admits the Service's targetPort from anywhere and nothing else; egress is left open", () => {
+    const [policy] = policies as [JsonObject];
+    assert.deepEqual(getArray(policy, ['spec', 'policyTypes']), ['Ingress'], 'an Egress type with no rule would cut the self-managed webhook off the API server');
+    const rules = getArray(policy, ['spec', 'ingress']) as JsonObject[];
+    assert.equal(rules.length, 1);
+    const [rule] = rules as [JsonObject];
+    // No `from`: the API server is outside the pod network on managed control planes (see the manifest's comment).
+    assert.equal(rule.from, undefined);
+    const ports = getArray(rule, ['ports']) as JsonObject[];
+    assert.equal(ports.length, 1, 'one port: a rule without ports would open every port');
+    const [port] = ports as [JsonObject];
+    assert.equal(port.protocol, 'TCP');
+    assert.equal(port.endPort, undefined);
+    const targetPort = ((getArray(service, ['spec', 'ports']) as JsonObject[])[0] as JsonObject).targetPort;
+    assert.equal(resolveContainerPort(container, port.port), resolveContainerPort(container, targetPort));
+    assert.equal(resolveContainerPort(container, port.port), WEBHOOK_SETTINGS.port.default);
+    // Every port the webhook container opens is that one: there is no second port the policy would close by accident.
+    assert.deepEqual((getArray(container, ['ports']) as JsonObject[]).map((p) => p.containerPort), [WEBHOOK_SETTINGS.port.default]);
+  });
+});
+
+describe('webhook priority', () => {
+  it('runs at system-cluster-critical, and its namespace has the quota GKE requires for that class', () => {
+    assert.equal(podSpec.priorityClassName, 'system-cluster-critical');
+    const quota = findOne(install, 'ResourceQuota');
+    assert.equal(get(quota, ['metadata', 'namespace']), ownNamespaceName);
+    assert.deepEqual(getArray(quota, ['spec', 'scopeSelector', 'matchExpressions']), [
+      { scopeName: 'PriorityClass', operator: 'In', values: [podSpec.priorityClassName] },
+    ]);
+    assert.deepEqual(Object.keys(getObject(quota, ['spec', 'hard'])), ['pods'], 'it counts pods only: no cpu or memory quota that would demand requests of every pod');
+  });
+
+  it('leaves room for a rolling update and the pods still terminating', () => {
+    const quota = findOne(install, 'ResourceQuota');
+    const limit = Number(getString(quota, ['spec', 'hard', 'pods']));
+    const replicas = get(deployment, ['spec', 'replicas']) as number;
+    const surge = get(deployment, ['spec', 'strategy', 'rollingUpdate', 'maxSurge']) as number;
+    assert.ok(limit >= 2 * (replicas + surge), `${limit} pods: room for ${replicas} replicas, ${surge} surge and as many terminating`);
+  });
+});
+
 describe('cert-manager TLS', () => {
   const annotation = getString(configuration, ['metadata', 'annotations', 'cert-manager.io/inject-ca-from']);
   const [certNamespace, certName] = annotation.split('/') as [string, string];

@@ -1,8 +1,9 @@
 /**
  * A cluster for `envoy-shutdown-manager check`, on the fake API server: the webhook installed as manifests/
- * installs it (configuration, Service, EndpointSlice, Deployment, PodDisruptionBudget, cert-manager's Secret),
+ * installs it (configuration, Service, EndpointSlice, Deployment, PodDisruptionBudget, cert-manager's Certificate and Secret),
  * Envoy pods built to order, and a kubeconfig file that points at it over TLS.
  */
+import { X509Certificate } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +28,11 @@ export interface WebhookOptions {
   readonly caBundle?: string;
   /** No MutatingWebhookConfiguration at all. */
   readonly configuration?: boolean;
+  /**
+   * cert-manager's Certificate for the serving certificate, named by the configuration's inject-ca-from: by default
+   * Ready, with the certificate's names and notAfter; false: none (certificates made by hand), and no annotation.
+   */
+  readonly certManager?: false | { readonly ready?: { status: string; reason?: string; message?: string } | null; readonly secretName?: string };
   /** The webhook's objectSelector; by default what manifests/base renders (app In (envoy)); null: none. */
   readonly objectSelector?: Record<string, unknown> | null;
   /** The Deployment's SHUTDOWN_MANAGER_POD_SELECTOR; by default app=envoy; null: not set (the webhook's default). */
@@ -92,7 +98,9 @@ export async function installWebhook(fake: FakeKubeApi, options: WebhookOptions 
   const certificate = options.certificate ?? (await servingCertificate());
   if (options.configuration !== false) {
     fake.addWebhookConfiguration('shutdown-manager.io', ['inject.shutdown-manager.io'], options.caBundle ?? certificate.caCertPem);
-    const webhook = fake.webhookConfigurations.get('shutdown-manager.io')?.webhooks[0] as Record<string, unknown>;
+    const configuration = fake.webhookConfigurations.get('shutdown-manager.io') as Record<string, any>;
+    if (options.certManager !== false) configuration.metadata.annotations = { 'cert-manager.io/inject-ca-from': `${WEBHOOK_NAMESPACE}/envoy-shutdown-manager-tls` };
+    const webhook = configuration.webhooks[0] as Record<string, unknown>;
     Object.assign(webhook, { failurePolicy: 'Ignore', timeoutSeconds: 5 });
     const objectSelector = options.objectSelector === undefined ? INSTALLED_OBJECT_SELECTOR : options.objectSelector;
     if (objectSelector !== null) webhook.objectSelector = objectSelector;
@@ -138,6 +146,21 @@ export async function installWebhook(fake: FakeKubeApi, options: WebhookOptions 
   if (options.disruptionBudget !== false) {
     fake.addObject({ apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', metadata, spec: { minAvailable: 1, selector: { matchLabels: WEBHOOK_LABELS } } });
   }
+  if (options.certManager !== false) {
+    const leaf = new X509Certificate(certificate.certPem);
+    const ready = options.certManager?.ready === undefined ? { status: 'True', reason: 'Ready', message: 'Certificate is up to date and has not expired' } : options.certManager.ready;
+    fake.addObject({
+      apiVersion: 'cert-manager.io/v1',
+      kind: 'Certificate',
+      metadata: { name: 'envoy-shutdown-manager-tls', namespace: WEBHOOK_NAMESPACE },
+      spec: {
+        secretName: options.certManager?.secretName ?? 'envoy-shutdown-manager-tls',
+        dnsNames: (leaf.subjectAltName ?? '').split(', ').filter((name) => name.startsWith('DNS:')).map((name) => name.slice(4)),
+      },
+      status: { notAfter: new Date(leaf.validTo).toISOString(), ...(ready === null ? {} : { conditions: [{ type: 'Ready', ...ready }] }) },
+    });
+  }
+  // Seeded although check reads no Secret: the RBAC test would catch a read of it.
   fake.seedSecret(WEBHOOK_NAMESPACE, 'envoy-shutdown-manager-tls', { 'tls.crt': certificate.certPem, 'tls.key': certificate.keyPem, 'ca.crt': certificate.caCertPem });
 }
 

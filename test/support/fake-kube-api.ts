@@ -60,6 +60,8 @@ const RESOURCES: Readonly<Record<string, string>> = {
   StatefulSet: 'statefulsets',
   EndpointSlice: 'endpointslices',
   PodDisruptionBudget: 'poddisruptionbudgets',
+  // cert-manager.io/v1, as if its CRD were installed.
+  Certificate: 'certificates',
 };
 
 /** The resourceAttributes of a SelfSubjectAccessReview. */
