@@ -7,7 +7,8 @@
  * And, for `check --prometheus=<ns>/<svc>:<port>`, the API server's service proxy in front of the fake API server
  * (serviceProxyFront): a TLS server that checks the bearer token, forwards
  * /api/v1/namespaces/<ns>/services/<svc>:<port>/proxy/<path> to this Prometheus, and every other request to the
- * fake API server, as the real API server would proxy to the Service.
+ * fake API server, as the real API server would proxy to the Service. Any HTTP server on 127.0.0.1 can stand behind
+ * it in the fake Prometheus's place: test/cli/check-prometheus.test.ts puts a real Prometheus there.
  */
 import { once } from 'node:events';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -105,7 +106,7 @@ export interface ServiceProxyFront {
   close(): Promise<void>;
 }
 
-export async function serviceProxyFront(kube: FakeKubeApi, prometheus: FakePrometheus, service: { namespace: string; name: string; port: string }): Promise<ServiceProxyFront> {
+export async function serviceProxyFront(kube: FakeKubeApi, prometheus: Pick<FakePrometheus, 'port'>, service: { namespace: string; name: string; port: string }): Promise<ServiceProxyFront> {
   const bundle = await generateCertificates({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], validityDays: 1 });
   const server: TlsServer = createTlsServer({ cert: bundle.certPem, key: bundle.keyPem });
   server.listen(0, '127.0.0.1');
