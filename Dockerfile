@@ -31,7 +31,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY LICENSE ./
 COPY tools/sbom.ts ./tools/
 COPY src ./src
-COPY tools/bundle.mjs ./tools/
+COPY tools/bundle.mjs tools/build-notice.mjs ./tools/
 RUN npm run build
 
 # --- runtime -------------------------------------------------------------------------------------

@@ -76,7 +76,12 @@ test('check, the demo and the test command are what the code has', () => {
   const scripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
   const checkFlags = readFileSync(join(root, 'src/cli/check.ts'), 'utf8');
   // A settings table's key, quoted or not: `'all-namespaces': {`, `wait: {`.
-  for (const flag of section('Verify with `check`').matchAll(/ --([a-z-]+)/g)) assert.match(checkFlags, new RegExp(`^ {2}('${flag[1]}'|${flag[1]}): \\{`, 'm'), `check has --${flag[1]}`);
+  // The flags after `check` on each line that runs it (docker's own flags come before).
+  const checkRuns = [...section('Verify with `check`').matchAll(/ check( [^#\n]*)/g)].map((match) => match[1] ?? '');
+  assert.ok(checkRuns.length >= 5, `${checkRuns.length} lines run check`);
+  for (const flag of checkRuns.join(' ').matchAll(/ --([a-z-]+)/g)) assert.match(checkFlags, new RegExp(`^ {2}('${flag[1]}'|${flag[1]}): \\{`, 'm'), `check has --${flag[1]}`);
+  const packageName = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string });
+  assert.ok(section('Verify with `check`').includes(`npx ${packageName.name}@${packageName.version} check`), 'npx of the CLI package at this version');
   assert.ok(scripts['check']?.includes('dist/main.js check'), "scripts['check']?.includes('dist/main.js check')");
 
   const demo = section('See it work');
