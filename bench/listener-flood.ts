@@ -17,11 +17,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseWebhookConfig } from '../src/config/webhook.js';
 import { SHUTDOWN_TOKEN_ENV } from '../src/config/sidecar.js';
 import { SIDECAR_ENV, sidecarArgs } from '../src/inject/sidecar.js';
 import { callsOverKeepAlive, requestHead } from '../test/support/abuse.js';
-import { drainUnderFlood, spawnListenerHeavyEnvoy, type DrainFlood, type DrainTarget, type FloodSpec } from '../test/support/flood.js';
+import { drainUnderFlood, listenerDrainPlan, spawnListenerHeavyEnvoy, type DrainFlood, type DrainTarget, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY, startNode } from '../test/support/process.js';
 import { cpuMicros, loadAverage, median, mib, summarize, type Figure } from './support.js';
 
@@ -58,13 +57,7 @@ async function withDrainingPod<T>(
 ): Promise<T> {
   const admin = await spawnListenerHeavyEnvoy(listeners);
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-listeners-'));
-  const plan = {
-    ...parseWebhookConfig([], {}).injection.defaults,
-    'check-delay': 0,
-    'quiet-period': 0,
-    'check-interval': drain.checkIntervalMs,
-    'drain-timeout': drain.drainTimeoutMs,
-  };
+  const plan = listenerDrainPlan(drain);
   const args = [
     ...sidecarArgs(plan).filter((arg) => !MOVED_FLAGS.some((flag) => arg.startsWith(flag))),
     '--serve-address=127.0.0.1',

@@ -21,9 +21,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import fc from 'fast-check';
-import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { JsonParts, sharedPerTurn } from '../../src/sidecar/server.js';
-import { drainUnderFlood, spawnListenerHeavyEnvoy, type FloodSpec } from '../support/flood.js';
+import { drainUnderFlood, listenerDrainPlan, spawnListenerHeavyEnvoy, type FloodSpec } from '../support/flood.js';
 import { spawnInjectedSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 import { runsAlone } from '../support/exclusive.js';
 
@@ -63,13 +62,7 @@ async function startDrainingPod(t: TestContext, listeners: number, drain: { read
   t.after(() => admin.kill());
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-listeners-state-'));
   t.after(() => rm(stateDir, { recursive: true, force: true }));
-  const plan = {
-    ...parseWebhookConfig([], {}).injection.defaults,
-    'check-delay': 0,
-    'quiet-period': 0,
-    'check-interval': drain.checkIntervalMs,
-    'drain-timeout': drain.drainTimeoutMs,
-  };
+  const plan = listenerDrainPlan(drain);
   const sidecar = await spawnInjectedSidecar(plan, { adminPort: admin.port, stateDir, token: TOKEN });
   t.after(() => sidecar.kill());
   await sidecar.waitForLog((line) => line['event'] === 'envoy_admin_reachable', 10_000);

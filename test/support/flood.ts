@@ -15,6 +15,7 @@ import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { residentMemory, timedCall } from './abuse.js';
 import { cleanEnvironment, REPO_ROOT, startNode } from './process.js';
 
@@ -544,6 +545,20 @@ const listeners = Object.fromEntries(Array.from({ length: count }, (_, index) =>
 const admin = await FaultAdmin.start({ listeners });
 process.stdout.write(JSON.stringify({ event: 'listening', port: admin.port }) + '\\n');
 `;
+
+/**
+ * The injector's default plan for a sidecar draining a listener-heavy Envoy: checked at once (no check-delay, no
+ * quiet period), polled every `checkIntervalMs`, to a deadline of `drainTimeoutMs`.
+ */
+export function listenerDrainPlan(drain: { readonly checkIntervalMs: number; readonly drainTimeoutMs: number }): ReturnType<typeof parseWebhookConfig>['injection']['defaults'] {
+  return {
+    ...parseWebhookConfig([], {}).injection.defaults,
+    'check-delay': 0,
+    'quiet-period': 0,
+    'check-interval': drain.checkIntervalMs,
+    'drain-timeout': drain.drainTimeoutMs,
+  };
+}
 
 /**
  * An Envoy admin API (test/support/fault-admin.ts) with `listeners` listeners, each holding one connection (a
