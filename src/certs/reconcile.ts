@@ -4,7 +4,10 @@
  *   1. Secret: GET. Missing → issue and CREATE; AlreadyExists → another replica won, GET and use its.
  *      Unusable or due for renewal → issue and UPDATE with the resourceVersion read; Conflict → another
  *      replica renewed first, GET and use its if it is valid.
- *   2. caBundle: every webhook of the configuration must hold the Secret's ca.crt; patch those that do not.
+ *   2. Configuration: every webhook of it must hold the Secret's ca.crt as caBundle, and its annotation
+ *      shutdown-manager.io/serving-certificate the Secret's tls.crt (the certificate every replica serves once it
+ *      has switched to it; PEM, never the key), which `check` verifies against the caBundle without reading the
+ *      Secret. One JSON patch sets what differs, nothing when nothing does.
  * It resolves with the Secret's certificate; serving it, and when, is the loop's decision.
  *
  * No leader election is needed: the API server's optimistic concurrency picks one writer per change.
@@ -13,7 +16,7 @@ import type { Logger } from 'pino';
 import { UserFacingError } from '../errors.js';
 import { KubeConflictError } from '../kube/errors.js';
 import type { CallOptions, CertificateStore, SecretSnapshot } from '../kube/store.js';
-import { describeCertificate, inspectStoredCertificate, issueStoredCertificate, type Inspection, type ServingCertificate } from './stored.js';
+import { describeCertificate, inspectStoredCertificate, issueStoredCertificate, splitPemCertificates, type Inspection, type ServingCertificate } from './stored.js';
 
 /** Self-managed TLS could not get a certificate; `retryable` says whether waiting might help. */
 export class SelfManagedTlsError extends UserFacingError {
@@ -47,12 +50,19 @@ export interface ReconcilerOptions extends ManagedCertificateSettings {
   readonly servedIssuerPem: () => string | undefined;
 }
 
-/** How many times a caBundle patch is retried when the webhook list changes between read and patch. */
+/** How many times a configuration patch is retried when the webhook list changes between read and patch. */
 const PATCH_ATTEMPTS = 3;
+/**
+ * The largest certificate chain published on the configuration: all its annotations share 256 KiB, and a
+ * self-issued certificate is about 1 KiB. A larger tls.crt (edited by hand) is served but not published.
+ */
+export const MAX_PUBLISHED_CERTIFICATE_BYTES = 16 * 1024;
 
 export class SecretReconciler {
   /** The trust bundle the caBundle was last made equal to; what caBundleDrifted() compares against. */
   private reconciledBundle: string | undefined;
+  /** The serving certificate last published on the configuration (undefined: none, too large to publish). */
+  private reconciledServing: string | undefined;
 
   constructor(private readonly options: ReconcilerOptions) {}
 
@@ -64,25 +74,45 @@ export class SecretReconciler {
     return this.options.logger;
   }
 
-  /** One pass: makes the Secret hold a servable certificate and every caBundle trust it; resolves with that certificate. */
+  /**
+   * One pass: makes the Secret hold a servable certificate, every caBundle trust it and the configuration publish
+   * it; resolves with that certificate.
+   */
   async reconcile(): Promise<ServingCertificate> {
     const certificate = await this.ensureSecret();
-    await this.ensureCaBundle(certificate.trustBundlePem);
+    const published = this.publishable(certificate);
+    await this.ensureConfiguration(certificate.trustBundlePem, published);
     this.reconciledBundle = certificate.trustBundlePem;
+    this.reconciledServing = published;
     return certificate;
   }
 
-  /** Whether some webhook's caBundle is not the bundle last reconciled (reset by an apply, a sync...). */
+  /**
+   * Whether some webhook's caBundle, or the published certificate, is not what was last reconciled (reset by an
+   * apply, a sync..., or renewed by another replica).
+   */
   async caBundleDrifted(): Promise<boolean> {
-    const webhooks = await this.store.readCaBundles(this.options.request());
-    const stale = webhooks.filter((webhook) => webhook.caBundle !== this.reconciledBundle).map((webhook) => webhook.name);
-    if (webhooks.length > 0 && stale.length === 0) return false;
+    const read = await this.store.readWebhookConfiguration(this.options.request());
+    const stale = read.webhooks.filter((webhook) => webhook.caBundle !== this.reconciledBundle).map((webhook) => webhook.name);
+    const unpublished = this.reconciledServing !== undefined && read.servingCertificate !== this.reconciledServing;
+    if (read.webhooks.length > 0 && stale.length === 0 && !unpublished) return false;
     this.logger.warn(
-      { webhookConfiguration: this.store.webhookConfigurationName, webhooks: stale },
-      'caBundle differs from the one last written (configuration replaced by kubectl or a GitOps sync, or renewed by ' +
-        'another replica); checking the Secret and restoring it',
+      { webhookConfiguration: this.store.webhookConfigurationName, webhooks: stale, servingCertificateChanged: unpublished },
+      'caBundle or published serving certificate differs from the one last written (configuration replaced by kubectl ' +
+        'or a GitOps sync, or renewed by another replica); checking the Secret and restoring it',
     );
     return true;
+  }
+
+  /** The certificate chain served, as published: the PEM blocks of tls.crt (no key); undefined when too large. */
+  private publishable(certificate: ServingCertificate): string | undefined {
+    const chain = splitPemCertificates(certificate.material.cert.toString('utf8')).join('');
+    if (Buffer.byteLength(chain) <= MAX_PUBLISHED_CERTIFICATE_BYTES) return chain;
+    this.logger.warn(
+      { webhookConfiguration: this.store.webhookConfigurationName, bytes: Buffer.byteLength(chain), limit: MAX_PUBLISHED_CERTIFICATE_BYTES },
+      'the serving certificate chain is too large to publish on the configuration; check will not verify it',
+    );
+    return undefined;
   }
 
   private inspect(snapshot: SecretSnapshot): Inspection {
@@ -152,22 +182,31 @@ export class SecretReconciler {
     });
   }
 
-  /** Makes every webhook's caBundle the trust bundle, patching only those that differ. */
-  private async ensureCaBundle(bundle: string): Promise<void> {
+  /**
+   * Makes every webhook's caBundle the trust bundle and the published certificate `published` (when defined), in one
+   * patch of what differs; none when nothing does.
+   */
+  private async ensureConfiguration(bundle: string, published: string | undefined): Promise<void> {
     for (let attempt = 1; ; attempt++) {
-      const webhooks = await this.store.readCaBundles(this.options.request());
-      if (webhooks.length === 0) {
+      const read = await this.store.readWebhookConfiguration(this.options.request());
+      if (read.webhooks.length === 0) {
         throw new SelfManagedTlsError(`MutatingWebhookConfiguration ${this.store.webhookConfigurationName} has no webhooks to give the CA to`, false);
       }
-      const stale = webhooks.filter((webhook) => webhook.caBundle !== bundle);
-      if (stale.length === 0) return;
+      const stale = read.webhooks.filter((webhook) => webhook.caBundle !== bundle);
+      const publish = published !== undefined && read.servingCertificate !== published;
+      if (stale.length === 0 && !publish) return;
       try {
-        await this.store.patchCaBundles(stale, bundle, this.options.request());
-        const names = stale.map((webhook) => webhook.name);
-        this.logger.info({ webhookConfiguration: this.store.webhookConfigurationName, webhooks: names }, 'caBundle updated');
+        await this.store.patchWebhookConfiguration(
+          read,
+          { ...(stale.length === 0 ? {} : { caBundle: { webhooks: stale, pem: bundle } }), ...(publish ? { servingCertificate: published } : {}) },
+          this.options.request(),
+        );
+        const webhookConfiguration = this.store.webhookConfigurationName;
+        if (stale.length > 0) this.logger.info({ webhookConfiguration, webhooks: stale.map((webhook) => webhook.name) }, 'caBundle updated');
+        if (publish) this.logger.info({ webhookConfiguration }, 'serving certificate published on the configuration');
         return;
       } catch (error) {
-        // The webhook list changed between read and patch: read it again, a few times at most.
+        // The configuration changed between read and patch: read it again, a few times at most.
         if (!(error instanceof KubeConflictError) || attempt >= PATCH_ATTEMPTS) throw error;
       }
     }

@@ -19,3 +19,12 @@ export const ANNOTATIONS = {
   sidecarMemoryRequest: `${ANNOTATION_PREFIX}sidecar-memory-request`,
   sidecarMemoryLimit: `${ANNOTATION_PREFIX}sidecar-memory-limit`,
 } as const;
+
+/**
+ * Annotations the webhook writes on its own MutatingWebhookConfiguration, not on pods: self-managed TLS
+ * (src/certs/reconcile.ts) publishes there the certificate it serves, and `check` verifies it (src/check/certificate.ts).
+ */
+export const CONFIGURATION_ANNOTATIONS = {
+  /** The serving certificate and any intermediates, PEM, never the key. */
+  servingCertificate: `${ANNOTATION_PREFIX}serving-certificate`,
+} as const;

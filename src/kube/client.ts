@@ -32,7 +32,10 @@ import {
   type KubeApiError,
   type KubeOperation,
 } from './errors.js';
-import type { CallOptions, CertificateStore, SecretData, SecretSnapshot, WebhookCaBundle } from './store.js';
+import { CONFIGURATION_ANNOTATIONS } from '../config/annotation-names.js';
+import type { CallOptions, CertificateStore, SecretData, SecretSnapshot, WebhookConfigurationChanges, WebhookConfigurationSnapshot } from './store.js';
+
+const SERVING_CERTIFICATE = CONFIGURATION_ANNOTATIONS.servingCertificate;
 
 /** The API server answers these in milliseconds; 10 s means it is in trouble, and the caller retries. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
@@ -75,6 +78,22 @@ function encode(data: SecretData): Record<string, string> {
 
 function decode(data: Record<string, string> | undefined): Record<string, string> {
   return Object.fromEntries(Object.entries(data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
+}
+
+/** The annotation's key as a JSON pointer token: `/` is written `~1` (RFC 6901). */
+const SERVING_CERTIFICATE_POINTER = `/metadata/annotations/${SERVING_CERTIFICATE.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+
+/**
+ * The ops that publish the serving certificate. `add` sets the annotation whether or not it exists, leaving the
+ * others alone; without an annotations map it adds one, and that would replace a map someone added since the read,
+ * so it is guarded by a `test` of the resourceVersion read.
+ */
+function servingCertificateOps(read: WebhookConfigurationSnapshot, pem: string): object[] {
+  if (read.hasAnnotations) return [{ op: 'add', path: SERVING_CERTIFICATE_POINTER, value: pem }];
+  return [
+    { op: 'test', path: '/metadata/resourceVersion', value: read.resourceVersion },
+    { op: 'add', path: '/metadata/annotations', value: { [SERVING_CERTIFICATE]: pem } },
+  ];
 }
 
 function snapshot(secret: V1Secret): SecretSnapshot {
@@ -146,25 +165,35 @@ export class KubeCertificateStore implements CertificateStore {
     }
   }
 
-  async readCaBundles(options?: CallOptions): Promise<WebhookCaBundle[]> {
+  async readWebhookConfiguration(options?: CallOptions): Promise<WebhookConfigurationSnapshot> {
     const name = this.webhookConfigurationName;
     const configuration = await this.call(this.webhookOperation('get'), options, (config) =>
       this.admission.readMutatingWebhookConfiguration({ name }, config),
     );
-    return (configuration.webhooks ?? []).map((webhook, index) => {
+    const webhooks = (configuration.webhooks ?? []).map((webhook, index) => {
       const caBundle = webhook.clientConfig.caBundle;
       return { index, name: webhook.name, caBundle: caBundle ? Buffer.from(caBundle, 'base64').toString('utf8') : undefined };
     });
+    const annotations = configuration.metadata?.annotations;
+    return {
+      webhooks,
+      servingCertificate: annotations?.[SERVING_CERTIFICATE],
+      hasAnnotations: annotations !== undefined,
+      resourceVersion: configuration.metadata?.resourceVersion ?? '',
+    };
   }
 
-  async patchCaBundles(changes: readonly WebhookCaBundle[], caBundle: string, options?: CallOptions): Promise<void> {
-    const encoded = Buffer.from(caBundle, 'utf8').toString('base64');
+  async patchWebhookConfiguration(read: WebhookConfigurationSnapshot, changes: WebhookConfigurationChanges, options?: CallOptions): Promise<void> {
+    const caBundle = changes.caBundle;
+    const encoded = caBundle === undefined ? '' : Buffer.from(caBundle.pem, 'utf8').toString('base64');
     // `test` first: if the list was reordered since it was read, the whole patch fails instead of giving
     // one webhook's caBundle to another. `add` sets the member whether or not it exists (RFC 6902).
-    const body = changes.flatMap(({ index, name }) => [
+    const body: object[] = (caBundle?.webhooks ?? []).flatMap(({ index, name }) => [
       { op: 'test', path: `/webhooks/${index}/name`, value: name },
       { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: encoded },
     ]);
+    if (changes.servingCertificate !== undefined) body.push(...servingCertificateOps(read, changes.servingCertificate));
+    if (body.length === 0) return;
     const operation = this.webhookOperation('patch');
     try {
       await this.call(operation, options, (config) =>
@@ -174,7 +203,7 @@ export class KubeCertificateStore implements CertificateStore {
         ),
       );
     } catch (error) {
-      // The API server answers a failed `test` with 422: the list changed under us, read it again.
+      // The API server answers a failed `test` with 422: the configuration changed under us, read it again.
       if (error instanceof KubeRejectedError && error.status === 422) throw new KubeConflictError(operation, 'Changed', 422);
       throw error;
     }

@@ -30,6 +30,25 @@ export interface WebhookCaBundle {
   readonly caBundle: string | undefined;
 }
 
+/** The MutatingWebhookConfiguration as self-managed TLS reads it: the caBundles, and the certificate published. */
+export interface WebhookConfigurationSnapshot {
+  /** Every webhook of the configuration, in order. */
+  readonly webhooks: readonly WebhookCaBundle[];
+  /** The annotation shutdown-manager.io/serving-certificate (PEM); undefined when unset. */
+  readonly servingCertificate: string | undefined;
+  /** Whether metadata.annotations exists: the first annotation adds the map, guarded by the resourceVersion. */
+  readonly hasAnnotations: boolean;
+  readonly resourceVersion: string;
+}
+
+/** What one patch of the configuration changes; either part may be left out. */
+export interface WebhookConfigurationChanges {
+  /** These webhooks get this caBundle (PEM). */
+  readonly caBundle?: { readonly webhooks: readonly WebhookCaBundle[]; readonly pem: string };
+  /** The serving certificate to publish (PEM, no key). */
+  readonly servingCertificate?: string;
+}
+
 export interface CallOptions {
   /** Aborts the request (shutdown); each request also has its own timeout. */
   readonly signal?: AbortSignal;
@@ -48,11 +67,12 @@ export interface CertificateStore {
   createSecret(data: SecretData, options?: CallOptions): Promise<SecretSnapshot>;
   /** Replaces the data of `previous`; KubeConflictError (Conflict) when it changed since it was read. */
   updateSecret(data: SecretData, previous: SecretSnapshot, options?: CallOptions): Promise<SecretSnapshot>;
-  /** The caBundle of every webhook of the MutatingWebhookConfiguration, in order. */
-  readCaBundles(options?: CallOptions): Promise<WebhookCaBundle[]>;
+  /** The caBundle of every webhook of the MutatingWebhookConfiguration, and the serving certificate published on it. */
+  readWebhookConfiguration(options?: CallOptions): Promise<WebhookConfigurationSnapshot>;
   /**
-   * Sets caBundle on the given webhooks only; KubeConflictError (Changed) when one of them no longer has
-   * that name at that index.
+   * One JSON patch: caBundle on the given webhooks only, and the serving-certificate annotation; KubeConflictError
+   * (Changed) when a webhook no longer has that name at that index, or when the configuration had no annotations
+   * when read and changed since.
    */
-  patchCaBundles(changes: readonly WebhookCaBundle[], caBundle: string, options?: CallOptions): Promise<void>;
+  patchWebhookConfiguration(read: WebhookConfigurationSnapshot, changes: WebhookConfigurationChanges, options?: CallOptions): Promise<void>;
 }

@@ -68,6 +68,12 @@ async function startApi(t: TestContext, webhooks: readonly string[] = [WEBHOOK])
   return api;
 }
 
+const SERVING_ANNOTATION = 'shutdown-manager.io/serving-certificate';
+/** The serving certificate the webhook published on its configuration, as PEM. */
+const published = (api: FakeKubeApi): string | undefined =>
+  (api.webhookConfigurations.get(CONFIGURATION)?.metadata as { annotations?: Record<string, string> }).annotations?.[SERVING_ANNOTATION];
+/** The DER of every certificate of a PEM text. */
+const ders = (pem: string): Buffer[] => splitPemCertificates(pem).map((block) => new X509Certificate(block).raw);
 const base64 = (text: string): string => Buffer.from(text).toString('base64');
 const fingerprint = (pem: string | Buffer): string => new X509Certificate(pem).fingerprint256;
 const stored = (api: FakeKubeApi): Record<string, string> => api.secretData(NAMESPACE, SECRET) ?? assert.fail('no Secret stored');
@@ -100,9 +106,13 @@ describe('self-managed TLS: first start and further replicas', () => {
 
     const [patch] = only(api, 'PATCH', CONFIGURATION_PATH) as [RecordedRequest];
     assert.equal(patch.contentType, 'application/json-patch+json');
+    const resourceVersion = (patch.body as { path: string; value: unknown }[]).find((op) => op.path === '/metadata/resourceVersion')?.value;
     assert.deepEqual(patch.body, [
       { op: 'test', path: '/webhooks/0/name', value: WEBHOOK },
       { op: 'add', path: '/webhooks/0/clientConfig/caBundle', value: base64(data['ca.crt'] ?? '') },
+      // The configuration had no annotations: the map is added, guarded by the resourceVersion read.
+      { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
+      { op: 'add', path: '/metadata/annotations', value: { [SERVING_ANNOTATION]: data['tls.crt'] } },
     ]);
     assert.deepEqual(api.caBundles(CONFIGURATION), [data['ca.crt']]);
   });
@@ -152,7 +162,8 @@ describe('self-managed TLS: first start and further replicas', () => {
     const store = new KubeCertificateStore(api.kubeConfig(), { namespace: NAMESPACE, secretName: SECRET, webhookConfigurationName: CONFIGURATION });
     // As if the list had been reordered since it was read: b is now at index 0.
     const stale = [{ index: 0, name: 'b.shutdown-manager.io', caBundle: undefined }];
-    await assert.rejects(store.patchCaBundles(stale, 'PEM'), (error: unknown) => error instanceof KubeConflictError && error.reason === 'Changed');
+    const read = await store.readWebhookConfiguration();
+    await assert.rejects(store.patchWebhookConfiguration(read, { caBundle: { webhooks: stale, pem: 'PEM' } }), (error: unknown) => error instanceof KubeConflictError && error.reason === 'Changed');
     assert.deepEqual(api.caBundles(CONFIGURATION), [undefined, undefined], 'a got no caBundle meant for b');
   });
 
@@ -168,6 +179,64 @@ describe('self-managed TLS: first start and further replicas', () => {
     assert.deepEqual(a, b, 'both serve the same certificate');
     assert.equal(a.cert.toString(), stored(api)['tls.crt']);
     assert.deepEqual(api.caBundles(CONFIGURATION), [stored(api)['ca.crt']]);
+  });
+});
+
+describe('self-managed TLS: the serving certificate published on the configuration', () => {
+  it('is the certificate the TLS server presents, byte for byte, and never the key', async (t) => {
+    const api = await startApi(t);
+    const material = await newManager(api).obtain();
+    const config = parseWebhookConfig(['--port=0', '--address=127.0.0.1'], {});
+    const server = await startWebhookServer(config, pino({ level: 'silent' }), { certificate: material });
+    t.after(() => server.close());
+
+    const annotation = published(api) ?? assert.fail('no serving certificate published');
+    const presented = await handshake(Number(new URL(server.url).port));
+    assert.deepEqual(ders(annotation), [presented.raw], 'the published chain is the served one (a leaf, no intermediate)');
+    assert.doesNotMatch(annotation, /PRIVATE KEY/);
+    // What check does with it: the caBundle verifies it, for the name the API server dials.
+    const leaf = new X509Certificate(annotation);
+    const ca = new X509Certificate(api.caBundles(CONFIGURATION)[0] ?? '');
+    assert.ok(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), 'the caBundle verifies the published certificate');
+    assert.equal(leaf.checkHost(API_SERVER_NAME, { subject: 'never' }), API_SERVER_NAME);
+  });
+
+  it('is not written again while unchanged; others’ annotations are kept when it is', async (t) => {
+    const api = await startApi(t);
+    await newManager(api).obtain();
+    const timers = new ManualTimers();
+    const manager = newManager(api, { timers, caBundleCheckIntervalMs: 60_000, checkIntervalMs: 60_000 });
+    t.after(() => manager.stop());
+    await manager.obtain();
+    manager.start(() => assert.fail('nothing to switch to'));
+    api.requests.length = 0;
+    for (let check = 0; check < 3; check++) {
+      await timers.next();
+      timers.fire();
+    }
+    await timers.next();
+    assert.equal(only(api, 'PATCH', CONFIGURATION_PATH).length, 0, 'full checks and caBundle checks alike: no PATCH');
+
+    // Someone drops the annotation (kubectl annotate ...-) and adds one of theirs: only ours is put back.
+    const metadata = api.webhookConfigurations.get(CONFIGURATION)?.metadata as { annotations: Record<string, string> };
+    const ours = metadata.annotations[SERVING_ANNOTATION];
+    metadata.annotations = { 'example.com/owner': 'platform' };
+    timers.fire();
+    await timers.next();
+    const [patch] = only(api, 'PATCH', CONFIGURATION_PATH) as [RecordedRequest];
+    assert.deepEqual(patch.body, [{ op: 'add', path: '/metadata/annotations/shutdown-manager.io~1serving-certificate', value: ours }]);
+    assert.deepEqual((api.webhookConfigurations.get(CONFIGURATION)?.metadata as { annotations: Record<string, string> }).annotations, {
+      'example.com/owner': 'platform',
+      [SERVING_ANNOTATION]: ours,
+    });
+  });
+
+  it('a configuration that changed between the read and the patch (no annotations yet) is read again, then patched', async (t) => {
+    const api = await startApi(t);
+    api.fail({ method: 'PATCH', status: 422, reason: 'Invalid', message: 'testing value /metadata/resourceVersion failed', times: 1 });
+    const material = await newManager(api).obtain();
+    assert.equal(only(api, 'PATCH', CONFIGURATION_PATH).length, 2);
+    assert.equal(published(api), material.cert.toString());
   });
 });
 
@@ -279,6 +348,8 @@ describe('self-managed TLS: renewal', () => {
     // What the API server does: verify the served certificate against the caBundle, for the Service's name.
     const verified = await handshake(port, { ca: api.caBundles(CONFIGURATION)[0] ?? '', servername: API_SERVER_NAME });
     assert.equal(verified.fingerprint256, renewed.fingerprint256);
+    // The published certificate followed, in the same patch as the caBundle: the one now served.
+    assert.deepEqual(ders(published(api) ?? ''), [renewed.raw]);
 
     await sleep(150); // several more checks: nothing more to renew
     assert.equal(only(api, 'PUT', SECRET_PATH).length, 1);
