@@ -4,10 +4,18 @@
  * (its names, its notAfter, whether it is issued). The serving certificate itself sits in a Secret next to its
  * private key, and RBAC cannot grant tls.crt without tls.key: what only the Secret shows (whether the caBundle
  * verifies the certificate; with no Certificate object, its names and expiry) is reported as not observed, never as
- * ok. node:crypto's X509Certificate only; `now` is a parameter.
+ * ok. Self-managed TLS publishes the certificate it serves on the configuration (annotation
+ * shutdown-manager.io/serving-certificate, src/certs/reconcile.ts): with it, those are judged on what the webhook says
+ * it serves, and the findings say that this is its word, not a TLS handshake. node:crypto's X509Certificate only;
+ * `now` is a parameter.
  */
 import { X509Certificate } from 'node:crypto';
+import { CONFIGURATION_ANNOTATIONS } from '../config/annotation-names.js';
 import type { Finding } from './report.js';
+
+const SERVING_CERTIFICATE = CONFIGURATION_ANNOTATIONS.servingCertificate;
+/** How every finding judged on the published certificate names it: the webhook's own word, not a handshake. */
+const PUBLISHED = `the certificate the webhook says it serves (annotation ${SERVING_CERTIFICATE}, which the webhook writes itself: not a TLS handshake)`;
 
 const DAY_MS = 86_400_000;
 /** cert-manager renews 30 days ahead (manifests/cert-manager.yaml): closer than that, renewal is not happening. */
@@ -51,6 +59,10 @@ export interface CertificateInput {
   readonly servingSecretName: string;
   /** The Certificate the configuration's cert-manager.io/inject-ca-from names, when it exists. */
   readonly certificate: CertManagerCertificate | undefined;
+  /** The webhook runs with --self-signed-certs: it publishes the certificate it serves. */
+  readonly selfManaged: boolean;
+  /** With selfManaged, the annotation shutdown-manager.io/serving-certificate of the configuration, when set. */
+  readonly publishedPem: string | undefined;
   /** `<service>.<namespace>.svc`: the name the API server dials. */
   readonly serviceHost: string;
   readonly now: Date;
@@ -71,11 +83,68 @@ export function certificateFindings(input: CertificateInput): Finding[] {
     return [finding('webhook.ca-bundle', 'failure', 'the webhook configuration has no caBundle: the API server cannot call the webhook, and pods are admitted without it', input.renewal)];
   }
   const certificate = input.certificate;
+  if (certificate === undefined && input.selfManaged && input.publishedPem !== undefined) {
+    return [...publishedFindings(input.publishedPem, bundle, input), caExpiryFinding(bundle, input)];
+  }
   return [
     caBundleFinding(input, bundle.length),
     caExpiryFinding(bundle, input),
     ...(certificate === undefined ? unobservedFindings(input) : certManagerFindings(certificate, input)),
   ];
+}
+
+/**
+ * The certificate self-managed TLS publishes, judged as the API server judges what it is served: verified by a CA of
+ * the caBundle (through the intermediates published with it), named for the Service, not expired. What it proves is
+ * what the webhook says: only the webhook's RBAC (and cluster admins) may patch the configuration.
+ */
+function publishedFindings(pem: string, cas: readonly X509Certificate[], input: CertificateInput): Finding[] {
+  const chain = parseBundle(pem);
+  const leaf = chain?.[0];
+  if (chain === undefined || leaf === undefined) {
+    return [
+      finding('webhook.ca-bundle', 'warning', `the annotation ${SERVING_CERTIFICATE} of the webhook configuration is not a PEM certificate: whether the caBundle verifies the served certificate is not observed`, input.renewal),
+      ...unobservedFindings(input),
+    ];
+  }
+  const count = `${cas.length} CA certificate${cas.length === 1 ? '' : 's'}`;
+  const verified = issuedWithin(chain, cas);
+  const caBundle = verified
+    ? finding('webhook.ca-bundle', 'ok', `the caBundle (${count}) verifies ${PUBLISHED}`)
+    : finding(
+        'webhook.ca-bundle',
+        'failure',
+        `none of the caBundle's ${count} verifies ${PUBLISHED}: the API server refuses it, and pods are admitted without the webhook`,
+        input.renewal,
+      );
+  const names = leaf.checkHost(input.serviceHost, { subject: 'never' }) !== undefined
+    ? finding('webhook.certificate-names', 'ok', `the certificate the webhook says it serves names ${input.serviceHost} (annotation ${SERVING_CERTIFICATE})`)
+    : finding(
+        'webhook.certificate-names',
+        'failure',
+        `the certificate the webhook says it serves does not name ${input.serviceHost} (it names ${leaf.subjectAltName ?? 'nothing'}; annotation ${SERVING_CERTIFICATE}): the API server refuses it`,
+        `give the webhook the --service-name and --namespace of the Service its configuration calls (it issues its certificate for those), then ${input.renewal}`,
+      );
+  const { status, text } = expiryText(new Date(Date.parse(leaf.validTo)), input.now);
+  const expiry = finding(
+    'webhook.certificate-expiry',
+    status,
+    `the certificate the webhook says it serves ${text} (annotation ${SERVING_CERTIFICATE})`,
+    status === 'ok' ? undefined : input.renewal,
+  );
+  return [caBundle, names, expiry];
+}
+
+/** Whether a CA of `cas` signed the chain's leaf, directly or through the chain's other certificates (as TLS sends them). */
+function issuedWithin(chain: readonly X509Certificate[], cas: readonly X509Certificate[]): boolean {
+  const signs = (issuer: X509Certificate, subject: X509Certificate): boolean => issuer.ca && subject.checkIssued(issuer) && subject.verify(issuer.publicKey);
+  let current = chain[0];
+  for (let depth = 0; current !== undefined && depth < chain.length; depth++) {
+    const subject: X509Certificate = current;
+    if (cas.some((ca) => signs(ca, subject))) return true;
+    current = chain.slice(1).find((intermediate) => intermediate !== subject && signs(intermediate, subject));
+  }
+  return false;
 }
 
 /** Whether the caBundle verifies the served certificate is only in the Secret: said so, never ok. */
@@ -159,7 +228,8 @@ function expiryFinding(certificate: CertManagerCertificate, input: CertificateIn
 
 /** No Certificate object (self-managed TLS, or certificates made by hand): the names and expiry are in the Secret only. */
 function unobservedFindings(input: CertificateInput): Finding[] {
-  const where = `the serving certificate is in ${input.servingSecretRef}, which check does not read, and no cert-manager Certificate describes it`;
+  const unpublished = input.selfManaged && input.publishedPem === undefined ? `, and the webhook has not published it as annotation ${SERVING_CERTIFICATE} (an older webhook image?)` : '';
+  const where = `the serving certificate is in ${input.servingSecretRef}, which check does not read, and no cert-manager Certificate describes it${unpublished}`;
   return [
     finding('webhook.certificate-names', 'info', `not observed: whether the certificate names ${input.serviceHost}: ${where}`),
     finding('webhook.certificate-expiry', 'info', `not observed: when the certificate expires: ${where}${watchServedExpiry()}`),

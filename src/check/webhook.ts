@@ -13,6 +13,7 @@ import {
   parseLabelSelector,
   type LabelSelector,
 } from '../config/label-selector.js';
+import { CONFIGURATION_ANNOTATIONS } from '../config/annotation-names.js';
 import { envName } from '../config/settings.js';
 import { DEFAULT_POD_SELECTOR } from '../config/webhook.js';
 import { certificateFindings } from './certificate.js';
@@ -114,7 +115,11 @@ function certificateOf(objects: WebhookObjects, webhook: V1MutatingWebhook, serv
   const renewal = selfManaged(objects.deployment)
     ? `kubectl -n ${namespace} delete secret ${secretName} && kubectl -n ${namespace} rollout restart deployment ${objects.deployment?.metadata?.name ?? 'envoy-shutdown-manager'} (the webhook issues a new one)`
     : `kubectl -n ${namespace} describe certificate ${objects.certificate?.ref.split('/')[1] ?? secretName} (cert-manager), or npm run certs (see certs/README.md)`;
+  const self = selfManaged(objects.deployment);
   return certificateFindings({
+    selfManaged: self,
+    // Left by an earlier self-managed install, it would be stale: only a self-managed webhook keeps it current.
+    publishedPem: self ? objects.configuration?.metadata?.annotations?.[CONFIGURATION_ANNOTATIONS.servingCertificate] : undefined,
     caBundlePem: webhook.clientConfig.caBundle === undefined ? undefined : Buffer.from(webhook.clientConfig.caBundle, 'base64').toString('utf8'),
     servingSecretRef: `Secret ${namespace}/${secretName}`,
     servingSecretName: secretName,

@@ -104,6 +104,8 @@ describe('the certificate', () => {
     servingSecretRef: 'Secret x/y',
     servingSecretName: 'y',
     certificate: of,
+    selfManaged: false,
+    publishedPem: undefined,
     serviceHost: SERVICE_HOST,
     now,
     renewal: 'renew',

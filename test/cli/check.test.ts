@@ -23,6 +23,11 @@ import { FakePrometheus, serviceProxyFront, type PrometheusFault, type Prometheu
 import { join } from 'node:path';
 import { loadYamlFile } from '../support/manifests.js';
 import { REPO_ROOT, runBuiltEntry, type Finished } from '../support/process.js';
+import pino from 'pino';
+import { serviceDnsNames } from '../../src/certs/generate.js';
+import { SelfManagedCertificates } from '../../src/certs/self-managed.js';
+import { KubeCertificateStore } from '../../src/kube/client.js';
+import type { FakeKubeApi } from '../support/fake-kube-api.js';
 
 /** Every cluster a test starts, closed at the end whatever happened. */
 const clusters: CheckCluster[] = [];
@@ -241,6 +246,107 @@ describe('check on the webhook', () => {
     const same = await checkJson(await healthy({ objectSelector: { matchLabels: { app: 'envoy' } }, podSelector: null }));
     assert.equal(statusOf(same.report, 'webhook.selector'), 'ok');
     assert.match(only(same.report, 'webhook.selector')[0]?.message ?? '', /select the same pods/);
+  });
+});
+
+describe('check on a self-managed webhook (--self-signed-certs), from the certificate it publishes', () => {
+  const SERVING_ANNOTATION = 'shutdown-manager.io/serving-certificate';
+  const SERVICE_HOST = 'envoy-shutdown-manager.envoy-shutdown-manager.svc';
+
+  /** What a replica of manifests/self-signed does at start, against the fake: its Secret, the caBundle, the annotation. */
+  async function publish(fake: FakeKubeApi, options: { dnsNames?: readonly string[]; validityDays?: number } = {}): Promise<void> {
+    const store = new KubeCertificateStore(fake.kubeConfig(), {
+      namespace: 'envoy-shutdown-manager',
+      secretName: 'envoy-shutdown-manager-self-signed',
+      webhookConfigurationName: 'shutdown-manager.io',
+    });
+    const manager = new SelfManagedCertificates({
+      store,
+      dnsNames: options.dnsNames ?? serviceDnsNames('envoy-shutdown-manager', 'envoy-shutdown-manager'),
+      commonName: SERVICE_HOST,
+      logger: pino({ level: 'silent' }),
+      ...(options.validityDays === undefined ? {} : { validityDays: options.validityDays }),
+    });
+    await manager.obtain();
+    await manager.stop();
+  }
+
+  async function selfManagedCluster(options: { dnsNames?: readonly string[]; validityDays?: number; publish?: boolean } = {}): Promise<CheckCluster> {
+    const target = await healthy({ selfManaged: true, certManager: false });
+    if (options.publish !== false) await publish(target.fake, options);
+    target.fake.requests.length = 0; // the webhook's own requests (it reads its Secret); what follows is check's
+    return target;
+  }
+
+  const configurationOf = (fake: FakeKubeApi): Record<string, any> => fake.webhookConfigurations.get('shutdown-manager.io') as Record<string, any>;
+  const noSecretRead = (target: CheckCluster): void =>
+    assert.deepEqual(target.fake.requests.filter((request) => request.path.includes('/secrets')).map((request) => request.path), [], 'no Secret is read');
+
+  test('published: the caBundle verifies it, it names the Service, it expires in a year: ok, and said to be the webhook’s word', async () => {
+    const target = await selfManagedCluster();
+    assert.ok(configurationOf(target.fake).metadata.annotations[SERVING_ANNOTATION], 'the webhook published its certificate');
+    const { run, report } = await checkJson(target);
+    assert.equal(run.code, 0);
+    for (const name of ['webhook.ca-bundle', 'webhook.certificate-names', 'webhook.certificate-expiry', 'webhook.ca-bundle-expiry']) {
+      assert.equal(statusOf(report, name), 'ok', `${name}: ${only(report, name)[0]?.message ?? ''}`);
+    }
+    assert.match(only(report, 'webhook.ca-bundle')[0]?.message ?? '', /^the caBundle \(1 CA certificate\) verifies the certificate the webhook says it serves \(annotation shutdown-manager\.io\/serving-certificate, which the webhook writes itself: not a TLS handshake\)$/);
+    assert.match(only(report, 'webhook.certificate-names')[0]?.message ?? '', /names envoy-shutdown-manager\.envoy-shutdown-manager\.svc/);
+    assert.match(only(report, 'webhook.certificate-expiry')[0]?.message ?? '', /expires in 36[45] days/);
+    noSecretRead(target);
+  });
+
+  test('a caBundle that does not verify the published certificate is a failure, exit 1', async () => {
+    const target = await selfManagedCluster();
+    const other = await servingCertificate();
+    configurationOf(target.fake).webhooks[0].clientConfig.caBundle = Buffer.from(other.caCertPem).toString('base64');
+    const { run, report } = await checkJson(target);
+    assert.equal(run.code, 1);
+    const [finding] = only(report, 'webhook.ca-bundle');
+    assert.equal(finding?.status, 'failure');
+    assert.match(finding?.message ?? '', /^none of the caBundle's 1 CA certificate verifies the certificate the webhook says it serves/);
+    assert.match(finding?.fix ?? '', /delete secret envoy-shutdown-manager-self-signed && kubectl -n envoy-shutdown-manager rollout restart deployment envoy-shutdown-manager/);
+    noSecretRead(target);
+  });
+
+  test('a published certificate without the Service name is a failure', async () => {
+    const { run, report } = await checkJson(await selfManagedCluster({ dnsNames: ['somewhere.else.svc'] }));
+    assert.equal(run.code, 1);
+    assert.equal(statusOf(report, 'webhook.ca-bundle'), 'ok');
+    const [finding] = only(report, 'webhook.certificate-names');
+    assert.equal(finding?.status, 'failure');
+    assert.match(finding?.message ?? '', /does not name envoy-shutdown-manager\.envoy-shutdown-manager\.svc \(it names DNS:somewhere\.else\.svc; annotation shutdown-manager\.io\/serving-certificate\)/);
+    assert.match(finding?.fix ?? '', /--service-name and --namespace/);
+  });
+
+  test('a published certificate expiring within 30 days is a warning, with how to renew', async () => {
+    const { run, report } = await checkJson(await selfManagedCluster({ validityDays: 20 }));
+    assert.equal(run.code, 0, 'warnings do not fail check');
+    const [finding] = only(report, 'webhook.certificate-expiry');
+    assert.equal(finding?.status, 'warning');
+    assert.match(finding?.message ?? '', /^the certificate the webhook says it serves expires in (19|20) days \(\d{4}-\d\d-\d\d\) and has not been renewed/);
+    assert.match(finding?.fix ?? '', /delete secret envoy-shutdown-manager-self-signed/);
+  });
+
+  test('nothing published (an older webhook): not observed, as before, naming the annotation it lacks', async () => {
+    const { run, report } = await checkJson(await selfManagedCluster({ publish: false }));
+    assert.equal(run.code, 0);
+    for (const name of ['webhook.ca-bundle', 'webhook.certificate-names', 'webhook.certificate-expiry']) {
+      assert.equal(statusOf(report, name), 'info', name);
+      assert.match(only(report, name)[0]?.message ?? '', /not observed: /, name);
+    }
+    assert.match(only(report, 'webhook.certificate-names')[0]?.message ?? '', /has not published it as annotation shutdown-manager\.io\/serving-certificate/);
+  });
+
+  test('an annotation left on a configuration whose webhook is not self-managed is not taken for its word', async () => {
+    const published = await selfManagedCluster();
+    const annotation = configurationOf(published.fake).metadata.annotations[SERVING_ANNOTATION] as string;
+    const target = await healthy({ certManager: false });
+    configurationOf(target.fake).metadata.annotations = { [SERVING_ANNOTATION]: annotation };
+    const { report } = await checkJson(target);
+    for (const name of ['webhook.ca-bundle', 'webhook.certificate-names', 'webhook.certificate-expiry']) {
+      assert.match(only(report, name)[0]?.message ?? '', /not observed: /, name);
+    }
   });
 });
 

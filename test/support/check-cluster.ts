@@ -37,6 +37,8 @@ export interface WebhookOptions {
   readonly objectSelector?: Record<string, unknown> | null;
   /** The Deployment's SHUTDOWN_MANAGER_POD_SELECTOR; by default app=envoy; null: not set (the webhook's default). */
   readonly podSelector?: string | null;
+  /** The Deployment runs --self-signed-certs (manifests/self-signed) and mounts no certificate; takes no cert-manager. */
+  readonly selfManaged?: boolean;
 }
 
 /** The objectSelector manifests/base renders from SHUTDOWN_MANAGER_POD_SELECTOR=app=envoy. */
@@ -130,14 +132,14 @@ export async function installWebhook(fake: FakeKubeApi, options: WebhookOptions 
             {
               name: 'webhook',
               image: DEFAULT_SIDECAR_IMAGE,
-              args: ['mode=webhook', '--tls-cert-file=/etc/webhook/certs/tls.crt'],
+              args: options.selfManaged === true ? ['mode=webhook', '--self-signed-certs'] : ['mode=webhook', '--tls-cert-file=/etc/webhook/certs/tls.crt'],
               env: [
                 { name: 'SHUTDOWN_MANAGER_SIDECAR_IMAGE', value: DEFAULT_SIDECAR_IMAGE },
                 ...(options.podSelector === null ? [] : [{ name: 'SHUTDOWN_MANAGER_POD_SELECTOR', value: options.podSelector ?? 'app=envoy' }]),
               ],
             },
           ],
-          volumes: [{ name: 'tls', secret: { secretName: 'envoy-shutdown-manager-tls' } }],
+          volumes: options.selfManaged === true ? [] : [{ name: 'tls', secret: { secretName: 'envoy-shutdown-manager-tls' } }],
         },
       },
     },
