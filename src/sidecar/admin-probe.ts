@@ -6,6 +6,7 @@
 import { systemClock, type Clock } from '../clock.js';
 import { failureKindOf, type AdminAnswer, type AdminFailureKind, type EnvoyServerState } from '../envoy/admin-client.js';
 import { adminPortHint } from './admin-hint.js';
+import { RateLimit } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
 
 export interface ProbeTarget {
@@ -75,7 +76,7 @@ async function probeUntilAnswered(target: ProbeTarget, log: SidecarLog, timing: 
 /** Info at the first failure; a warning with the fix once unreachable for `warnAfterMs`, then every `warnEveryMs`. */
 function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTiming, startedAt: number, clock: Clock) {
   let failures = 0;
-  let lastWarnAt: number | undefined;
+  const warnings = new RateLimit(timing.warnEveryMs, clock);
   return {
     failures: () => failures,
     failure(error: unknown): void {
@@ -97,8 +98,7 @@ function failureReporter(target: ProbeTarget, log: SidecarLog, timing: ProbeTimi
         }
         return;
       }
-      if (lastWarnAt !== undefined && now - lastWarnAt < timing.warnEveryMs) return;
-      lastWarnAt = now;
+      if (warnings.note() === undefined) return;
       const answer = target.lastAnswer;
       const found =
         answer === undefined

@@ -31,6 +31,7 @@ import { GAP_FACTOR, LoadBalancerWatch, MIN_PRIOR_CLIENTS, SILENCE_RISK, type Lo
 import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
 import { formatDuration } from '../config/duration.js';
+import { Once, OnChange, RateLimit } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
 import type { SidecarConfig } from '../config/sidecar.js';
 
@@ -238,7 +239,6 @@ export class Drain {
   /** `server.hot_restart_epoch` of the pinned process; null when Envoy does not report it, undefined before the first read. */
   private pinnedEpoch: number | null | undefined;
   private readonly hotRestarts: HotRestartSeen[] = [];
-  private warnedParentHolds = false;
   /** After following a hot restart: the child has not yet shown that it merged its parent's stats (childMerged). */
   private awaitingChildMerge = false;
   /** The last read, of whichever process answered it (another one, when the drain ends replaced). */
@@ -255,18 +255,19 @@ export class Drain {
   private readonly failureCounts: Record<AdminFailureKind, number> = noFailures();
   /** Initiation calls that timed out at least once: Envoy may have taken them, though it never said so. */
   private readonly stepsTimedOut = new Set<string>();
-  /** When a failure of each kind and error class was last logged (see logFailure). */
-  private readonly failureLoggedAt = new Map<string, number>();
-  private loggedMissing = '';
-  private warnedUnmarked = false;
+  /** A failure's line, by kind and error class (see logFailure). */
+  private readonly failureLines: RateLimit;
+  /** The missing listeners last logged (warnMissingListeners); '' before any. */
+  private readonly missingLine = new OnChange('');
   /** When the current run of refusals began (monotonic); undefined while none. */
   private refusalsSinceMs: number | undefined;
-  /** Whether a refusal while the witness showed Envoy alive was logged (once per drain). */
-  private warnedAliveRefusing = false;
   /** The sight and blind spots last warned about (warnIfBlind); '' before any. */
-  private warnedBlind = '';
-  /** Whether a read that could be a reset or another process was logged (once per drain: drainAsForBoth). */
-  private warnedUntold = false;
+  private readonly blindLine = new OnChange('');
+  /**
+   * The once-per-drain lines: a hot restart's parent holding connections, stats without the admin listener's mark,
+   * a refusal while the witness shows Envoy alive, a read that could be a reset or another process (drainAsForBoth).
+   */
+  private readonly warned = new Once<'parent-holds' | 'unmarked' | 'alive-refusing' | 'untold'>();
   /** The admin call in flight, if any: named when the deadline cuts it. */
   private pendingCall: string | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
@@ -284,6 +285,7 @@ export class Drain {
     private readonly options: DrainOptions = {},
   ) {
     this.onStep = options.onStep ?? (async () => undefined);
+    this.failureLines = new RateLimit(FAILURE_LOG_EVERY_MS, clock);
     this.pinned = new ProcessTrail(envoy, options.trust ?? new MarkTrust());
     this.loadBalancerWatch = new LoadBalancerWatch(quietPeriodOf(settings));
     this.steps = [
@@ -669,8 +671,7 @@ export class Drain {
    * the pinned process again (a doubt never ends it), so it is never taken for "replaced".
    */
   private drainAsForBoth(pinnedMark: ProcessMark, seenMark: ProcessMark): void {
-    if (this.warnedUntold) return;
-    this.warnedUntold = true;
+    if (!this.warned.first('untold')) return;
     this.log.warn(
       { event: 'envoy_process_untold', pinned_admin_connections: pinnedMark, seen_admin_connections: seenMark },
       "Envoy's admin counter did not grow as this sidecar's connections say, and no connection held to the process being drained tells whether it was reset or replaced: " +
@@ -754,8 +755,7 @@ export class Drain {
   private parentHoldsConnections(count: ConnectionCount): boolean {
     const parent = count.hotRestart?.parentConnections ?? 0;
     if (parent === 0) return false;
-    if (!this.warnedParentHolds) {
-      this.warnedParentHolds = true;
+    if (this.warned.first('parent-holds')) {
       this.log.info(
         { event: 'hot_restart_parent_holds', parent_connections: parent },
         `a hot restart's parent process still holds ${parent} connections (server.parent_connections): the drain waits for them too`,
@@ -825,8 +825,7 @@ export class Drain {
   /** Once per set of missing names: the count of such a drain can never end it, so say why, with the fix. */
   private warnMissingListeners(count: ConnectionCount): void {
     const key = count.missingListeners.join(',');
-    if (key === this.loggedMissing) return;
-    this.loggedMissing = key;
+    if (!this.missingLine.changed(key)) return;
     this.log.error(
       { event: 'listeners_missing', missing_listeners: count.missingListeners, available_listeners: count.availableListeners },
       `--listeners names ${count.missingListeners.join(', ')}, which Envoy does not have (it has: ${count.availableListeners.join(', ') || 'none'}): ` +
@@ -844,8 +843,7 @@ export class Drain {
     const sight = this.loadBalancerWatch.sight;
     const spots = summarizeBlindSpots(count.arrivals.blindSpots);
     const key = `${sight} ${JSON.stringify(spots)}`;
-    if (sight === 'whole' || key === this.warnedBlind) return;
-    this.warnedBlind = key;
+    if (sight === 'whole' || !this.blindLine.changed(key)) return;
     if (sight === 'none') {
       this.log.warn(
         { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched.length, blind_spots: spots },
@@ -862,8 +860,7 @@ export class Drain {
   }
 
   private warnUnmarked(witnessed: boolean): void {
-    if (this.warnedUnmarked) return;
-    this.warnedUnmarked = true;
+    if (!this.warned.first('unmarked')) return;
     this.log.warn(
       { event: 'envoy_unmarked' },
       "Envoy's stats do not report listener.admin.downstream_cx_total (a stats_matcher?): " +
@@ -955,8 +952,7 @@ export class Drain {
 
   /** Once per drain: the admin address refuses while the process drained holds our connection, so it lives. */
   private warnAliveRefusing(error: AdminRefusedError): void {
-    if (this.warnedAliveRefusing) return;
-    this.warnedAliveRefusing = true;
+    if (!this.warned.first('alive-refusing')) return;
     this.log.warn(
       { event: 'envoy_admin_address_lost', error_message: error.message, path_state: error.pathState ?? null, envoy_admin: this.envoy.address },
       `Envoy's admin address refuses connections (${error.message}), but the connection this sidecar holds open to Envoy is still open: Envoy runs, and its connections cannot be counted any more; the drain holds to its deadline`,
@@ -970,12 +966,8 @@ export class Drain {
    */
   private logFailure(kind: AdminFailureKind, errorName: string, action: string, message: string): void {
     const everAnswered = this.envoy.hasAnswered;
-    const now = this.clock.now();
-    const key = `${kind}:${errorName}`;
-    const last = this.failureLoggedAt.get(key);
-    if (!everAnswered && this.failureLoggedAt.size > 0) return;
-    if (last !== undefined && now - last < FAILURE_LOG_EVERY_MS) return;
-    this.failureLoggedAt.set(key, now);
+    if (!everAnswered && this.failureLines.any) return;
+    if (this.failureLines.note(`${kind}:${errorName}`) === undefined) return;
     this.log.warn(
       {
         event: 'admin_error',

@@ -10,6 +10,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
 import { UserFacingError } from '../errors.js';
 import { describeOutcome, type DrainOutcome } from './drain.js';
+import { LogThrottle } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
 
 /** Not imported: an ESM import of node:http costs 12 MiB on Node 24 (see src/envoy/admin-client.ts). */
@@ -846,40 +847,6 @@ class Deadlines {
       this.expired(socket);
     }
     this.arm();
-  }
-}
-
-/**
- * Logs a burst of events without flooding the log: the first event at once, then at most one summary per
- * period while events go on. A period without events ends the burst: the next event is logged at once again.
- */
-class LogThrottle {
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-
-  /** `flush` logs what was noted since its last line, and says whether there was anything. */
-  constructor(
-    private readonly periodMs: number,
-    private readonly flush: () => boolean,
-  ) {}
-
-  noted(): void {
-    if (this.timer === undefined) this.tick();
-  }
-
-  /** Logs what is still unreported; later events are logged one by one (the server is closing). */
-  stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    this.flush();
-  }
-
-  private tick(): void {
-    this.timer = undefined;
-    if (!this.flush() || this.stopped) return;
-    this.timer = setTimeout(() => this.tick(), this.periodMs);
-    this.timer.unref();
   }
 }
 

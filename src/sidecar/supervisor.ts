@@ -28,6 +28,7 @@ import { LoadBalancerWatch } from './load-balancer.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
 import { describeBlindSpots, Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
 import type { DrainJournal, StepProgress } from './journal.js';
+import { Once, RateLimit } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
 import { decideRecovery, type RecoveryAction, type RecoveryDecision } from './recovery.js';
 
@@ -180,7 +181,6 @@ export class DrainSupervisor {
   private deciding: Promise<DrainOutcome> | undefined;
   private readonly startWaiters = new Set<() => void>();
   private readonly stopping = new AbortController();
-  private journalWarned = false;
   private watchState: { up: boolean | null; lastReadAtMs: number | undefined; failing: AdminFailureKind | null } = {
     up: null,
     lastReadAtMs: undefined,
@@ -191,9 +191,10 @@ export class DrainSupervisor {
   private readonly trust = new MarkTrust();
   /** The read of Envoy in flight, if any: reads are one at a time, so that each is compared with the one before. */
   private reading: Promise<MarkRead> | undefined;
-  /** Doubtful reads so far while marks are unproven, and whether that was warned about (warnIfMarksUnproven). */
+  /** Doubtful reads so far while marks are unproven (warnIfMarksUnproven). */
   private unproven = 0;
-  private warnedUntrusted = false;
+  /** The once-only lines: marks unproven after a few doubtful reads, a journal that cannot be written. */
+  private readonly warned = new Once<'marks-unproven' | 'journal'>();
   /** The stats check of the first stats read after start (see checkNeededStats). */
   private statsCheck: StatsCheck | null = null;
 
@@ -514,10 +515,9 @@ export class DrainSupervisor {
    * told only by a counter that goes down.
    */
   private warnIfMarksUnproven(verdict: ReadVerdict, mark: ProcessMark): void {
-    if (this.trust.verified || mark === null || verdict !== 'doubtful' || this.warnedUntrusted) return;
+    if (this.trust.verified || mark === null || verdict !== 'doubtful') return;
     this.unproven += 1;
-    if (this.unproven < 3) return;
-    this.warnedUntrusted = true;
+    if (this.unproven < 3 || !this.warned.first('marks-unproven')) return;
     this.log.warn(
       { event: 'admin_marks_unproven', envoy_admin: this.envoy.address },
       `Envoy's admin counter at ${this.envoy.address} does not grow with this sidecar's own calls: is the admin address a proxy in front of Envoy? A replaced Envoy can then be told only by a counter that goes down`,
@@ -547,26 +547,22 @@ export class DrainSupervisor {
    * expected end of a pod, not a warning.
    */
   private failureLogger(): { failed(kind: AdminFailureKind, message: string): void; recovered(): void } {
-    let since = 0;
-    let loggedAtMs: number | undefined;
+    const lines = new RateLimit(WATCH_LOG_EVERY_MS, this.clock);
     return {
       failed: (kind, message) => {
-        since += 1;
-        const now = this.clock.now();
-        if (loggedAtMs !== undefined && now - loggedAtMs < WATCH_LOG_EVERY_MS) return;
-        loggedAtMs = now;
+        const since = lines.note();
+        if (since === undefined) return;
         const afterDrain = this.drain.current !== 'idle';
         const fields = { event: 'envoy_admin_watch_failed', kind, error_message: message, failures_since_last_line: since, envoy_admin: this.envoy.address };
         const text = `Envoy's admin API does not answer (${kind}: ${message}); retrying with backoff up to every ${this.options.watchIntervalMs} ms`;
         if (afterDrain) this.log.info(fields, text);
         else this.log.warn(fields, text);
-        since = 0;
       },
       recovered: () => {
-        if (loggedAtMs === undefined) return;
+        // Undefined: no failure was logged since the last recovery, so there is nothing to say.
+        const since = lines.reset();
+        if (since === undefined) return;
         this.log.info({ event: 'envoy_admin_watch_recovered', failures_since_last_line: since }, "Envoy's admin API answers again");
-        loggedAtMs = undefined;
-        since = 0;
       },
     };
   }
@@ -591,8 +587,7 @@ export class DrainSupervisor {
     try {
       await this.journal.record(step, progress, this.envoyProcess?.startedAtMs ?? null, this.clock.wallNow());
     } catch (error) {
-      if (this.journalWarned) return;
-      this.journalWarned = true;
+      if (!this.warned.first('journal')) return;
       this.log.warn(
         { event: 'journal_failed', location: this.journal.location, error: messageOf(error) },
         `cannot write the drain journal at ${String(this.journal.location)} (${messageOf(error)}): a restarted shutdown manager will not know whether Envoy's listeners were drained`,
