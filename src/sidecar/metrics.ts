@@ -261,7 +261,7 @@ export function sidecarMetrics(
       }
     },
   });
-  // Strangers on the serve port are counted, not logged one line each (src/sidecar/server.ts).
+  // Strangers on the serve port are counted, not logged one line each (src/sidecar/server/shutdown-token.ts, connection-guard.ts).
   new Counter({
     name: 'shutdown_manager_unauthorized_requests_total',
     help: '/shutdown and /wait calls refused (401) for want of the pod\'s token.',

@@ -5,16 +5,14 @@
  * with short limits. Run `npm run build` first (npm test does).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { describe, test, type TestContext } from 'node:test';
 import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
 import { systemClock } from '../../src/clock.js';
 import { openJournal } from '../../src/sidecar/journal.js';
 import { DrainSupervisor } from '../../src/sidecar/supervisor.js';
-import { defaultConnectionLimits, openFilesSoftLimit, startDrainServer, type ConnectionLimits, type DrainServer } from '../../src/sidecar/server.js';
+import { startDrainServer, type DrainServer } from '../../src/sidecar/server.js';
+import type { ConnectionLimits } from '../../src/sidecar/server/connection-limits.js';
 import { closeAll, httpRequest, openTcpConnection, openTcpConnections, requestOn, type HeldConnection, type SimpleResponse } from '../support/connections.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { MemoryLog } from '../support/memory-log.js';
@@ -280,40 +278,5 @@ describe('drain server: connections without a request', () => {
     await envoyClient.close();
     assert.deepEqual((await Promise.all(calls.map((call) => call.response))).map((answer) => answer.status), [200, 200]);
     assert.equal((await httpRequest(url('/healthz'))).status, 200, 'served again once the answers are written');
-  });
-});
-
-describe('default connection limits', () => {
-  test('at most 512 connections, fewer under a low open-file limit, never below 8', () => {
-    assert.deepEqual(defaultConnectionLimits(1_024), {
-      requestWithinMs: 5_000,
-      maxConnections: 512,
-      maxRequestsInFlight: 4,
-      maxUnflushedBytes: 32 * 1024,
-      writeWithinMs: 5_000,
-    });
-    assert.equal(defaultConnectionLimits(1_048_576).maxConnections, 512);
-    assert.equal(defaultConnectionLimits(undefined).maxConnections, 512);
-    assert.equal(defaultConnectionLimits(256).maxConnections, 192);
-    assert.equal(defaultConnectionLimits(40).maxConnections, 8);
-  });
-
-  test("the soft open-file limit is read from /proc's limits format; unlimited or unreadable is undefined", (t) => {
-    const directory = mkdtempSync(join(tmpdir(), 'limits-'));
-    t.after(() => rmSync(directory, { recursive: true, force: true }));
-    const limitsFile = (openFiles: string): string => {
-      const path = join(directory, `limits-${openFiles.replace(/\W/g, '')}`);
-      writeFileSync(
-        path,
-        'Limit                     Soft Limit           Hard Limit           Units     \n' +
-          'Max processes             unlimited            unlimited            processes \n' +
-          `Max open files            ${openFiles}            files     \n` +
-          'Max locked memory         8388608              8388608              bytes     \n',
-      );
-      return path;
-    };
-    assert.equal(openFilesSoftLimit(limitsFile('1024                 524288')), 1_024);
-    assert.equal(openFilesSoftLimit(limitsFile('unlimited            unlimited')), undefined);
-    assert.equal(openFilesSoftLimit(join(directory, 'absent')), undefined);
   });
 });

@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import type { ConnectionLimits } from '../../src/sidecar/server.js';
+import type { ConnectionLimits } from '../../src/sidecar/server/connection-limits.js';
 import { REPO_ROOT, startNode, type LoggingProcess } from './process.js';
 
 const BUILT_SERVER = `${REPO_ROOT}/dist/sidecar/server.js`;
