@@ -219,7 +219,7 @@ describe('check on the webhook', () => {
 
     // manifests/base keeps the inject-ca-from annotation without cert-manager: the Certificate it names is absent (404).
     const annotated = await healthy();
-    assert.ok(annotated.fake.removeObject('cert-manager.io/v1', 'Certificate', 'envoy-shutdown-manager', 'envoy-shutdown-manager-tls'));
+    assert.ok(annotated.fake.removeObject('cert-manager.io/v1', 'Certificate', 'envoy-shutdown-manager', 'envoy-shutdown-manager-tls'), 'the fake cluster had the Certificate to remove');
     const absent = await checkJson(annotated);
     assert.equal(absent.run.code, 0);
     assert.equal(statusOf(absent.report, 'webhook.certificate-expiry'), 'info');

@@ -31,17 +31,17 @@ describe('parseImageReference', () => {
 
 describe('sameImage', () => {
   test('pinned references are the same image when their digests are, whatever the tags say', () => {
-    assert.ok(sameImage(`${REPO}:0.1.0@${DIGEST}`, `${REPO}@${DIGEST}`));
-    assert.ok(sameImage(`${REPO}:0.1.0@${DIGEST}`, `${REPO}:0.1.0@${DIGEST}`));
+    assert.ok(sameImage(`${REPO}:0.1.0@${DIGEST}`, `${REPO}@${DIGEST}`), 'a tag beside the digest changes nothing');
+    assert.ok(sameImage(`${REPO}:0.1.0@${DIGEST}`, `${REPO}:0.1.0@${DIGEST}`), 'the same reference');
     assert.ok(!sameImage(`${REPO}:0.1.0@${DIGEST}`, `${REPO}:0.1.0@${OTHER_DIGEST}`), 'the same tag, pushed again');
     assert.ok(!sameImage(`${REPO}@${DIGEST}`, `mirror.local/envoy-shutdown-manager@${DIGEST}`), 'another repository');
   });
 
   test('a pinned and a tag-only reference are not the same (the tag may have moved); tags compare, none meaning latest', () => {
-    assert.ok(!sameImage(`${REPO}:0.1.0`, `${REPO}:0.1.0@${DIGEST}`));
-    assert.ok(sameImage(`${REPO}:0.1.0`, `${REPO}:0.1.0`));
-    assert.ok(!sameImage(`${REPO}:0.0.9`, `${REPO}:0.1.0`));
-    assert.ok(sameImage('envoy', 'envoy:latest'));
+    assert.ok(!sameImage(`${REPO}:0.1.0`, `${REPO}:0.1.0@${DIGEST}`), 'tag-only against pinned: the tag may have moved');
+    assert.ok(sameImage(`${REPO}:0.1.0`, `${REPO}:0.1.0`), 'the same tag');
+    assert.ok(!sameImage(`${REPO}:0.0.9`, `${REPO}:0.1.0`), 'another tag');
+    assert.ok(sameImage('envoy', 'envoy:latest'), 'no tag means latest');
     assert.ok(!sameImage('localhost:5000/envoy', 'localhost:5001/envoy'), 'a port is part of the repository');
   });
 });
