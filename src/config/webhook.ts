@@ -1,7 +1,7 @@
 /** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE, SELF_SIGNED_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
 import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, resolvePodDrain, type PodDrainValues } from './drain.js';
-import { ConfigError, ConfigErrors } from './errors.js';
+import { type ConfigError, ConfigErrors } from './errors.js';
 import { parseLabelSelector, type LabelSelector } from './label-selector.js';
 import { makeSidecarResources, RESOURCE_SETTINGS, type SidecarResources } from './resources.js';
 import { envName, readSettings, type Setting, type ValuesOf } from './settings.js';

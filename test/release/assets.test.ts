@@ -167,7 +167,7 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
       for (const file of ASSETS) writeFileSync(join(copy, file), readFileSync(join(out, file)));
       writeFileSync(join(copy, 'install.yaml'), `${readFileSync(join(copy, 'install.yaml'), 'utf8')}# tampered\n`);
       assert.equal(checksumMismatches(copy).length, 1);
-      assert.match(checksumMismatches(copy)[0] as string, /  install\.yaml$/);
+      assert.match(checksumMismatches(copy)[0] as string, / {2}install\.yaml$/);
     } finally {
       rmSync(copy, { recursive: true, force: true });
     }

@@ -76,7 +76,7 @@ function unpinned(text: string): string[] {
     .split('\n')
     .filter((line) => /^\s*(- )?uses:/.test(line))
     .filter((line) => !/uses: \.\/\.github\/workflows\/[\w-]+\.ya?ml$/.test(line))
-    .filter((line) => !/uses: [\w.-]+\/[\w.\/-]+@[0-9a-f]{40} # v\d+(\.\d+){0,2}$/.test(line.trimEnd()));
+    .filter((line) => !/uses: [\w.-]+\/[\w./-]+@[0-9a-f]{40} # v\d+(\.\d+){0,2}$/.test(line.trimEnd()));
 }
 
 describe('release trust', { timeout: 10_000 }, () => {
@@ -101,7 +101,7 @@ describe('release trust', { timeout: 10_000 }, () => {
     const pins = new Map<string, string>();
     for (const file of files) {
       assert.deepEqual(unpinned(read(file)), [], file);
-      for (const match of read(file).matchAll(/uses: ([\w.-]+\/[\w.\/-]+)@([0-9a-f]{40}) # (v[\d.]+)/g)) {
+      for (const match of read(file).matchAll(/uses: ([\w.-]+\/[\w./-]+)@([0-9a-f]{40}) # (v[\d.]+)/g)) {
         const pin = `${match[2]} ${match[3]}`;
         assert.equal(pins.get(match[1] as string) ?? pin, pin, `${match[1]} pinned alike in every workflow`);
         pins.set(match[1] as string, pin);
