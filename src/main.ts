@@ -73,8 +73,8 @@ function isWord(arg: string | undefined): arg is string {
 }
 
 async function printVersion(): Promise<void> {
-  // The webhook's settings module holds the version; it is loaded only here (never by the sidecar's bundle).
-  const { PROJECT_VERSION } = await import('./config/webhook.js');
+  // Loaded only here: the sidecar's bundle leaves --version to main.js (test/sidecar/bundle.test.ts).
+  const { PROJECT_VERSION } = await import('./version.js');
   process.stdout.write(`envoy-shutdown-manager ${PROJECT_VERSION}\n`);
 }
 

@@ -32,7 +32,7 @@ import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { envName } from '../src/config/settings.js';
-import { IMAGE_REPOSITORY } from '../src/config/webhook.js';
+import { IMAGE_REPOSITORY } from '../src/version.js';
 import { REPO_ROOT, cycloneDx, productionPackages, readLock } from './sbom.js';
 
 export const REPOSITORY = 'envoy-shutdown-manager/envoy-shutdown-manager';

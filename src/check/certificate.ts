@@ -11,7 +11,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { CONFIGURATION_ANNOTATIONS } from '../config/annotation-names.js';
-import type { Finding } from './report.js';
+import type { Finding } from './finding.js';
 
 const SERVING_CERTIFICATE = CONFIGURATION_ANNOTATIONS.servingCertificate;
 /** How every finding judged on the published certificate names it: the webhook's own word, not a handshake. */

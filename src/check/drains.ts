@@ -39,7 +39,7 @@ import type { Expectations } from './expectations.js';
 import { DEFAULT_GRACE_SECONDS, judgePod, sidecarOf } from './pod-state.js';
 import { workloadOf, type Workload } from './pods.js';
 import type { VectorSample } from './prometheus.js';
-import type { Finding } from './report.js';
+import type { Finding } from './finding.js';
 import { LAG_BUCKETS_SECONDS } from '../sidecar/lag-buckets.js';
 
 export const LAG_METRIC = 'shutdown_manager_load_balancer_lag_seconds';

@@ -6,7 +6,8 @@ import { SELF_SIGNED_SECRET_NAME, TLS_SECRET_NAME } from '../certs/names.js';
 import { parseLabelSelector, type LabelSelector } from '../config/label-selector.js';
 import { envName } from '../config/settings.js';
 import * as kinds from '../config/values.js';
-import { DEFAULT_POD_SELECTOR, DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../config/webhook.js';
+import { DEFAULT_POD_SELECTOR } from '../config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../version.js';
 import type { V1Container, V1Deployment } from '@kubernetes/client-node';
 
 export interface Expectations {

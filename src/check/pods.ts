@@ -7,7 +7,7 @@ import { formatLabelSelector } from '../config/label-selector.js';
 import type { NamespacePods, ReplicaSetOwners, V1Pod } from './cluster.js';
 import type { Expectations } from './expectations.js';
 import { judgePod, type PodProblem, type PodState } from './pod-state.js';
-import type { CheckStatus, Finding } from './report.js';
+import type { CheckStatus, Finding } from './finding.js';
 
 export const OPT_IN_LABEL = `${ANNOTATIONS.inject}=enabled`;
 const ROLLABLE = new Set(['Deployment', 'DaemonSet', 'StatefulSet']);

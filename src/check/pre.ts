@@ -3,7 +3,7 @@
  * object of the install, and cert-manager when the install uses it. Pure: read.ts reads, this judges.
  */
 import { DEFAULT_NAMESPACE } from '../certs/names.js';
-import type { Finding } from './report.js';
+import type { Finding } from './finding.js';
 
 /**
  * The oldest Kubernetes the webhook's default install works on: the preStop hooks carry the /shutdown token in

@@ -1,27 +1,12 @@
 /**
- * What `envoy-shutdown-manager check` reports: findings, each from a check with a stable name, and the report
- * they make. Pure data: the checks (webhook.ts, pods.ts, drains.ts) make findings, render.ts prints them.
+ * What `envoy-shutdown-manager check` reports: the findings (finding.ts), each from a check with a stable name,
+ * and the report they make. Pure data: the checks (webhook.ts, pods.ts, drains.ts) make findings, render.ts
+ * prints them.
  */
 import type { DrainsReport } from './drains.js';
+import type { CheckStatus, Finding, SectionName } from './finding.js';
 
-/** `info` is neither good nor bad: something the reader should know (an opted-out pod, a failurePolicy). */
-export type CheckStatus = 'ok' | 'info' | 'warning' | 'failure';
-
-/** `pre`: check --pre, before install; the others: the installed webhook and the pods it protects. */
-export type SectionName = 'pre' | 'webhook' | 'pods' | 'drains';
-
-export interface Finding {
-  /** Stable, for scripts: `webhook.endpoints`, `pods.missing-sidecar`... */
-  readonly check: string;
-  readonly section: SectionName;
-  readonly status: CheckStatus;
-  /** One line saying what was found. */
-  readonly message: string;
-  /** The command or setting that fixes it; absent when there is nothing to fix. */
-  readonly fix?: string;
-  /** The pods concerned (namespace/name), for findings about pods. */
-  readonly pods?: readonly string[];
-}
+export type { CheckStatus, Finding, SectionName } from './finding.js';
 
 export interface CheckReport {
   /** The JSON format's version: bumped when a field changes meaning or goes away. */

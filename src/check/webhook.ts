@@ -19,7 +19,7 @@ import { DEFAULT_POD_SELECTOR } from '../config/webhook.js';
 import { certificateFindings } from './certificate.js';
 import type { V1Deployment, V1MutatingWebhook, WebhookObjects } from './cluster.js';
 import { selfManaged, servingSecretName, webhookSetting } from './expectations.js';
-import type { Finding } from './report.js';
+import type { Finding } from './finding.js';
 
 const APPLY = 'kubectl apply -k manifests (or manifests/self-signed without cert-manager)';
 /** Below this, a node drain or one crash leaves no replica to call. */

@@ -146,6 +146,7 @@ function socketPathProblem(path: string): string | undefined {
   if (path.startsWith('//')) return 'it names a host after "unix://": write unix:/path/to/admin.sock (or unix:///path/to/admin.sock)';
   if (path.startsWith('@')) return 'it is an abstract socket name, which the sidecar does not support: give Envoy a socket file (admin.address.pipe.path) in a volume both containers mount';
   if (!path.startsWith('/')) return 'a socket path must be absolute (relative to what? each container has its own working directory): write unix:/path/to/admin.sock';
+  // eslint-disable-next-line no-control-regex -- control characters are what it looks for
   if (/[\s\u0000-\u001f]/.test(path)) return 'the socket path contains whitespace or a control character';
   if (path.endsWith('/')) return 'the socket path ends with "/": name the socket file itself';
   if (path.split('/').some((segment) => segment === '.' || segment === '..')) return 'the socket path has "." or ".." segments: write it as Envoy names it, without them';

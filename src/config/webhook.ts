@@ -1,21 +1,13 @@
 /** Settings of webhook mode (the default): the TLS admission server and the webhook-wide drain defaults. */
 import { DEFAULT_NAMESPACE, DEFAULT_SERVICE, SELF_SIGNED_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
 import { POD_DRAIN_SETTINGS, GRACE_PERIOD_SETTING, resolvePodDrain, type PodDrainValues } from './drain.js';
-import { ConfigError, ConfigErrors } from './errors.js';
+import { type ConfigError, ConfigErrors } from './errors.js';
 import { parseLabelSelector, type LabelSelector } from './label-selector.js';
 import { makeSidecarResources, RESOURCE_SETTINGS, type SidecarResources } from './resources.js';
 import { envName, readSettings, type Setting, type ValuesOf } from './settings.js';
 import { LOG_LEVEL_SETTING } from './sidecar.js';
 import * as kinds from './values.js';
-
-export const PROJECT_VERSION = '0.1.0';
-/**
- * Where the release workflow (.github/workflows/release.yml) pushes the image, tagged with the version. The release
- * assets pin it by the pushed digest (tools/release-assets.ts); the default below is tag-only, no digest being known
- * when this is built.
- */
-export const IMAGE_REPOSITORY = 'ghcr.io/envoy-shutdown-manager/envoy-shutdown-manager';
-export const DEFAULT_SIDECAR_IMAGE = `${IMAGE_REPOSITORY}:${PROJECT_VERSION}`;
+import { DEFAULT_SIDECAR_IMAGE } from '../version.js';
 
 /** Contour's label, and the default of --pod-selector: the manifests' objectSelector says the same. */
 export const DEFAULT_POD_SELECTOR = 'app=envoy';

@@ -9,8 +9,8 @@
 import http from 'node:http';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { closeServer, listenOn, type ConnectionManager, type EmulatorCore } from './core.js';
-import { listenerConfig, type ListenerConfig } from './drain-manager.js';
+import { closeServer, listenOn, type EmulatorCore } from './core.js';
+import { listenerConfig, type ConnectionManager, type ListenerConfig } from './drain-manager.js';
 import { countInFlight, drainCloseResponse } from './http1.js';
 import { forward, type UpstreamAddress } from './router.js';
 import { chargeStats, counter, gauge, listenerStatName, ListenerStats, ResponseCounters, type StatValue } from './stats.js';

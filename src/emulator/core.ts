@@ -9,7 +9,7 @@
 import { chmod, unlink } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
-import { cryptoRandom, DrainManager, type ListenerConfig } from './drain-manager.js';
+import { cryptoRandom, DrainManager, type ConnectionManager, type HcmConnection } from './drain-manager.js';
 import type { ListenerStats } from './stats.js';
 import type { EnvoyCommandLine, EnvoyEmulatorOptions, RandomSource, ServerState } from './types.js';
 import { DEFAULT_VERSION, parseEnvoyVersion, type EnvoyVersion } from './versions.js';
@@ -85,43 +85,12 @@ function resolveOptions(options: EnvoyEmulatorOptions): ResolvedOptions {
   };
 }
 
-/** An HTTP connection manager, as its connections' drain needs it. */
-export interface ConnectionManager {
-  /** Its listener's drain type and direction, for the drain decision. */
-  readonly config: ListenerConfig;
-  /** Counts one connection in its `downstream_cx_drain_close`. */
-  countDrainClose(): void;
-}
-
 /** What the HTTP listener's codecs need from its connection manager. */
 export interface CodecHost extends ConnectionManager {
   /** The filters' encodeHeaders and chargeStats, before the codec's own drain signal. */
   encodeResponseHeaders(healthCheck: boolean, status: number, headers: Record<string, string>): void;
   /** The filter chain and routes, for a request of either codec. */
   serveData(exchange: DataExchange): Promise<void>;
-}
-
-/**
- * One connection of an HTTP connection manager (the HTTP listener's or the `envoy-admin` listener's), as the
- * connection-level drain of Envoy main needs to see it (`pushConnectionDrain`, `drainConnection` in
- * drain-manager.ts).
- */
-export interface HcmConnection {
-  readonly socket: net.Socket;
-  readonly manager: ConnectionManager;
-  /** What its first bytes chose (`none` before any); `upgraded` once a WebSocket took it over. */
-  codec: 'none' | 'http1' | 'http2' | 'upgraded';
-  /**
-   * Its active streams: HTTP/1.1 requests whose response has not ended yet, or open HTTP/2 streams (counted
-   * by the HTTP/2 codec). 0 is idle for main's proactive drain (`pushConnectionDrain` in drain-manager.ts).
-   */
-  inFlight: number;
-  /** Close it once no request is in flight: its drain timeout has passed (HTTP/1.1 connection-level drain). */
-  closeWhenIdle: boolean;
-  /** ConnectionManagerImpl's drain_state_ is no longer NotDraining: its drain sequence has started. */
-  draining: boolean;
-  /** Once the codec is HTTP/2: starts its drain sequence unless it has started (set by the HTTP/2 codec). */
-  startHttp2Drain?: () => void;
 }
 
 /**

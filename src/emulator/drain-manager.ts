@@ -22,14 +22,64 @@
  * them and what it chose where they say nothing.
  */
 import { randomInt } from 'node:crypto';
-import type { EmulatorCore, HcmConnection } from './core.js';
-import type { DrainScope, DrainType, ListenerSpec, RandomSource, TrafficDirection } from './types.js';
-import { atLeast } from './versions.js';
+import type net from 'node:net';
+import type { DrainScope, DrainStrategy, DrainType, ListenerSpec, RandomSource, TrafficDirection } from './types.js';
+import { atLeast, type EnvoyVersion } from './versions.js';
 
 /** A listener's direction and drain type, as the drain manager reads them. */
 export interface ListenerConfig {
   readonly direction: TrafficDirection;
   readonly drainType: DrainType;
+}
+
+/** An HTTP connection manager, as its connections' drain needs it. */
+export interface ConnectionManager {
+  /** Its listener's drain type and direction, for the drain decision. */
+  readonly config: ListenerConfig;
+  /** Counts one connection in its `downstream_cx_drain_close`. */
+  countDrainClose(): void;
+}
+
+/**
+ * One connection of an HTTP connection manager (the HTTP listener's or the `envoy-admin` listener's), as the
+ * connection-level drain of Envoy main needs to see it (`pushConnectionDrain`, `drainConnection`). The core
+ * keeps them (EmulatorCore.trackHcm).
+ */
+export interface HcmConnection {
+  readonly socket: net.Socket;
+  readonly manager: ConnectionManager;
+  /** What its first bytes chose (`none` before any); `upgraded` once a WebSocket took it over. */
+  codec: 'none' | 'http1' | 'http2' | 'upgraded';
+  /**
+   * Its active streams: HTTP/1.1 requests whose response has not ended yet, or open HTTP/2 streams (counted
+   * by the HTTP/2 codec). 0 is idle for main's proactive drain (`pushConnectionDrain`).
+   */
+  inFlight: number;
+  /** Close it once no request is in flight: its drain timeout has passed (HTTP/1.1 connection-level drain). */
+  closeWhenIdle: boolean;
+  /** ConnectionManagerImpl's drain_state_ is no longer NotDraining: its drain sequence has started. */
+  draining: boolean;
+  /** Once the codec is HTTP/2: starts its drain sequence unless it has started (set by the HTTP/2 codec). */
+  startHttp2Drain?: () => void;
+}
+
+/**
+ * What the drain manager reads of the server it drains: the EmulatorCore (core.ts) that creates it. Named here, not
+ * imported, so that the two modules do not import each other (test/architecture.test.ts).
+ */
+export interface DrainedServer {
+  readonly version: EnvoyVersion;
+  readonly options: { readonly drainStrategy: DrainStrategy; readonly drainTimeMs: number; readonly httpDrainTimeoutMs: number };
+  readonly random: RandomSource;
+  readonly clock: () => number;
+  /** `/healthcheck/fail` taken and not undone by `/healthcheck/ok`. */
+  readonly healthCheckFailed: boolean;
+  /** The emulator has exited or is exiting. */
+  readonly closed: boolean;
+  /** The HTTP connection managers' open connections, by socket. */
+  readonly hcmConnections: ReadonlyMap<net.Socket, HcmConnection>;
+  /** A timer cleared at exit if still pending. */
+  startTimer(action: () => void, delayMs: number): unknown;
 }
 
 /** A listener's config from its spec: UNSPECIFIED and DEFAULT unless given, as an ingress Envoy's. */
@@ -96,7 +146,7 @@ export class DrainManager {
   /** Whether this version drains connections proactively (Envoy main; see `pushConnectionDrain`). */
   private readonly connectionEventDrain: boolean;
 
-  constructor(private readonly core: EmulatorCore) {
+  constructor(private readonly core: DrainedServer) {
     this.connectionEventDrain = atLeast(core.version, CONNECTION_EVENT_DRAIN_SINCE.major, CONNECTION_EVENT_DRAIN_SINCE.minor);
   }
 
@@ -233,7 +283,7 @@ export class DrainManager {
  * upgraded (WebSocket), closed now, no close frame (the socket is closed under the upgraded stream). A
  * connection closed in the meantime is skipped.
  */
-export function drainConnection(core: EmulatorCore, connection: HcmConnection): void {
+export function drainConnection(core: DrainedServer, connection: HcmConnection): void {
   if (core.closed || core.hcmConnections.get(connection.socket) !== connection) return;
   if (connection.codec === 'http2') {
     connection.startHttp2Drain?.();

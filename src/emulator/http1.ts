@@ -8,7 +8,8 @@
  */
 import http from 'node:http';
 import type net from 'node:net';
-import type { CodecHost, ConnectionManager, DataExchange, EmulatorCore, HcmConnection } from './core.js';
+import type { CodecHost, DataExchange, EmulatorCore } from './core.js';
+import type { ConnectionManager, HcmConnection } from './drain-manager.js';
 
 /**
  * The HTTP listener's HTTP/1.1 codec: handed connections by the listener's codec sniffing, it never listens

@@ -14,7 +14,8 @@
  */
 import http2 from 'node:http2';
 import type net from 'node:net';
-import type { CodecHost, DataExchange, EmulatorCore, HcmConnection } from './core.js';
+import type { CodecHost, DataExchange, EmulatorCore } from './core.js';
+import type { HcmConnection } from './drain-manager.js';
 
 /** HTTP/2's largest stream id: a GOAWAY naming it refuses no stream, the "shutdown notice" (RFC 9113 §6.8). */
 const HTTP2_MAX_STREAM_ID = 2 ** 31 - 1;

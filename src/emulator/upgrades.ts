@@ -12,10 +12,21 @@
 import type http from 'node:http';
 import type net from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { EmulatorCore } from './core.js';
-import { IMMEDIATE_HEALTH_CHECK_FAIL } from './health-check-filter.js';
-import type { HttpListener } from './http-listener.js';
-import { chargeStats } from './stats.js';
+import type { CodecHost, EmulatorCore } from './core.js';
+import { IMMEDIATE_HEALTH_CHECK_FAIL, type HealthCheckFilter } from './health-check-filter.js';
+import { chargeStats, type ConnectionGauge, type ResponseCounters } from './stats.js';
+
+/**
+ * What the upgrades read and count on their listener: the HttpListener (http-listener.ts) that creates them. Named
+ * here, not imported, so that the two modules do not import each other (test/architecture.test.ts).
+ */
+export interface UpgradingListener extends Pick<CodecHost, 'config' | 'countDrainClose' | 'encodeResponseHeaders'> {
+  readonly healthCheck: Pick<HealthCheckFilter, 'marksResponses'>;
+  /** `downstream_rq_total`. */
+  requests: number;
+  readonly responses: ResponseCounters;
+  readonly codecs: { readonly upgrades: ConnectionGauge };
+}
 
 export class WebSocketUpgrades {
   /** WebSocket upgrades of HTTP/1.1 requests, echoing messages. */
@@ -23,7 +34,7 @@ export class WebSocketUpgrades {
 
   constructor(
     private readonly core: EmulatorCore,
-    private readonly listener: HttpListener,
+    private readonly listener: UpgradingListener,
   ) {
     // The health-check filter's encodeHeaders marks the 101 too while health checks are failed.
     this.webSockets.on('headers', (headers: string[]) => {

@@ -13,7 +13,8 @@ import { ConfigError, ConfigErrors } from '../config/errors.js';
 import { matchesLabels } from '../config/label-selector.js';
 import { resolveSidecarResources, type SidecarResources } from '../config/resources.js';
 import { adminSocketPath, boolean, injectSwitch, type ProbeSchedule } from '../config/values.js';
-import { PROJECT_VERSION, type InjectionConfig } from '../config/webhook.js';
+import type { InjectionConfig } from '../config/webhook.js';
+import { PROJECT_VERSION } from '../version.js';
 import { discoverAdmin } from './admin-discovery.js';
 import {
   envoyRunAs,

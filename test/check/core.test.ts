@@ -9,7 +9,7 @@ import { renderText } from '../../src/check/render.js';
 import { makeReport } from '../../src/check/report.js';
 import { workloadOf } from '../../src/check/pods.js';
 import { formatLabelSelector } from '../../src/config/label-selector.js';
-import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/version.js';
 import { servingCertificate, SERVICE_HOST } from '../support/check-cluster.js';
 
 function deployment(args: string[], env: Record<string, string> = {}): V1Deployment {
@@ -184,8 +184,10 @@ describe('the report for people', () => {
     const report = makeReport([{ check: 'pods.missing-sidecar', section: 'pods', status: 'failure', message: 'Deployment edge/envoy: 1 of 1 pod without the sidecar', fix: 'kubectl -n edge rollout restart deployment/envoy' }]);
     const plain = renderText(report, false);
     const coloured = renderText(report, true);
+    /* eslint-disable no-control-regex -- the escape codes of a coloured terminal */
     assert.doesNotMatch(plain, /\x1b\[/);
     assert.match(coloured, /\x1b\[1;31mFAIL\x1b\[0m/);
     assert.equal(coloured.replace(/\x1b\[[\d;]*m/g, ''), plain);
+    /* eslint-enable no-control-regex */
   });
 });

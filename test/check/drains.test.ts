@@ -8,7 +8,7 @@ import { sidecarOf } from '../../src/check/pod-state.js';
 import { parsePrometheusUrl, parseServiceRef, PrometheusError, queryPath, readAnswer } from '../../src/check/prometheus.js';
 import { renderText } from '../../src/check/render.js';
 import { makeReport } from '../../src/check/report.js';
-import { PROJECT_VERSION, DEFAULT_SIDECAR_IMAGE } from '../../src/config/webhook.js';
+import { PROJECT_VERSION, DEFAULT_SIDECAR_IMAGE } from '../../src/version.js';
 
 const STATUS = JSON.stringify({ version: PROJECT_VERSION });
 

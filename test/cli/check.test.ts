@@ -85,6 +85,7 @@ describe('check on a healthy cluster', () => {
     assert.match(run.stdout, /ok {3}MutatingWebhookConfiguration shutdown-manager\.io calls Service envoy-shutdown-manager\/envoy-shutdown-manager\/mutate/);
     assert.match(run.stdout, /namespace edge: 3 of 3 Envoy pods protected/);
     assert.match(run.stdout, /No check failed: 0 failed, 0 warnings/);
+    // eslint-disable-next-line no-control-regex -- the escape codes of a coloured terminal
     assert.doesNotMatch(run.stdout, /\x1b\[/, 'no escape codes when stdout is not a TTY');
   });
 

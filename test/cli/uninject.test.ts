@@ -71,7 +71,7 @@ describe('uninject', () => {
   test("restores Envoy's own preStop hook, args and grace period", async () => {
     const input = MIXED.replace('      containers:\n', '      terminationGracePeriodSeconds: 45\n      containers:\n');
     const withHook = input.replace(
-      /(      - name: envoy\n)/,
+      /( {6}- name: envoy\n)/,
       '$1        lifecycle:\n          preStop:\n            exec:\n              command: [sleep, "5"]\n',
     );
     assert.notEqual(withHook, input, 'the fixture has the Envoy container this test edits');

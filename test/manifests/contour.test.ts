@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/version.js';
 import { MANIFESTS_DIR, getArray, getObject, type JsonObject } from '../support/manifests.js';
 import { REPO_ROOT, runBuiltEntry } from '../support/process.js';
 

@@ -14,7 +14,8 @@ import { parseAllDocuments } from 'yaml';
 import { describe, it } from 'node:test';
 import { canonicalLabelSelector, formatLabelSelector, fromObjectSelector, matchesLabels, parseLabelSelector, type LabelSelector } from '../../src/config/label-selector.js';
 import { envName } from '../../src/config/settings.js';
-import { DEFAULT_POD_SELECTOR, parseWebhookConfig, PROJECT_VERSION, WEBHOOK_SETTINGS, type WebhookConfig } from '../../src/config/webhook.js';
+import { DEFAULT_POD_SELECTOR, parseWebhookConfig, WEBHOOK_SETTINGS, type WebhookConfig } from '../../src/config/webhook.js';
+import { PROJECT_VERSION } from '../../src/version.js';
 import { REPO_ROOT } from '../support/process.js';
 import {
   applyComponent,

@@ -9,7 +9,8 @@ import { serviceDnsNames } from '../../src/certs/generate.js';
 import { TLS_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME } from '../../src/certs/names.js';
 import { WEBHOOK_PATHS } from '../../src/config/endpoints.js';
 import { envName } from '../../src/config/settings.js';
-import { DEFAULT_SIDECAR_IMAGE, WEBHOOK_SETTINGS, parseWebhookConfig } from '../../src/config/webhook.js';
+import { WEBHOOK_SETTINGS, parseWebhookConfig } from '../../src/config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE } from '../../src/version.js';
 import {
   MANIFESTS_DIR,
   findAll,

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { layOutCliPackage, packCliPackage } from '../../tools/cli-package.js';
-import { PROJECT_VERSION } from '../../src/config/webhook.js';
+import { PROJECT_VERSION } from '../../src/version.js';
 import { REPO_ROOT } from '../support/process.js';
 
 const work = mkdtempSync(join(tmpdir(), 'esm-cli-package-'));

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/version.js';
 import { MANIFEST_ASSETS, changelogSection, contourComponentUrl } from '../../tools/release-assets.js';
 import { REPO_ROOT } from '../support/process.js';
 

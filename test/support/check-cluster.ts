@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateCertificates, type CertificateBundle } from '../../src/certs/generate.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/config/endpoints.js';
-import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/config/webhook.js';
+import { DEFAULT_SIDECAR_IMAGE, PROJECT_VERSION } from '../../src/version.js';
 import { durationMs } from '../../src/config/values.js';
 import { FakeKubeApi } from './fake-kube-api.js';
 

@@ -114,7 +114,7 @@ export function router(
         );
         return;
       case SIDECAR_PATHS.shutdown:
-      case SIDECAR_PATHS.wait:
+      case SIDECAR_PATHS.wait: {
         if (!authorized(request.headers.authorization)) {
           refusals.refused(path, request.socket.remoteAddress);
           reply(response, 401, 'text/plain', 'a valid "Authorization: Bearer <token>" header is required\n', {
@@ -125,6 +125,7 @@ export function router(
         const asJson = (request.headers.accept ?? '').includes('application/json');
         answerWhenDrained(response, path === SIDECAR_PATHS.shutdown ? drain.shutdown() : drain.wait(waitWindowMs), reply, log, { waitWindowMs, asJson });
         return;
+      }
     }
     reply(response, 404, 'text/plain', `no such path; try ${Object.values(SIDECAR_PATHS).join(', ')}\n`);
   };

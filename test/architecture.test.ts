@@ -1,0 +1,162 @@
+/**
+ * How the modules of src/ import each other, read with the TypeScript compiler's parser (no build needed):
+ *
+ * - no import circle, type imports included. A circle through types alone costs nothing at run time, but it
+ *   says two modules are one: the shared types then belong to a module both can import (src/check/finding.ts,
+ *   the interfaces in src/emulator/drain-manager.ts and upgrades.ts);
+ * - the modules the sidecar loads at start (what src/sidecar/command.ts, the bundle's entry, reaches by static
+ *   imports) are all under eslint.config.mjs's rule against importing node:http and node:crypto there, and the
+ *   version and image name (src/version.ts) are not among them: the sidecar's --version is main.js's
+ *   (test/sidecar/bundle.test.ts).
+ *
+ * Dynamic import() is left out of both: it loads on demand, which is what it is there for (the sidecar's
+ * metrics, the commands' chunks).
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, test } from 'node:test';
+import { ESLint } from 'eslint';
+import ts from 'typescript';
+import { REPO_ROOT } from './support/process.js';
+
+/** Repository-relative path (src/...) → the src/ modules it imports, by import or export declarations or import('…') types. */
+type ImportGraph = ReadonlyMap<string, readonly string[]>;
+
+function sourceFiles(directory: string): string[] {
+  return readdirSync(join(REPO_ROOT, directory), { withFileTypes: true }).flatMap((entry) => {
+    const path = `${directory}/${entry.name}`;
+    if (entry.isDirectory()) return sourceFiles(path);
+    return /\.c?ts$/.test(entry.name) && !entry.name.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+/** The relative specifiers `file` imports statically, as written. */
+function staticSpecifiers(file: string, text: string): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier !== undefined && ts.isStringLiteral(node.moduleSpecifier)) {
+      found.push(node.moduleSpecifier.text);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+      found.push(node.argument.literal.text);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found.filter((specifier) => specifier.startsWith('.'));
+}
+
+/** `./x.js` from src/a/b.ts → src/a/x.ts (`.cjs` → `.cts`), as NodeNext resolution maps them. */
+function resolveSpecifier(from: string, specifier: string): string {
+  const target = relative(REPO_ROOT, resolve(REPO_ROOT, dirname(from), specifier)).split('\\').join('/');
+  return target.replace(/\.js$/, '.ts').replace(/\.cjs$/, '.cts');
+}
+
+function importGraph(files: readonly string[], read: (file: string) => string): ImportGraph {
+  return new Map(files.map((file) => [file, [...new Set(staticSpecifiers(file, read(file)).map((specifier) => resolveSpecifier(file, specifier)))]]));
+}
+
+/** Every circle of the graph, as the modules of one strongly connected component (Tarjan), a module importing itself included. */
+function circles(graph: ImportGraph): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const connect = (module: string): void => {
+    index.set(module, index.size);
+    low.set(module, index.get(module) as number);
+    stack.push(module);
+    onStack.add(module);
+    for (const next of graph.get(module) ?? []) {
+      if (!graph.has(next)) continue;
+      if (!index.has(next)) {
+        connect(next);
+        low.set(module, Math.min(low.get(module) as number, low.get(next) as number));
+      } else if (onStack.has(next)) {
+        low.set(module, Math.min(low.get(module) as number, index.get(next) as number));
+      }
+    }
+    if (low.get(module) !== index.get(module)) return;
+    const component: string[] = [];
+    let member: string | undefined;
+    do {
+      member = stack.pop() as string;
+      onStack.delete(member);
+      component.push(member);
+    } while (member !== module);
+    if (component.length > 1 || (graph.get(module) ?? []).includes(module)) found.push(component.sort());
+  };
+  for (const module of graph.keys()) if (!index.has(module)) connect(module);
+  return found;
+}
+
+/** The modules `entry` reaches through the graph, itself included. */
+function reached(graph: ImportGraph, entry: string): Set<string> {
+  const seen = new Set<string>();
+  const walk = (module: string): void => {
+    if (seen.has(module)) return;
+    seen.add(module);
+    for (const next of graph.get(module) ?? []) walk(next);
+  };
+  walk(entry);
+  return seen;
+}
+
+const SRC = sourceFiles('src');
+const GRAPH = importGraph(SRC, (file) => readFileSync(join(REPO_ROOT, file), 'utf8'));
+
+describe('the imports of src/', () => {
+  test('the parser finds the imports (a control): type imports, re-exports and import() types count, import() calls do not', () => {
+    assert.ok(SRC.length > 100, `only ${SRC.length} modules under src/`);
+    const text = [
+      "import type { A } from './a.js';",
+      "import { b, type B } from '../b.js';",
+      "export { c } from './c.js';",
+      "let d: import('./d.js').D;",
+      "const lazy = () => import('./lazy.js');",
+      "import { readFileSync } from 'node:fs';",
+      "const cjs = require('./entry.cjs');",
+    ].join('\n');
+    const graph = importGraph(['src/x/y.ts'], () => text);
+    assert.deepEqual(graph.get('src/x/y.ts'), ['src/x/a.ts', 'src/b.ts', 'src/x/c.ts', 'src/x/d.ts'], 'what src/x/y.ts imports');
+  });
+
+  test('the circle finder finds circles (a control): through type imports, and of one module', () => {
+    const graph = new Map([
+      ['a', ['b']],
+      ['b', ['c']],
+      ['c', ['a', 'd']],
+      ['d', []],
+      ['e', ['e']],
+    ]);
+    assert.deepEqual(circles(graph), [['a', 'b', 'c'], ['e']]);
+    assert.deepEqual(circles(new Map([['a', ['b']], ['b', []]])), [], 'no circle in a chain');
+  });
+
+  test('no module imports itself back, through any chain of imports (type imports included)', () => {
+    assert.deepEqual(circles(GRAPH), [], 'these modules import each other: move what they share to a module both import');
+  });
+});
+
+describe("the sidecar's start path", () => {
+  const START = reached(GRAPH, 'src/sidecar/command.ts');
+
+  test("reaches the admin client and the sidecar's settings, not the webhook's, the version or the image name", () => {
+    for (const module of ['src/sidecar/main.ts', 'src/envoy/admin-client.ts', 'src/config/sidecar.ts']) assert.ok(START.has(module), `${module} is on it`);
+    for (const module of ['src/config/webhook.ts', 'src/version.ts', 'src/main.ts']) assert.ok(!START.has(module), `${module} is not on it`);
+  });
+
+  test("is under the lint rule against node:http and node:crypto there (eslint.config.mjs's SIDECAR_START_PATH)", async () => {
+    const eslint = new ESLint({ cwd: REPO_ROOT });
+    const uncovered: string[] = [];
+    for (const module of [...START].sort()) {
+      const config = (await eslint.calculateConfigForFile(join(REPO_ROOT, module))) as { rules?: Record<string, unknown> } | undefined;
+      const rule = config?.rules?.['no-restricted-imports'];
+      const paths = Array.isArray(rule) ? (rule[1] as { paths?: { name: string }[] } | undefined)?.paths?.map((path) => path.name) : undefined;
+      if (!(paths?.includes('node:http') === true && paths.includes('node:crypto'))) uncovered.push(module);
+    }
+    assert.deepEqual(uncovered, [], 'on the start path but not in SIDECAR_START_PATH: add them there');
+  });
+});
