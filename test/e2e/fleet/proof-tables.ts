@@ -7,6 +7,7 @@ import { http1KeepAlive, l7Client, rawTcp, type ClientKind } from './clients.js'
 import type { LoadBalancerModel } from './load-balancer.js';
 import { runFleet, type ClientGroup, type DrainSetting, type FleetReport } from './simulation.js';
 import { grpcServerStream, grpcUnary, http2RequestResponse, webSocket } from './streaming-clients.js';
+import { between as sectionBetween, replaceBetween as sectionReplace } from '../../support/generated-sections.js';
 
 export type TableName = 'lb-models' | 'lb-mechanisms' | 'mixed' | 'long-lived';
 export const TABLE_NAMES: readonly TableName[] = ['lb-models', 'lb-mechanisms', 'mixed', 'long-lived'];
@@ -503,23 +504,14 @@ function splitRow(line: string): string[] {
     .split(/\s*\|\s*/);
 }
 
-export const beginMarker = (name: string): string => `<!-- proof:${name}:begin -->`;
-export const endMarker = (name: string): string => `<!-- proof:${name}:end -->`;
-
-/** The text between a name's markers (without them); throws when they are missing. */
+/** The text between docs/proof.md's markers of a table (test/support/generated-sections.ts, kind `proof`) (without them); throws when they are missing. */
 export function between(markdown: string, name: string): string {
-  const begin = markdown.indexOf(beginMarker(name));
-  const end = markdown.indexOf(endMarker(name));
-  if (begin < 0 || end < begin) throw new Error(`docs/proof.md has no ${beginMarker(name)} ... ${endMarker(name)} section`);
-  return markdown.slice(begin + beginMarker(name).length, end);
+  return sectionBetween(markdown, 'proof', name);
 }
 
 /** `markdown` with the text between a name's markers replaced by `content`. */
 export function replaceBetween(markdown: string, name: string, content: string): string {
-  between(markdown, name);
-  const begin = markdown.indexOf(beginMarker(name)) + beginMarker(name).length;
-  const end = markdown.indexOf(endMarker(name));
-  return `${markdown.slice(0, begin)}\n${content.trimEnd()}\n${markdown.slice(end)}`;
+  return sectionReplace(markdown, 'proof', name, content);
 }
 
 export type { ClientKind };
