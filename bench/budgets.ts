@@ -10,20 +10,27 @@
  * It takes about a minute. Figures are for the Node that runs it: `PATH=<node 24>/bin:$PATH npm run bench:budgets`.
  */
 import { cpus } from 'node:os';
-import { runListenerFloodBench, runRequestCostBench } from './listener-flood.js';
+import { LISTENER_COUNTS, runListenerFloodBench, runRequestCostBench } from './listener-flood.js';
 import { measureFloods } from './sidecar.js';
+import { finishedRun, requireSection, writeSection } from './doc-sections.js';
 import { loadAverage, printTable } from './support.js';
 
 const reportOnly = process.argv.includes('--report-only');
+// --write-docs: the table printed is also written into docs/performance.md, this Node major's section.
+const writeDocs = process.argv.includes('--write-docs');
+if (writeDocs) await requireSection('bench:budgets');
 const started = performance.now();
-console.log(`npm run bench:budgets: Node ${process.version}, ${cpus().length} CPUs, load average ${loadAverage()} at the start`);
+const loadAtStart = loadAverage();
+console.log(`npm run bench:budgets: Node ${process.version}, ${cpus().length} CPUs, load average ${loadAtStart} at the start`);
 const figures = [
   ...(await measureFloods({ floodSeconds: 4 }, false)),
-  ...(await runListenerFloodBench({ listeners: [5_000], floodSeconds: 6 })),
-  ...(await runRequestCostBench(5_000)),
+  ...(await runListenerFloodBench({ listeners: [...LISTENER_COUNTS.budgets], floodSeconds: 6 })),
+  ...(await runRequestCostBench(LISTENER_COUNTS.budgets[0])),
 ];
-console.log(`\nBudgets (${((performance.now() - started) / 1000).toFixed(0)} s; load average ${loadAverage()} at the end):\n`);
+const run = finishedRun('bench:budgets', false, loadAtStart, started);
+console.log(`\nBudgets (${run.seconds} s; load average ${run.loadAtEnd} at the end):\n`);
 printTable(figures);
+if (writeDocs) await writeSection(run, figures);
 const judged = figures.filter((figure) => figure.pass !== undefined);
 const missed = judged.filter((figure) => figure.pass === false);
 console.log(`\n${judged.length - missed.length} of ${judged.length} budgets met.${missed.length > 0 && reportOnly ? ' (--report-only: not failing the run)' : ''}`);

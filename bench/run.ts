@@ -10,12 +10,16 @@
 import { cpus } from 'node:os';
 import { runCheckBench } from './check.js';
 import { runSidecarBench, type SidecarBenchProfile } from './sidecar.js';
+import { finishedRun, requireSection, writeSection } from './doc-sections.js';
 import { loadAverage, printTable } from './support.js';
 import { runWatchWeekBench } from './watch-week.js';
 import { runWebhookBench, type WebhookBenchProfile } from './webhook.js';
 import { runWebhookMemoryBench, type WebhookMemoryProfile } from './webhook-memory.js';
 
 const quick = process.argv.includes('--quick');
+// --write-docs: the table printed is also written into docs/performance.md, this Node major's section.
+const writeDocs = process.argv.includes('--write-docs');
+if (writeDocs) await requireSection('bench');
 
 const PROFILES: Record<'full' | 'quick', { webhook: WebhookBenchProfile; webhookMemory: WebhookMemoryProfile; sidecar: SidecarBenchProfile; watchDays: number }> = {
   full: {
@@ -34,9 +38,8 @@ const PROFILES: Record<'full' | 'quick', { webhook: WebhookBenchProfile; webhook
 
 const profile = PROFILES[quick ? 'quick' : 'full'];
 const started = performance.now();
-console.log(
-  `npm run bench${quick ? ' -- --quick' : ''}: Node ${process.version}, ${cpus().length} CPUs, load average ${loadAverage()} at the start`,
-);
+const loadAtStart = loadAverage();
+console.log(`npm run bench${quick ? ' -- --quick' : ''}: Node ${process.version}, ${cpus().length} CPUs, load average ${loadAtStart} at the start`);
 const figures = [
   ...(await runWebhookBench(profile.webhook)),
   ...(await runWebhookMemoryBench(profile.webhookMemory)),
@@ -44,7 +47,9 @@ const figures = [
   ...(await runWatchWeekBench(profile.watchDays)),
   ...(await runCheckBench()),
 ];
-console.log(`\nResults (${((performance.now() - started) / 1000).toFixed(0)} s; load average ${loadAverage()} at the end):\n`);
+const run = finishedRun('bench', quick, loadAtStart, started);
+console.log(`\nResults (${run.seconds} s; load average ${run.loadAtEnd} at the end):\n`);
 printTable(figures);
+if (writeDocs) await writeSection(run, figures);
 const judged = figures.filter((figure) => figure.pass !== undefined);
 console.log(`\n${judged.filter((figure) => figure.pass).length} of ${judged.length} targets met.`);

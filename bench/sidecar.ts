@@ -24,7 +24,7 @@ import { timedCall } from '../test/support/abuse.js';
 import { floodWhileWatching, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';
-import { runListenerFloodBench, runRequestCostBench } from './listener-flood.js';
+import { LISTENER_COUNTS, runListenerFloodBench, runRequestCostBench } from './listener-flood.js';
 import { freePort, loadAverage, peakMemoryDuring, spawnEmulatorProcess, median, memoryShares, mib, residentMib, summarize, type Figure } from './support.js';
 
 export interface SidecarBenchProfile {
@@ -137,31 +137,31 @@ async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenc
   const shared = median(fileBacked.sidecar);
   return [
     {
-      name: `sidecar private (anonymous) memory per instance, idle, Node ${process.versions.node}`,
+      name: STARTS_AND_IDLE[0],
       value: `${mib(own.sidecar)} vs floor ${mib(own.floor)} (${(own.sidecar / own.floor).toFixed(2)} ×); file-backed ${mib(shared)}, shared on a node`,
       target: '≤ 1.15 × floor',
       pass: own.sidecar <= 1.15 * own.floor,
     },
     {
-      name: 'sidecars per 1,000 pods, idle (private × 1,000 + the file-backed pages once per node)',
+      name: STARTS_AND_IDLE[1],
       value: `${((own.sidecar * 1000) / 1024).toFixed(1)} GiB + ${mib(shared)} per node (a bare node:http server: ${((own.floor * 1000) / 1024).toFixed(1)} GiB)`,
       target: '',
       pass: undefined,
     },
     {
-      name: 'sidecar RSS idle',
+      name: STARTS_AND_IDLE[2],
       value: `${mib(rss.sidecar)} vs floor ${mib(rss.floor)} (${(rss.sidecar / rss.floor).toFixed(3)} ×)`,
       target: '≤ 1.08 × floor',
       pass: rss.sidecar <= 1.08 * rss.floor,
     },
     {
-      name: 'sidecar RSS after its first /metrics scrape',
+      name: STARTS_AND_IDLE[3],
       value: `${mib(median(scraped))} (${(median(scraped) / rss.floor).toFixed(3)} × floor)`,
       target: '',
       pass: undefined,
     },
     {
-      name: 'sidecar start → ready (median)',
+      name: STARTS_AND_IDLE[4],
       value: `${start.sidecar.toFixed(0)} ms vs floor ${start.floor.toFixed(0)} ms (${(start.sidecar / start.floor).toFixed(2)} ×)`,
       target: '≤ 1.15 × floor',
       pass: start.sidecar <= 1.15 * start.floor,
@@ -201,14 +201,14 @@ async function measureDrains(emulator: EnvoyEmulator, profile: SidecarBenchProfi
   const { min, median: middle, max } = summarize(overshoots);
   return [
     {
-      name: `sidecar RSS draining ${HELD_CONNECTIONS} connections`,
+      name: DRAINS[0],
       value: `${mib(big.rssDuring)} (peak ${mib(big.peak)}); overshoot ${big.overshootMs.toFixed(0)} ms`,
       target: '',
       pass: undefined,
     },
     {
-      name: `drain overshoot, check-interval ${CHECK_INTERVAL_MS} ms (n=${overshoots.length})`,
-      value: `min ${min.toFixed(0)} / median ${middle.toFixed(0)} / max ${max.toFixed(0)} ms`,
+      name: DRAINS[1],
+      value: `min ${min.toFixed(0)} / median ${middle.toFixed(0)} / max ${max.toFixed(0)} ms (n=${overshoots.length})`,
       target: `max ≤ ${CHECK_INTERVAL_MS + 20} ms`,
       pass: max <= CHECK_INTERVAL_MS + 20,
     },
@@ -250,7 +250,7 @@ export async function measureBigDrain(): Promise<Figure[]> {
       );
       return [
         {
-          name: `sidecar as injected, draining ${BIG_DRAIN_CONNECTIONS.toLocaleString('en-US')} connections: peak RSS (private)`,
+          name: BIG_DRAIN,
           value: `${mib(peak.rssMiB)} (${mib(peak.anonymousMiB)}); at rest ${mib(rest.anonymous + rest.fileBacked)} (${mib(rest.anonymous)})`,
           target: `≤ the injected memory request`,
           pass: peak.rssMiB <= memoryRequestMib(),
@@ -338,15 +338,15 @@ export async function measureFloods(profile: Pick<SidecarBenchProfile, 'floodSec
             `/shutdown ${shutdown?.status} in ${shutdown?.ms.toFixed(0)} ms; load average ${loadAverage()}`,
         );
         figures.push({
-          name: `sidecar peak RSS, ${name} for ${profile.floodSeconds} s, ${sidecarEnv ? 'injected NODE_OPTIONS' : 'without NODE_OPTIONS'}`,
-          value: `${mib(peakMiB)} (${flood.perSecond.toFixed(0)}/s answered)`,
+          name: floodFigure(name, sidecarEnv),
+          value: `${mib(peakMiB)} (${flood.perSecond.toFixed(0)}/s answered for ${profile.floodSeconds} s)`,
           target: sidecarEnv ? `< ${RSS_BUDGET_MIB} MiB` : '',
           pass: sidecarEnv ? peakMiB < RSS_BUDGET_MIB : undefined,
         });
         if (!sidecarEnv) continue;
         const shutdownMs = shutdown?.status === 200 ? shutdown.ms : Number.POSITIVE_INFINITY;
         figures.push({
-          name: `… the kubelet meanwhile: slowest /healthz or /ready; an authorized /shutdown halfway`,
+          name: KUBELET_UNDER_FLOOD,
           value: `${slowest.toFixed(0)} ms; ${shutdown === undefined ? 'not answered' : `${shutdown.status} in ${shutdown.ms.toFixed(0)} ms`}`,
           target: `< ${PROBE_TIMEOUT_MS} ms; 200 in < ${PROBE_TIMEOUT_MS} ms`,
           pass: slowest < PROBE_TIMEOUT_MS && shutdownMs < PROBE_TIMEOUT_MS,
@@ -361,6 +361,28 @@ export async function measureFloods(profile: Pick<SidecarBenchProfile, 'floodSec
   return figures;
 }
 
+/**
+ * The names of the figures this file reports, one place for the code that reports them and for
+ * test/docs/performance.test.ts, which checks that docs/performance.md's generated tables hold no other row.
+ */
+const STARTS_AND_IDLE = [
+  'sidecar private (anonymous) memory per instance, idle',
+  'sidecars per 1,000 pods, idle (private × 1,000 + the file-backed pages once per node)',
+  'sidecar RSS idle',
+  'sidecar RSS after its first /metrics scrape',
+  'sidecar start → ready (median)',
+] as const;
+const DRAINS = [`sidecar RSS draining ${HELD_CONNECTIONS} connections`, `drain overshoot, check-interval ${CHECK_INTERVAL_MS} ms`] as const;
+export const BIG_DRAIN = `sidecar as injected, draining ${BIG_DRAIN_CONNECTIONS.toLocaleString('en-US')} connections: peak RSS (private)`;
+const floodFigure = (flood: string, sidecarEnv: boolean): string => `sidecar peak RSS, ${flood}, ${sidecarEnv ? 'injected NODE_OPTIONS' : 'without NODE_OPTIONS'}`;
+const KUBELET_UNDER_FLOOD = '… the kubelet meanwhile: slowest /healthz or /ready; an authorized /shutdown halfway';
+
+/** Every figure name this file can report (those of listener-flood.ts apart). */
+export function sidecarFigureNames(): string[] {
+  const floods = FLOODS.flatMap(({ name }) => [floodFigure(name, true), floodFigure(name, false)]);
+  return [...STARTS_AND_IDLE, ...DRAINS, BIG_DRAIN, ...floods, KUBELET_UNDER_FLOOD];
+}
+
 export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Figure[]> {
   const floods = profile.floodSeconds > 0 ? `, ${FLOODS.length * 2} floods of ${profile.floodSeconds} s` : '';
   console.log(`Sidecar: ${profile.starts} alternating starts with a bare node:http floor, ${profile.drains + 1} drains${floods}; load average ${loadAverage()}`);
@@ -372,8 +394,8 @@ export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Fig
       ...(await measureBigDrain()),
       ...(profile.floodSeconds > 0 ? await measureFloods(profile) : []),
       // An Envoy of thousands of listeners, strangers pipelining /metrics without reading, during a drain (issue 28).
-      ...(profile.floodSeconds > 0 ? await runListenerFloodBench({ listeners: [10, 5_000], floodSeconds: profile.floodSeconds + 2 }) : []),
-      ...(profile.floodSeconds > 0 ? await runRequestCostBench(5_000) : []),
+      ...(profile.floodSeconds > 0 ? await runListenerFloodBench({ listeners: [...LISTENER_COUNTS.bench], floodSeconds: profile.floodSeconds + 2 }) : []),
+      ...(profile.floodSeconds > 0 ? await runRequestCostBench(LISTENER_COUNTS.bench[1]) : []),
     ];
   } finally {
     await emulator.close();

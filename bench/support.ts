@@ -92,14 +92,19 @@ export interface Figure {
   readonly pass: boolean | undefined;
 }
 
-export function printTable(figures: readonly Figure[]): void {
-  const headers = ['figure', 'measured', 'target', 'result'];
-  const rows = figures.map((f) => [f.name, f.value, f.target, f.pass === undefined ? 'info' : f.pass ? 'PASS' : 'FAIL']);
-  const widths = headers.map((header, column) => Math.max(header.length, ...rows.map((row) => (row[column] as string).length)));
+export const TABLE_HEADERS = ['figure', 'measured', 'target', 'result'] as const;
+export const resultOf = (figure: Figure): string => (figure.pass === undefined ? 'info' : figure.pass ? 'PASS' : 'FAIL');
+
+/** The results table as Markdown lines, the same printed and written into docs/performance.md (bench/doc-sections.ts). */
+export function tableLines(figures: readonly Figure[]): string[] {
+  const rows = figures.map((f) => [f.name, f.value, f.target, resultOf(f)].map((cell) => cell.replaceAll('|', '\\|')));
+  const widths = TABLE_HEADERS.map((header, column) => Math.max(header.length, ...rows.map((row) => (row[column] as string).length)));
   const line = (cells: readonly string[]): string => `| ${cells.map((cell, column) => cell.padEnd(widths[column] as number)).join(' | ')} |`;
-  console.log(line(headers));
-  console.log(`|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`);
-  for (const row of rows) console.log(line(row));
+  return [line(TABLE_HEADERS), `|${widths.map((width) => '-'.repeat(width + 2)).join('|')}|`, ...rows.map(line)];
+}
+
+export function printTable(figures: readonly Figure[]): void {
+  for (const line of tableLines(figures)) console.log(line);
 }
 
 export const percent = (ratio: number): string => `${(ratio * 100).toFixed(1)} %`;

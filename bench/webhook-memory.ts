@@ -106,9 +106,26 @@ async function lifeOf(target: Target, ca: string, body: string, profile: Webhook
   return { idle, afterReviews, paced, burstPeak: burst.rssMiB };
 }
 
+/** The young-generation settings taken, the image's among them. */
+const candidatesFor = (imageOptions: string): string[] => [...new Set(['', '--max-semi-space-size=4', '--max-semi-space-size=2', '--max-semi-space-size=1', imageOptions])];
+
+const labelOf = (options: string, imageOptions: string): string =>
+  options === 'floor' ? 'bare TLS floor' : `webhook ${options === '' ? 'V8 defaults' : options}${options === imageOptions ? ' (image)' : ''}`;
+const lifeFigure = (label: string): string => `${label}: RSS idle / peak at 200, 1,000 reviews/s / after reviews / burst peak`;
+const imageFigures = (imageOptions: string): [string, string] => [
+  `webhook as the image runs it (${imageOptions === '' ? 'V8 defaults' : imageOptions}): burst peak; at 1,000 reviews/s peak RSS, p99, CPU per review`,
+  'webhook as the image runs it, 200 reviews/s: p99',
+];
+
+/** Every figure name this file can report with the image's NODE_OPTIONS (test/docs/performance.test.ts). */
+export function webhookMemoryFigureNames(imageOptions = imageNodeOptions()): string[] {
+  const lives = [...candidatesFor(imageOptions), 'floor'].map((options) => lifeFigure(labelOf(options, imageOptions)));
+  return [...lives, ...imageFigures(imageOptions)];
+}
+
 export async function runWebhookMemoryBench(profile: WebhookMemoryProfile): Promise<Figure[]> {
   const imageOptions = imageNodeOptions();
-  const candidates = [...new Set(['', '--max-semi-space-size=4', '--max-semi-space-size=2', '--max-semi-space-size=1', imageOptions])];
+  const candidates = candidatesFor(imageOptions);
   console.log(
     `Webhook memory: ${candidates.length} young-generation settings and a bare TLS floor, each fresh: idle, after ${profile.reviews.toLocaleString('en-US')} ` +
       `reviews (${RATES.join(' then ')} reviews/s for ${profile.pacedSeconds} s each, then on at 1,000/s), a 3 s burst at c=50; Node ${process.versions.node}, load average ${loadAverage()}`,
@@ -150,8 +167,7 @@ function describeMemory(life: Life): string {
 
 function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): Figure[] {
   const floor = lives.get('floor') as Life;
-  const label = (options: string): string =>
-    options === 'floor' ? 'bare TLS floor' : `webhook ${options === '' ? 'V8 defaults' : options}${options === imageOptions ? ' (image)' : ''}`;
+  const label = (options: string): string => labelOf(options, imageOptions);
   const figures: Figure[] = [];
   for (const [options, life] of lives) {
     const rates = RATES.map((rate) => {
@@ -161,14 +177,14 @@ function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): 
     console.log(`  ${label(options)}: idle ${mib(life.idle)}; ${rates.join('; ')}; after reviews ${mib(life.afterReviews)}; burst peak ${mib(life.burstPeak)}`);
     if (options === 'floor') continue;
     figures.push({
-      name: `${label(options)}: RSS idle / peak at 200, 1,000 reviews/s / after reviews / burst peak`,
+      name: lifeFigure(label(options)),
       value: describeMemory(life),
       target: '',
       pass: undefined,
     });
   }
   figures.push({
-    name: 'bare TLS floor: RSS idle / peak at 200, 1,000 reviews/s / after reviews / burst peak',
+    name: lifeFigure(label('floor')),
     value: describeMemory(floor),
     target: '',
     pass: undefined,
@@ -177,7 +193,7 @@ function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): 
   const defaults = lives.get('') as Life;
   const at = (life: Life, rate: number): Paced => life.paced.get(rate) as Paced;
   figures.push({
-    name: `webhook as the image runs it (${imageOptions === '' ? 'V8 defaults' : imageOptions}): burst peak; at 1,000 reviews/s peak RSS, p99, CPU per review`,
+    name: imageFigures(imageOptions)[0],
     value:
       `${mib(image.burstPeak)}; ${mib(at(image, 1_000).peakMiB)}, ${at(image, 1_000).p99Ms.toFixed(1)} ms, ${at(image, 1_000).cpuMicrosPerReview.toFixed(0)} µs ` +
       `(V8 defaults ${mib(defaults.burstPeak)}; ${mib(at(defaults, 1_000).peakMiB)}, ${at(defaults, 1_000).p99Ms.toFixed(1)} ms, ` +
@@ -189,7 +205,7 @@ function describeLives(lives: ReadonlyMap<string, Life>, imageOptions: string): 
       at(image, 1_000).p99Ms <= 1.25 * at(defaults, 1_000).p99Ms,
   });
   figures.push({
-    name: 'webhook as the image runs it, 200 reviews/s: p99',
+    name: imageFigures(imageOptions)[1],
     value: `${at(image, 200).p99Ms.toFixed(1)} ms (V8 defaults ${at(defaults, 200).p99Ms.toFixed(1)}, floor ${at(floor, 200).p99Ms.toFixed(1)})`,
     target: 'p99 ≤ 1.25 × V8 defaults',
     pass: at(image, 200).p99Ms <= 1.25 * at(defaults, 200).p99Ms,

@@ -46,6 +46,29 @@ export interface Target {
   readonly process: ChildProcess;
 }
 
+const KEEP_ALIVE_CONNECTIONS = [10, 50] as const;
+
+/** The figures' names, for the code below and test/docs/performance.test.ts (docs/performance.md's generated rows). */
+const WEBHOOK_FIGURES = {
+  cpu: (load: string): string => `server CPU per review, ${load}`,
+  keepAliveCpu: (connections: number): string => `keep-alive c=${connections}`,
+  throughput: (connections: number): string => `webhook throughput, keep-alive TLS c=${connections} (retired target)`,
+  fastify: 'Fastify answering a fixed body, c=10',
+  sequential: 'sequential latency p99 (1 connection)',
+  newConnection: 'new TLS connection per review, c=10',
+  newConnectionCpu: 'new TLS connection per review',
+  idle: 'webhook RSS idle (after start and one review)',
+  underLoad: 'webhook RSS under load (peak, c=10 and c=50)',
+  injector: 'pure injector + patch per pod',
+} as const;
+
+/** Every figure name this file can report. */
+export function webhookFigureNames(): string[] {
+  const { cpu, keepAliveCpu, throughput, newConnectionCpu, ...fixed } = WEBHOOK_FIGURES;
+  const perConnections = KEEP_ALIVE_CONNECTIONS.flatMap((connections) => [throughput(connections), cpu(keepAliveCpu(connections))]);
+  return [...perConnections, cpu(newConnectionCpu), ...Object.values(fixed)];
+}
+
 export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Figure[]> {
   const directory = await mkdtemp(join(tmpdir(), 'esm-bench-'));
   const targets: Target[] = [];
@@ -104,14 +127,14 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
       const webhookUs = median(cpu.get(`${key} webhook`) ?? []);
       const floorUs = median(cpu.get(`${key} floor`) ?? []);
       return {
-        name: `server CPU per review, ${name}`,
+        name: WEBHOOK_FIGURES.cpu(name),
         value: `webhook ${webhookUs.toFixed(0)} µs vs floor ${floorUs.toFixed(0)} µs (floor / webhook ${percent(floorUs / webhookUs)})`,
         target: '',
         pass: undefined,
       };
     };
 
-    for (const connections of [10, 50]) {
+    for (const connections of KEEP_ALIVE_CONNECTIONS) {
       const rounds = await alternate(
         profile.rounds,
         connections === 10 ? keepAlive : [floor, webhook],
@@ -124,15 +147,15 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
       // that builds a patch per review never reaches a floor that only writes a fixed answer; grading it made
       // every run FAIL for a figure nobody acts on.
       figures.push({
-        name: `webhook throughput, keep-alive TLS c=${connections} (retired target)`,
+        name: WEBHOOK_FIGURES.throughput(connections),
         value: `${percent(share)} of floor (${perSecond(rounds, 'webhook')} vs ${perSecond(rounds, 'floor')} req/s)`,
         target: '',
         pass: undefined,
       });
-      figures.push(cpuFigure(`c=${connections}`, `keep-alive c=${connections}`));
+      figures.push(cpuFigure(`c=${connections}`, WEBHOOK_FIGURES.keepAliveCpu(connections)));
       if (connections === 10 && fastify !== undefined) {
         figures.push({
-          name: 'Fastify answering a fixed body, c=10',
+          name: WEBHOOK_FIGURES.fastify,
           value: `${percent(ratio(rounds, 'fastify', 'floor'))} of floor (the framework's share)`,
           target: '',
           pass: undefined,
@@ -145,7 +168,7 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
     const p99 = { webhook: median(latency.get('webhook') ?? []), floor: median(latency.get('floor') ?? []) };
     console.log(`  sequential p99 per round (µs): ${describeRates(latency, 'µs')}`);
     figures.push({
-      name: 'sequential latency p99 (1 connection)',
+      name: WEBHOOK_FIGURES.sequential,
       value: `${Math.round(p99.webhook)} µs vs floor ${Math.round(p99.floor)} µs (${(p99.webhook / p99.floor).toFixed(2)} ×)`,
       target: '≤ 2 × floor',
       pass: p99.webhook <= 2 * p99.floor,
@@ -163,27 +186,27 @@ export async function runWebhookBench(profile: WebhookBenchProfile): Promise<Fig
     const freshShare = ratio(fresh, 'webhook', 'floor');
     console.log(`  new TLS connection per review c=10: ${describeRates(fresh, '/s')}`);
     figures.push({
-      name: 'new TLS connection per review, c=10',
+      name: WEBHOOK_FIGURES.newConnection,
       value: `${percent(freshShare)} of floor (${perSecond(fresh, 'webhook')} vs ${perSecond(fresh, 'floor')} /s)`,
       target: '≥ 80 % of floor',
       pass: freshShare >= 0.8,
     });
-    figures.push(cpuFigure('new', 'new TLS connection per review'));
+    figures.push(cpuFigure('new', WEBHOOK_FIGURES.newConnectionCpu));
 
     figures.push({
-      name: 'webhook RSS idle (after start and one review)',
+      name: WEBHOOK_FIGURES.idle,
       value: `${mib(idle.webhook)} vs floor ${mib(idle.floor)} (${(idle.webhook / idle.floor).toFixed(2)} ×)`,
       target: '≤ 1.3 × floor',
       pass: idle.webhook <= 1.3 * idle.floor,
     });
     const request = await deploymentMemoryRequestMib();
     figures.push({
-      name: 'webhook RSS under load (peak, c=10 and c=50)',
+      name: WEBHOOK_FIGURES.underLoad,
       value: `${mib(underLoad.peak)}; manifests request ${request} Mi (${(request / underLoad.peak).toFixed(2)} × peak)`,
       target: 'request ≥ peak (sized on Node 24)',
       pass: request >= underLoad.peak,
     });
-    figures.push({ name: 'pure injector + patch per pod', value: injectorScaling(), target: '', pass: undefined });
+    figures.push({ name: WEBHOOK_FIGURES.injector, value: injectorScaling(), target: '', pass: undefined });
     return figures;
   } finally {
     for (const target of targets) {
