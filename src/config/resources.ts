@@ -25,12 +25,13 @@ export const RESOURCE_SETTINGS = {
   'sidecar-memory-request': {
     kind: kinds.memoryQuantity,
     default: kinds.memoryQuantity.parse('64Mi') as Quantity,
-    help: "Memory request of the injected sidecar: its peak while Envoy holds 10,000 connections is 53 MiB resident on Node 24 (48 on Node 20; 51 idle), see the README's Performance; pods may override it with the annotation of the same name.",
+    // Figures the bench measures are not stated here (they drift): the help points to the table npm run bench writes.
+    help: 'Memory request of the injected sidecar: its peak while Envoy holds 10,000 connections, measured by npm run bench (docs/performance.md), and a fifth more; pods may override it with the annotation of the same name.',
   } satisfies Setting<Quantity>,
   'sidecar-memory-limit': {
     kind: kinds.optionalLimit(kinds.memoryQuantity),
     default: kinds.memoryQuantity.parse('128Mi') as Quantity | null,
-    help: 'Memory limit of the injected sidecar, twice its peak under floods of requests (62-64 MiB); empty (--sidecar-memory-limit=) for none. Pods may override it with the annotation of the same name.',
+    help: 'Memory limit of the injected sidecar, twice its peak under floods of requests, measured by npm run bench:budgets (docs/performance.md); empty (--sidecar-memory-limit=) for none. Pods may override it with the annotation of the same name.',
   } satisfies Setting<Quantity | null>,
 };
 

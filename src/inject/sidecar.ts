@@ -231,7 +231,7 @@ function buildTemplate(plan: PodDrainValues, config: InjectionConfig, options: S
     readinessProbe: readinessProbe(plan),
     lifecycle: { preStop: waitHook(plan, options.token) },
     // Defaults from npm run bench (see RESOURCE_SETTINGS): the request covers its peak during a drain with 10,000
-    // connections counted (53 MiB resident on Node 24), so the scheduler counts it; the limit is twice its peak
+    // connections counted (docs/performance.md, the table npm run bench writes), so the scheduler counts it; the limit is twice its peak
     // under floods of requests. Flags and annotations may change them.
     resources: resourceRequirements(options.resources),
     securityContext: {
