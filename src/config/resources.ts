@@ -26,7 +26,7 @@ export const RESOURCE_SETTINGS = {
     kind: kinds.memoryQuantity,
     default: kinds.memoryQuantity.parse('64Mi') as Quantity,
     // Figures the bench measures are not stated here (they drift): the help points to the table npm run bench writes.
-    help: 'Memory request of the injected sidecar: its peak while Envoy holds 10,000 connections, measured by npm run bench (docs/performance.md), and a fifth more; pods may override it with the annotation of the same name.',
+    help: 'Memory request of the injected sidecar: its peak while Envoy holds 10,000 connections, measured by npm run bench (docs/performance.md), with a margin (the bench fails when the peak passes it); pods may override it with the annotation of the same name.',
   } satisfies Setting<Quantity>,
   'sidecar-memory-limit': {
     kind: kinds.optionalLimit(kinds.memoryQuantity),
