@@ -4,6 +4,13 @@
  * transpiled code (tsx), and acorn, failing on TypeScript, retries at every column before it. On a 300-line test file
  * that took over ten minutes at 40 % of a core, and a CI run waited on it (test/sidecar/server-connections.test.ts,
  * a probe over its bound on a loaded machine).
+ *
+ * And a message says what was expected, in words: one that repeats the asserted expression's source (as a script
+ * once wrote them, cut to 100 characters with `...`) tells the reader of a failure nothing the line number did not.
+ *
+ * And a test asserts something that could fail: every test calls an assertion (`assert…`, `t.assert…`, or a
+ * helper named `assert…` or `expect…`), and a loop that asserts over a regexp's matches first asserts how many it
+ * found (a `for … of text.matchAll(…)` whose body asserts passes when the pattern finds nothing).
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -27,6 +34,102 @@ export function assertionsWithoutMessage(fileName: string, source: string): stri
   return found;
 }
 
+/** Source text with its whitespace collapsed and every quote written `'`, for comparing a message with code. */
+function normalized(text: string): string {
+  return text.replace(/\s+/g, ' ').replace(/["`]/g, "'").trim();
+}
+
+/**
+ * `file:line` of every `assert.ok` or `assert` call whose message (a plain string) is the asserted expression's own
+ * source text, or a start of it cut with `...` or `…`.
+ */
+export function messagesRepeatingTheAssertion(fileName: string, source: string): string[] {
+  const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isCallExpression(node) && node.arguments.length >= 2 && ['assert', 'assert.ok'].includes(node.expression.getText(file))) {
+      const [value, message] = node.arguments as unknown as [ts.Expression, ts.Expression];
+      if (ts.isStringLiteral(message) || ts.isNoSubstitutionTemplateLiteral(message)) {
+        const expression = normalized(value.getText(file));
+        const text = normalized(message.text);
+        const cut = text.replace(/(\.\.\.|…)$/, '').trimEnd();
+        if (text === expression || (cut !== text && cut !== '' && expression.startsWith(cut))) {
+          found.push(`${fileName}:${file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1}`);
+        }
+      }
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return found;
+}
+
+/** Whether `callee` (a call's callee as written) is an assertion: `assert`, `assert.x`, `t.assert.x`, `assertX`, `expectX`. */
+function isAssertion(callee: string): boolean {
+  return /^(t\.)?assert\b/.test(callee) || /(^|\.)(assert|expect)\w*$/.test(callee);
+}
+
+function callsAnAssertion(node: ts.Node, file: ts.SourceFile): boolean {
+  if (ts.isCallExpression(node) && isAssertion(node.expression.getText(file))) return true;
+  return ts.forEachChild(node, (child) => callsAnAssertion(child, file) || undefined) ?? false;
+}
+
+function enclosingScope(node: ts.Node): ts.Node {
+  let scope = node.parent;
+  while (!ts.isSourceFile(scope) && !ts.isFunctionLike(scope)) scope = scope.parent;
+  return scope;
+}
+
+/**
+ * `file:line` of every `for … of` loop whose body asserts and that goes over a regexp's matches without asserting
+ * how many: either over `x.matchAll(…)` itself, or over a variable initialized from one (in the same function)
+ * when no assertion of that function names the variable whole or its `.length`.
+ */
+export function matchLoopsWithoutCount(fileName: string, source: string): string[] {
+  const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.Latest, true);
+  const isMatchAll = (node: ts.Node): boolean => ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression) && node.expression.name.text === 'matchAll';
+  const containsMatchAll = (node: ts.Node): boolean => isMatchAll(node) || (ts.forEachChild(node, (child) => containsMatchAll(child) || undefined) ?? false);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isForOfStatement(node) && callsAnAssertion(node.statement, file)) {
+      const iterated = node.expression;
+      let uncounted = isMatchAll(iterated);
+      if (ts.isIdentifier(iterated)) {
+        const name = iterated.text;
+        const scope = enclosingScope(node);
+        let fromMatches = false;
+        let counted = false;
+        const scan = (inner: ts.Node): void => {
+          if (ts.isVariableDeclaration(inner) && ts.isIdentifier(inner.name) && inner.name.text === name && inner.initializer && containsMatchAll(inner.initializer)) fromMatches = true;
+          if (ts.isCallExpression(inner) && isAssertion(inner.expression.getText(file)) && inner.arguments.some((argument) => argument.getText(file) === name || argument.getText(file).includes(`${name}.length`))) counted = true;
+          ts.forEachChild(inner, scan);
+        };
+        scan(scope);
+        uncounted = fromMatches && !counted;
+      }
+      if (uncounted) found.push(`${fileName}:${file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return found;
+}
+
+/** `file:line` of every `test(…)` or `it(…)` whose callback calls no assertion (see isAssertion). */
+export function testsAssertingNothing(fileName: string, source: string): string[] {
+  const file = ts.createSourceFile(fileName, source, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isCallExpression(node) && /^(test|it)(\.only|\.skip)?$/.test(node.expression.getText(file))) {
+      const callback = node.arguments.find((argument) => ts.isArrowFunction(argument) || ts.isFunctionExpression(argument));
+      if (callback && !callsAnAssertion(callback, file)) found.push(`${fileName}:${file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return found;
+}
+
 function typeScriptFiles(directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
     const path = join(directory, entry.name);
@@ -35,12 +138,30 @@ function typeScriptFiles(directory: string): string[] {
   });
 }
 
+/** `[path from the repository's root, source]` of every TypeScript file of test/ and bench/ (fixtures aside). */
+function suiteFiles(): [string, string][] {
+  return ['test', 'bench'].flatMap((directory) => typeScriptFiles(join(REPO_ROOT, directory)).map((path): [string, string] => [relative(REPO_ROOT, path), readFileSync(path, 'utf8')]));
+}
+
 describe('the test suite', () => {
   test('every assert.ok and assert call has a message', () => {
-    const missing = ['test', 'bench'].flatMap((directory) =>
-      typeScriptFiles(join(REPO_ROOT, directory)).flatMap((path) => assertionsWithoutMessage(relative(REPO_ROOT, path), readFileSync(path, 'utf8'))),
-    );
+    const missing = suiteFiles().flatMap(([path, source]) => assertionsWithoutMessage(path, source));
     assert.deepEqual(missing, [], 'add a message saying what was expected');
+  });
+
+  test("no assert.ok or assert message merely repeats the asserted expression's source", () => {
+    const repeating = suiteFiles().flatMap(([path, source]) => messagesRepeatingTheAssertion(path, source));
+    assert.deepEqual(repeating, [], 'say what was expected in words (the line number already points at the code)');
+  });
+
+  test('no loop asserts over the matches of a regexp without asserting how many it found', () => {
+    const loops = suiteFiles().flatMap(([path, source]) => matchLoopsWithoutCount(path, source));
+    assert.deepEqual(loops, [], 'collect the matches, assert their number (at least one), then loop');
+  });
+
+  test('every test calls an assertion', () => {
+    const empty = suiteFiles().flatMap(([path, source]) => testsAssertingNothing(path, source));
+    assert.deepEqual(empty, [], 'a test that asserts nothing passes whatever the code does');
   });
 
   test("npm test's file list (test/support/test-files.mjs) has every test file once, and no two that run alone in a row", () => {
@@ -55,5 +176,40 @@ describe('the test suite', () => {
   test('control: the scan finds both forms, and leaves calls with a message alone', () => {
     const source = "assert.ok(a > 1);\nassert(b);\nassert.ok(c, 'c');\nassert.equal(d, 1);\n";
     assert.deepEqual(assertionsWithoutMessage('sample.ts', source), ['sample.ts:1', 'sample.ts:2']);
+  });
+
+  test('control: a message that repeats the expression, whole or cut with ..., is found; one in words is not', () => {
+    const source = [
+      "assert.ok(a < b, 'a < b');",
+      'assert(x.includes("y"), \'x.includes("y")\');',
+      "assert.ok(list.every((item) => item.ok), 'list.every((item) => ...');",
+      "assert.ok(a < b, `answered at once: ${a} ms`);",
+      "assert.ok(a < b, 'answered at once');",
+      "assert.ok(a, 'a');",
+      "assert.equal(a, b, 'a');",
+    ].join('\n');
+    assert.deepEqual(messagesRepeatingTheAssertion('sample.ts', source), ['sample.ts:1', 'sample.ts:2', 'sample.ts:3', 'sample.ts:6']);
+  });
+
+  test('control: loops over matches are found unless counted; a loop that asserts nothing is left alone', () => {
+    const source = [
+      'for (const m of text.matchAll(/a/g)) assert.ok(m, "each");',
+      'function counted() { const found = [...text.matchAll(/a/g)]; assert.ok(found.length > 0, "one"); for (const m of found) assert.ok(m, "each"); }',
+      'function uncounted() { const found = [...text.matchAll(/a/g)]; for (const m of found) assert.ok(m, "each"); }',
+      'for (const m of text.matchAll(/a/g)) names.push(m[0]);',
+      'for (const item of list) assert.ok(item, "each");',
+    ].join('\n');
+    assert.deepEqual(matchLoopsWithoutCount('sample.ts', source), ['sample.ts:1', 'sample.ts:3']);
+  });
+
+  test('control: a test with no assertion is found; t.assert, assert.x and helpers named assert… or expect… count', () => {
+    const source = [
+      "test('nothing', () => { run(); });",
+      "test('plain', () => { assert.equal(1, 1); });",
+      "it('context', (t) => { t.assert.ok(true, 'yes'); });",
+      "test('helper', async () => { await expectRefused(); assertDrained(x); });",
+      "it.skip('skipped, still empty', async () => { await run(); });",
+    ].join('\n');
+    assert.deepEqual(testsAssertingNothing('sample.ts', source), ['sample.ts:1', 'sample.ts:5']);
   });
 });
