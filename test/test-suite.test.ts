@@ -14,8 +14,8 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { basename, dirname, join, relative } from 'node:path';
 import { describe, test } from 'node:test';
 import ts from 'typescript';
 import { REPO_ROOT } from './support/process.js';
@@ -143,6 +143,111 @@ function suiteFiles(): [string, string][] {
   return ['test', 'bench'].flatMap((directory) => typeScriptFiles(join(REPO_ROOT, directory)).map((path): [string, string] => [relative(REPO_ROOT, path), readFileSync(path, 'utf8')]));
 }
 
+/**
+ * The src modules with no test file named after them (test/<path>.test.ts, or test/<dir>/<name>*.test.ts), each
+ * with why: "covered by" names a test file that imports the module; "exercised through" is a judgement from the
+ * module's callers, not a measurement. The list may only shrink: a new module comes with its test file.
+ */
+const WITHOUT_OWN_TEST: ReadonlyArray<readonly [string, string]> = [
+  ['src/certs-main.ts', 'entry point of npm run certs: run by test/cli/certs.test.ts'],
+  ['src/certs/material.ts', 'covered by test/certs/self-managed.test.ts'],
+  ['src/certs/mounted.ts', 'covered by test/errors.test.ts'],
+  ['src/certs/names.ts', 'covered by test/cli/certs.test.ts'],
+  ['src/certs/reconcile.ts', 'covered by test/errors.test.ts'],
+  ['src/certs/source.ts', 'no test of its own yet: exercised through test/webhook/tls-rotation.test.ts'],
+  ['src/certs/tls-source.ts', 'types only (the TLS source interface)'],
+  ['src/check/certificate.ts', 'covered by test/check/core.test.ts'],
+  ['src/check/cluster.ts', 'covered by test/check/core.test.ts'],
+  ['src/check/errors.ts', 'no test of its own yet: exercised through test/cli/check*.test.ts'],
+  ['src/check/expectations.ts', 'covered by test/check/core.test.ts'],
+  ['src/check/finding.ts', "types only (a check's finding)"],
+  ['src/check/index.ts', 're-exports for the CLI: exercised through test/cli/check*.test.ts'],
+  ['src/check/pod-state.ts', 'covered by test/check/core.test.ts'],
+  ['src/check/pods.ts', 'covered by test/check/core.test.ts'],
+  ['src/check/prometheus.ts', 'covered by test/check/drains.test.ts'],
+  ['src/check/read.ts', 'no test of its own yet: exercised through test/cli/check*.test.ts'],
+  ['src/check/render.ts', 'covered by test/check/core.test.ts'],
+  ['src/check/report.ts', 'covered by test/cli/check-scope.test.ts'],
+  ['src/check/webhook.ts', 'no test of its own yet: exercised through test/cli/check.test.ts'],
+  ['src/cli/input.ts', 'covered by test/cli/inject-url.test.ts'],
+  ['src/cli/io.ts', 'no test of its own yet: exercised through test/cli/'],
+  ['src/cli/manifests.ts', 'covered by test/errors.test.ts'],
+  ['src/cli/opt-in-manifests.ts', 'no test of its own yet: exercised through test/cli/opt-in.test.ts'],
+  ['src/clock.ts', 'covered by test/envoy/admin-client-answers.test.ts'],
+  ['src/config/annotation-names.ts', 'covered by test/inject/sidecar.test.ts'],
+  ['src/config/annotations.ts', 'covered by test/config/config.test.ts'],
+  ['src/config/drain.ts', 'covered by test/config/config.test.ts'],
+  ['src/config/duration.ts', 'covered by test/config/config.test.ts'],
+  ['src/config/endpoints.ts', 'covered by test/cli/check-prometheus.test.ts'],
+  ['src/config/errors.ts', 'covered by test/config/resources.test.ts'],
+  ['src/config/quantity.ts', 'covered by test/config/resources.test.ts'],
+  ['src/config/reference.ts', 'generates docs/reference (tools/docs.ts): checked by test/docs/reference.test.ts'],
+  ['src/config/settings.ts', 'covered by test/manifests/self-signed.test.ts'],
+  ['src/config/sidecar.ts', 'covered by test/config/config.test.ts'],
+  ['src/config/values.ts', 'covered by test/config/admin-address.test.ts'],
+  ['src/config/webhook.ts', 'covered by test/config/resources.test.ts'],
+  ['src/emulator/admin.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/cli.ts', 'covered by test/emulator/drain.test.ts'],
+  ['src/emulator/contour-admin-listener.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/core.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/drain-manager.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/health-check-filter.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/hot-restart-child.ts', 'no test of its own yet: exercised through test/emulator/drain.test.ts'],
+  ['src/emulator/http-listener.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/http1.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/http2.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/router.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/stats.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/tcp-proxy.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/types.ts', "types only (the emulator's shapes)"],
+  ['src/emulator/upgrades.ts', 'no test of its own yet: part of the Envoy emulator, exercised through test/emulator/'],
+  ['src/emulator/versions.ts', 'covered by test/sidecar/load-balancer-process.test.ts'],
+  ['src/entry.cts', "the bundle's entry: test/sidecar/bundle.test.ts"],
+  ['src/envoy/version.ts', 'no test of its own yet: exercised through test/inject/envoy-drain-flags.test.ts and test/sidecar/'],
+  ['src/inject/admin-endpoint.ts', 'covered by test/inject/admin-discovery.test.ts'],
+  ['src/inject/patch.ts', 'covered by test/inject/injector.property.test.ts'],
+  ['src/inject/uninjector.ts', 'covered by test/inject/status.test.ts'],
+  ['src/json.ts', 'covered by test/envoy/stats.test.ts'],
+  ['src/kube/client.ts', 'covered by test/webhook/process.test.ts'],
+  ['src/kube/errors.ts', 'covered by test/errors.test.ts'],
+  ['src/kube/requests.ts', 'no test of its own yet: exercised through test/webhook/process.test.ts and test/certs/'],
+  ['src/kube/store.ts', 'no test of its own yet: exercised through test/certs/self-managed.test.ts'],
+  ['src/main.ts', 'the CLI entry point: run by the test/cli/ process tests'],
+  ['src/sidecar/admin-calls.ts', 'no test of its own yet: exercised through test/sidecar/drain*.test.ts'],
+  ['src/sidecar/admin-hint.ts', 'no test of its own yet: exercised through test/sidecar/admin-probe.test.ts'],
+  ['src/sidecar/command.ts', "the sidecar's command line: run by the test/sidecar/*-process tests"],
+  ['src/sidecar/lag-buckets.ts', 'covered by test/cli/check-prometheus.test.ts'],
+  ['src/sidecar/main.ts', "the sidecar's start: run by the test/sidecar/*-process tests"],
+  ['src/sidecar/metrics.ts', "no test of its own yet: the sidecar's metrics, checked by test/sidecar/sidecar-process.test.ts"],
+  ['src/sidecar/prom-client-parts.d.ts', 'type declarations only'],
+  ['src/sidecar/server/connection-guard.ts', 'no test of its own yet: exercised through test/sidecar/server-*.test.ts'],
+  ['src/sidecar/server/connection-limits.ts', 'covered by test/sidecar/server-bounds.test.ts'],
+  ['src/sidecar/server/deadlines.ts', 'covered by test/sidecar/deadlines.test.ts'],
+  ['src/sidecar/server/parser-slices.ts', 'no test of its own yet: exercised through test/sidecar/server-*.test.ts'],
+  ['src/sidecar/server/render-cache.ts', 'covered by test/sidecar/render-cache.test.ts'],
+  ['src/sidecar/server/routes.ts', 'covered by test/sidecar/server-bounds.test.ts'],
+  ['src/sidecar/server/shutdown-token.ts', 'covered by test/sidecar/shutdown-token.test.ts'],
+  ['src/webhook/main.ts', "the webhook's start: run by test/webhook/process.test.ts"],
+  ['src/webhook/server.ts', 'covered by test/webhook/slowloris.test.ts'],
+];
+
+/** Whether test/ has a file named after the module at `path` (relative to src/, with its extension). */
+function hasOwnTest(path: string): boolean {
+  const base = path.replace(/\.d\.ts$|\.c?ts$/, '');
+  const [directory, name] = [dirname(base), basename(base)];
+  if (existsSync(join(REPO_ROOT, 'test', `${base}.test.ts`))) return true;
+  const testDirectory = join(REPO_ROOT, 'test', directory);
+  return existsSync(testDirectory) && readdirSync(testDirectory).some((file) => file.startsWith(name) && file.endsWith('.test.ts'));
+}
+
+function sourceModules(directory: string): string[] {
+  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) return sourceModules(path);
+    return /\.c?ts$/.test(entry.name) ? [path] : [];
+  });
+}
+
 describe('the test suite', () => {
   test('every assert.ok and assert call has a message', () => {
     const missing = suiteFiles().flatMap(([path, source]) => assertionsWithoutMessage(path, source));
@@ -162,6 +267,16 @@ describe('the test suite', () => {
   test('every test calls an assertion', () => {
     const empty = suiteFiles().flatMap(([path, source]) => testsAssertingNothing(path, source));
     assert.deepEqual(empty, [], 'a test that asserts nothing passes whatever the code does');
+  });
+
+  test('the src modules without a test file named after them are the listed ones, each with a reason', () => {
+    const without = sourceModules(join(REPO_ROOT, 'src'))
+      .map((path) => relative(REPO_ROOT, path))
+      .filter((path) => !hasOwnTest(relative('src', path)))
+      .sort();
+    const listed = WITHOUT_OWN_TEST.map(([path]) => path);
+    assert.deepEqual(without, [...listed].sort(), 'a new module comes with its test file; a module that got one leaves the list');
+    assert.ok(WITHOUT_OWN_TEST.every(([, reason]) => reason.trim() !== ''), 'every entry says why');
   });
 
   test("npm test's file list (test/support/test-files.mjs) has every test file once, and no two that run alone in a row", () => {
