@@ -24,11 +24,11 @@ describe('ensureDevCertificates', () => {
 
     const leaf = new X509Certificate(await readFile(certFile));
     const ca = new X509Certificate(await readFile(join(dir, 'nested', 'ca.crt')));
-    assert.ok(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), 'leaf.checkIssued(ca) && leaf.verify(ca.publicKey)');
+    assert.ok(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), 'the leaf is signed by the CA');
     assert.equal(leaf.checkHost('localhost'), 'localhost');
     assert.equal(leaf.checkIP('127.0.0.1'), '127.0.0.1');
-    assert.ok(leaf.checkIP('::1') !== undefined, "leaf.checkIP('::1') !== undefined");
-    assert.ok(leaf.checkPrivateKey(createPrivateKey(await readFile(keyFile))), 'leaf.checkPrivateKey(createPrivateKey(await readFile(keyFile)))');
+    assert.ok(leaf.checkIP('::1') !== undefined, 'the leaf covers the IPv6 loopback');
+    assert.ok(leaf.checkPrivateKey(createPrivateKey(await readFile(keyFile))), "the key file holds the leaf's private key");
     assert.equal((await stat(keyFile)).mode & 0o777, 0o600);
   });
 
@@ -57,7 +57,7 @@ describe('ensureDevCertificates', () => {
     const keyFile = join(dir, 'tls.key');
     await writeFile(certFile, 'a certificate without its key');
     await assert.rejects(ensureDevCertificates(certFile, keyFile), (error: unknown) => {
-      assert.ok(error instanceof DevCertificatesError, 'error instanceof DevCertificatesError');
+      assert.ok(error instanceof DevCertificatesError, 'a DevCertificatesError');
       assert.ok(error.message.includes(certFile) && error.message.includes(keyFile), error.message);
       return true;
     });

@@ -68,16 +68,16 @@ describe('generateCertificates', () => {
     const leaf = new X509Certificate(bundle.certPem);
     assert.equal(ca.ca, true);
     assert.equal(leaf.ca, false);
-    assert.ok(leaf.checkIssued(ca), 'leaf.checkIssued(ca)');
-    assert.ok(leaf.verify(ca.publicKey), 'leaf.verify(ca.publicKey)');
+    assert.ok(leaf.checkIssued(ca), 'the leaf is issued by the CA');
+    assert.ok(leaf.verify(ca.publicKey), "the leaf's signature checks with the CA's key");
     assert.deepEqual(leaf.keyUsage, ['1.3.6.1.5.5.7.3.1'], 'extended key usage is serverAuth only');
   });
 
   it('puts every DNS name and IP address into the SANs', () => {
     const sans = new X509Certificate(bundle.certPem).subjectAltName ?? '';
     for (const name of SERVICE_NAMES) assert.ok(sans.includes(`DNS:${name}`), `${name} in ${sans}`);
-    assert.ok(sans.includes('DNS:localhost'), "sans.includes('DNS:localhost')");
-    assert.ok(sans.includes('IP Address:127.0.0.1'), "sans.includes('IP Address:127.0.0.1')");
+    assert.ok(sans.includes('DNS:localhost'), 'localhost is a SAN');
+    assert.ok(sans.includes('IP Address:127.0.0.1'), '127.0.0.1 is a SAN');
     assert.match(sans, /IP Address:(0:0:0:0:0:0:0:1|::1)/);
   });
 
@@ -115,7 +115,7 @@ describe('generateCertificates', () => {
       subject: { CN: 'localhost' },
       subjectaltname: leaf.subjectAltName,
     } as tls.PeerCertificate);
-    assert.ok(error instanceof Error, 'error instanceof Error');
+    assert.ok(error instanceof Error, 'an Error');
   });
 
   it('is rejected by a client that trusts another CA', async () => {
@@ -168,7 +168,7 @@ describe('generateCertificates options and errors', () => {
   for (const [what, request, field] of bad) {
     it(`rejects ${what}, naming ${field}`, async () => {
       await assert.rejects(generateCertificates(request), (error: unknown) => {
-        assert.ok(error instanceof CertificateRequestError, 'error instanceof CertificateRequestError');
+        assert.ok(error instanceof CertificateRequestError, 'a CertificateRequestError');
         assert.equal(error.field, field);
         assert.match(error.message, new RegExp(`^${field}: `));
         return true;

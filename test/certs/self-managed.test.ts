@@ -101,7 +101,7 @@ describe('self-managed TLS: first start and further replicas', () => {
     const leaf = new X509Certificate(material.cert);
     const cas = splitPemCertificates(data['ca.crt'] ?? '');
     assert.equal(cas.length, 1, 'a first certificate has exactly one CA to trust');
-    assert.ok(leaf.checkIssued(new X509Certificate(cas[0] as string)), 'leaf.checkIssued(new X509Certificate(cas[0] as string))');
+    assert.ok(leaf.checkIssued(new X509Certificate(cas[0] as string)), 'the served leaf is issued by the CA in the caBundle');
     for (const name of DNS_NAMES) assert.ok(leaf.checkHost(name, { subject: 'never' }), name);
 
     const [patch] = only(api, 'PATCH', CONFIGURATION_PATH) as [RecordedRequest];
@@ -342,7 +342,7 @@ describe('self-managed TLS: renewal', () => {
     const bundle = splitPemCertificates(data['ca.crt'] ?? '');
     assert.equal(bundle.length, 2);
     assert.equal(bundle[1], firstCa);
-    assert.ok(new X509Certificate(first.cert).checkIssued(new X509Certificate(bundle[1] as string)), 'new X509Certificate(first.cert).checkIssued(new X509Certificate(bundle[1] as string))');
+    assert.ok(new X509Certificate(first.cert).checkIssued(new X509Certificate(bundle[1] as string)), 'the new leaf is issued by the CA added to the caBundle');
     assert.equal(caBundleAtSwitch, data['ca.crt'], 'the new certificate was served only once the caBundle trusted it');
 
     // What the API server does: verify the served certificate against the caBundle, for the Service's name.
@@ -479,11 +479,11 @@ describe('self-managed TLS: failures an operator must act on', () => {
         () => assert.fail('obtain() succeeded'),
         (thrown: unknown) => thrown,
       );
-      assert.ok(error instanceof SelfManagedTlsError, 'error instanceof SelfManagedTlsError');
+      assert.ok(error instanceof SelfManagedTlsError, 'a SelfManagedTlsError');
       assert.match(error.message, message);
       assert.match(error.message, /API server: forbidden by RBAC/);
       assert.equal(error.retryable, false);
-      assert.ok(error.cause instanceof KubeForbiddenError, 'error.cause instanceof KubeForbiddenError');
+      assert.ok(error.cause instanceof KubeForbiddenError, "caused by the API server's 403");
       assert.equal(only(api, method, path).length, 1, 'a 403 is not retried');
     });
   }
@@ -506,7 +506,7 @@ describe('self-managed TLS: failures an operator must act on', () => {
     const log = new MemoryLog();
     const manager = newManager(api, { logger: log.pino(), startupRetry: { attempts: 4, initialDelayMs: 30, maxDelayMs: 60 } });
     await assert.rejects(manager.obtain(), (error: unknown) => {
-      assert.ok(error instanceof SelfManagedTlsError, 'error instanceof SelfManagedTlsError');
+      assert.ok(error instanceof SelfManagedTlsError, 'a SelfManagedTlsError');
       assert.match(
         error.message,
         /gave up after 4 attempts in [\d.]+ s \(start-up budget 60\.0 s\); last error: .*answered 503 to get secrets\/envoy-shutdown-manager-self-signed.*etcd is busy/,
@@ -556,7 +556,7 @@ describe('self-managed TLS: start-up budget', () => {
       () => assert.fail('obtain() succeeded'),
       (thrown: unknown) => thrown,
     );
-    assert.ok(error instanceof SelfManagedTlsError && error.retryable, 'error instanceof SelfManagedTlsError && error.retryable');
+    assert.ok(error instanceof SelfManagedTlsError && error.retryable, 'a retryable SelfManagedTlsError');
     const match = /gave up after 1 attempt in [\d.]+ s \(start-up budget 0\.4 s\); last error: no answer from \S+ within (\d+) ms/.exec(error.message);
     assert.ok(match, error.message);
     assert.ok(Number(match[1]) <= 400, `the 60 s request timeout was cut to the budget: ${match[1]} ms`);
@@ -581,9 +581,9 @@ describe('self-managed TLS: start-up budget', () => {
 
   it('defaults: start-up ends within 60 s, requests included, with several attempts', () => {
     const { startupBudgetMs, startupRequestTimeoutMs, startupRetry } = SELF_MANAGED_DEFAULTS;
-    assert.ok(startupBudgetMs <= 60_000, 'startupBudgetMs <= 60_000');
+    assert.ok(startupBudgetMs <= 60_000, `start-up's budget is at most 60 s: ${startupBudgetMs} ms`);
     assert.ok(startupRequestTimeoutMs * 3 < startupBudgetMs, 'room for at least three stalled attempts');
-    assert.ok(startupRetry.attempts >= 3, 'startupRetry.attempts >= 3');
+    assert.ok(startupRetry.attempts >= 3, `several attempts at start-up: ${startupRetry.attempts}`);
   });
 });
 

@@ -62,7 +62,7 @@ describe('trust bundle', () => {
 
     const bundle = splitPemCertificates(next.data['ca.crt'] ?? '');
     assert.equal(bundle.length, 2);
-    assert.ok(new X509Certificate(next.certificate.material.cert).checkIssued(new X509Certificate(bundle[0] as string)), 'new X509Certificate(next.certificate.material.cert).checkIssued(new X509Certificate(bundle[0] as ...');
+    assert.ok(new X509Certificate(next.certificate.material.cert).checkIssued(new X509Certificate(bundle[0] as string)), 'the new leaf is issued by the first CA of the bundle');
     assert.equal(bundle[1], previousCa);
     assert.equal(next.certificate.trustBundlePem, next.data['ca.crt']);
   });

@@ -22,7 +22,7 @@ describe('check --pre, judged', () => {
       { verb: 'create', group: '', resource: 'namespaces' },
       { verb: 'patch', group: '', resource: 'namespaces' },
     ]);
-    assert.ok(questions.filter((question) => question.resource === 'deployments').every((question) => question.namespace === 'envoy-shutdown-manager'), 'questions.filter((question) => question.resource === \'deployments\').every((question) => question....');
+    assert.ok(questions.filter((question) => question.resource === 'deployments').every((question) => question.namespace === 'envoy-shutdown-manager'), 'Deployments are asked about in the install namespace');
   });
 
   test('cert-manager is judged only when asked: not served is a failure, not asked is no finding', () => {

@@ -32,7 +32,7 @@ describe('certs CLI', () => {
     const caPem = await readFile(join(out, 'ca.crt'), 'utf8');
     const leaf = new X509Certificate(await readFile(join(out, 'tls.crt')));
     const ca = new X509Certificate(caPem);
-    assert.ok(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), 'leaf.checkIssued(ca) && leaf.verify(ca.publicKey)');
+    assert.ok(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), 'the leaf is signed by the CA');
     for (const name of serviceDnsNames('hook', 'ops')) assert.equal(leaf.checkHost(name), name);
     const days = (new Date(leaf.validTo).getTime() - Date.now()) / 86_400_000;
     assert.ok(days > 29.9 && days <= 30.01, `valid for ${days} days`);
@@ -43,7 +43,7 @@ describe('certs CLI', () => {
     assert.ok(line, run.stdout);
     assert.equal(Buffer.from(line.slice('caBundle: '.length), 'base64').toString('utf8'), caPem);
     assert.ok(run.stdout.includes(`kubectl -n ops create secret tls ${TLS_SECRET_NAME}`), run.stdout);
-    assert.ok(run.stdout.includes(`kubectl patch mutatingwebhookconfiguration ${WEBHOOK_CONFIGURATION_NAME}`), 'run.stdout.includes(`kubectl patch mutatingwebhookconfiguration ${WEBHOOK_CONFIGURATION_NAME}`)');
+    assert.ok(run.stdout.includes(`kubectl patch mutatingwebhookconfiguration ${WEBHOOK_CONFIGURATION_NAME}`), 'prints the kubectl patch of the webhook configuration');
     // In the order the objects exist: the namespace and the webhook configuration first, then the Secret, then the patch.
     const order = ['kubectl apply -k manifests/base', 'create secret tls', 'kubectl patch mutatingwebhookconfiguration'].map((command) => run.stdout.indexOf(command));
     assert.ok(order.every((position, index) => position >= 0 && (index === 0 || position > (order[index - 1] ?? 0))), run.stdout);

@@ -110,7 +110,7 @@ describe('check --pre', () => {
     assert.match(absent.finding('pre.cert-manager')?.message ?? '', /certificates\.cert-manager\.io and issuers\.cert-manager\.io/);
     assert.match(absent.finding('pre.cert-manager')?.fix ?? '', /kubectl apply -k manifests\/self-signed/);
     assert.equal(reviewsAsked(without).length, (BASE_RESOURCES.length + CERT_MANAGER_RESOURCES.length) * 3);
-    assert.ok(reviewsAsked(without).includes('create certificates.cert-manager.io envoy-shutdown-manager'), 'reviewsAsked(without).includes(\'create certificates.cert-manager.io envoy-shutdown-manager\')');
+    assert.ok(reviewsAsked(without).includes('create certificates.cert-manager.io envoy-shutdown-manager'), 'asks whether it may create cert-manager Certificates');
 
     const partial = await cluster((started) => started.fake.serveApiGroup('cert-manager.io/v1', ['certificates']));
     assert.match((await pre(partial, '--cert-manager')).finding('pre.cert-manager')?.message ?? '', /served without issuers\.cert-manager\.io/);

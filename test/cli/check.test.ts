@@ -98,7 +98,7 @@ describe('check on a healthy cluster', () => {
     assert.deepEqual(Object.keys(report.counts).sort(), ['failure', 'info', 'ok', 'warning']);
     for (const finding of report.findings) {
       assert.match(finding.check, /^(webhook|pods|drains)\.[a-z-]+$/);
-      assert.ok(['ok', 'info', 'warning', 'failure'].includes(finding.status), "['ok', 'info', 'warning', 'failure'].includes(finding.status)");
+      assert.ok(['ok', 'info', 'warning', 'failure'].includes(finding.status), `a known status: ${finding.status}`);
       assert.equal(typeof finding.message, 'string');
       assert.equal(finding.section, finding.check.split('.')[0]);
     }
@@ -116,7 +116,7 @@ describe('check on a healthy cluster', () => {
     const requests = target.fake.requests;
     assert.ok(requests.every((request) => request.method === 'GET'), 'read-only');
     const podLists = requests.filter((request) => request.path.endsWith('/pods'));
-    assert.ok(podLists.length > 0, 'podLists.length > 0');
+    assert.ok(podLists.length > 0, 'pods were listed');
     for (const request of podLists) {
       assert.match(request.path, /^\/api\/v1\/namespaces\/edge\/pods$/);
       assert.match(request.query, /labelSelector=app%3Denvoy/);
@@ -516,7 +516,7 @@ describe('check at scale', () => {
     const queries = target.fake.requests.filter((request) => request.path === '/api/v1/namespaces/edge/pods').map((request) => request.query);
     assert.equal(queries.length, 3);
     assert.ok(queries.every((query) => query.includes('limit=2')), queries.join('\n'));
-    assert.ok(!queries[0]?.includes('continue='), "!queries[0]?.includes('continue=')");
+    assert.ok(!queries[0]?.includes('continue='), 'the first page asks for no continue token');
     assert.ok(queries.slice(1).every((query) => query.includes('continue=')), queries.join('\n'));
   });
 });

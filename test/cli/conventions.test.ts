@@ -91,7 +91,7 @@ describe('inject and uninject inputs', () => {
     const run = await cli(['inject', '-f', 'a.yaml', '--filename', 'b.yaml', '--filename=dir/z.yml']);
     assert.equal(run.code, 0, run.stderr);
     assert.deepEqual(namesIn(run.stdout), ['a', 'b', 'z']);
-    assert.ok(injected(run.stdout, 'a') && injected(run.stdout, 'z'), "injected(run.stdout, 'a') && injected(run.stdout, 'z')");
+    assert.ok(injected(run.stdout, 'a') && injected(run.stdout, 'z'), 'both the first and the last -f are injected');
   });
 
   test('a directory: its .yaml, .yml and .json files sorted by name, its subdirectories only with -R', async () => {
@@ -101,10 +101,10 @@ describe('inject and uninject inputs', () => {
     const recursive = await cli(['inject', '-R', 'dir']);
     assert.equal(recursive.code, 0, recursive.stderr);
     assert.deepEqual(namesIn(recursive.stdout), ['c', 'm', 's', 'z']);
-    assert.ok(injected(recursive.stdout, 's'), "injected(recursive.stdout, 's')");
+    assert.ok(injected(recursive.stdout, 's'), '-R reads the subdirectory');
     const uninjected = await cli(['uninject', '--recursive', '-'], recursive.stdout);
     assert.equal(uninjected.code, 0, uninjected.stderr);
-    assert.ok(!injected(uninjected.stdout, 's') && !injected(uninjected.stdout, 'z'), "!injected(uninjected.stdout, 's') && !injected(uninjected.stdout, 'z')");
+    assert.ok(!injected(uninjected.stdout, 's') && !injected(uninjected.stdout, 'z'), 'uninject removes the sidecar from both documents');
   });
 
   test('JSON and YAML inputs together make one stream kubectl reads as YAML; JSON alone stays JSON', async () => {
@@ -112,7 +112,7 @@ describe('inject and uninject inputs', () => {
     assert.equal(mixed.code, 0, mixed.stderr);
     assert.ok(mixed.stdout.startsWith('---\n{'), 'kubectl would take a stream that starts with { for JSON');
     assert.deepEqual(namesIn(mixed.stdout), ['m', 'a']);
-    assert.ok(parseAllDocuments(mixed.stdout).every((document) => document.errors.length === 0), 'parseAllDocuments(mixed.stdout).every((document) => document.errors.length === 0)');
+    assert.ok(parseAllDocuments(mixed.stdout).every((document) => document.errors.length === 0), 'every document of the mixed stream parses as YAML');
     const json = await cli(['inject', 'dir/m.json', `${FIXTURES}list.json`]);
     assert.equal(json.code, 0, json.stderr);
     assert.match(json.stdout, /^\{/);
@@ -273,7 +273,7 @@ describe('YAML errors are one line: the input, the document, the line', () => {
     await writeFile(file, `${good}x: &l {tier: edge}\n${pod('p').replace('name: p', 'name: &n p').replace('  labels:', '  <<: *l\n  labels:')}`);
     const run = await cli(['inject', 'fixed.yaml']);
     assert.equal(run.code, 0, run.stderr);
-    assert.ok(injected(run.stdout, 'p'), "injected(run.stdout, 'p')");
+    assert.ok(injected(run.stdout, 'p'), 'the well-formed document is injected');
   });
 });
 

@@ -49,14 +49,14 @@ describe('a multi-document YAML stream', () => {
     const deployment: Json = parseAllDocuments(result.stdout)[1]?.toJS();
     const spec = deployment.spec.template.spec;
     assert.deepEqual(spec.containers.map((c: Json) => c.name), ['envoy', 'shutdown-manager']);
-    assert.ok(spec.containers[1].args.includes('--check-delay=15s'), "spec.containers[1].args.includes('--check-delay=15s')");
-    assert.ok(spec.containers[1].args.includes('--state-dir=/var/run/shutdown-manager'), "spec.containers[1].args.includes('--state-dir=/var/run/shutdown-manager')");
+    assert.ok(spec.containers[1].args.includes('--check-delay=15s'), "the annotation's check delay reaches the sidecar");
+    assert.ok(spec.containers[1].args.includes('--state-dir=/var/run/shutdown-manager'), 'the sidecar keeps its state directory');
     assert.equal(spec.containers[0].lifecycle.preStop.httpGet.path, '/shutdown');
     assert.equal(spec.containers[1].lifecycle.preStop.httpGet.path, '/wait');
     assert.deepEqual(spec.containers[1].readinessProbe, READINESS_PROBE, "not Ready until Envoy's admin API has answered it");
     assert.deepEqual(spec.volumes, [{ name: 'shutdown-manager-state', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } }]);
     assert.equal(spec.terminationGracePeriodSeconds, 300);
-    assert.ok(deployment.spec.template.metadata.annotations['shutdown-manager.io/status'], "deployment.spec.template.metadata.annotations['shutdown-manager.io/status']");
+    assert.ok(deployment.spec.template.metadata.annotations['shutdown-manager.io/status'], 'the template is marked injected');
     assert.match(sourceDocuments(result.stdout)[1] ?? '', /replicas: 3 # one per zone/);
   });
 
@@ -116,7 +116,7 @@ describe('a multi-document YAML stream', () => {
     const spec = (parseAllDocuments(custom.stdout)[1]?.toJS() as Json).spec.template.spec;
     assert.equal(spec.initContainers[0].image, 'registry.local/esm:dev');
     assert.equal(spec.initContainers[0].restartPolicy, 'Always');
-    assert.ok(spec.initContainers[0].args.includes('--check-interval=1s'), "spec.initContainers[0].args.includes('--check-interval=1s')");
+    assert.ok(spec.initContainers[0].args.includes('--check-interval=1s'), 'the --check-interval flag reaches the init container');
   });
 });
 
@@ -134,7 +134,7 @@ describe('flags and tokens', () => {
   test('`--name value` works like `--name=value`, and the server\'s environment is not read', async () => {
     const result = await inject(['-f', `${FIXTURES}mixed.yaml`, '--check-interval', '2s'], undefined, { SHUTDOWN_MANAGER_PORT: 'not-a-port' });
     assert.equal(result.code, 0, result.stderr);
-    assert.ok((parseAllDocuments(result.stdout)[1]?.toJS() as Json).spec.template.spec.containers[1].args.includes('--check-interval=2s'), '(parseAllDocuments(result.stdout)[1]?.toJS() as Json).spec.template.spec.containers[1].args.inclu...');
+    assert.ok((parseAllDocuments(result.stdout)[1]?.toJS() as Json).spec.template.spec.containers[1].args.includes('--check-interval=2s'), "the value after a space is taken as the flag's");
   });
 
   test('with a token seed the output is the same on every run; without, tokens differ and a note says so', async () => {

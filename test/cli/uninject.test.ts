@@ -46,7 +46,7 @@ describe('re-injection', () => {
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stderr, /note: stdin: document 2 \(Deployment edge\/envoy\): re-injected: replaced an injection of other settings/);
     const sidecar = deployment(again.stdout).spec.template.spec.containers.find((c: Json) => c.name === 'shutdown-manager');
-    assert.ok(sidecar.args.includes('--drain-delay=5s'), "sidecar.args.includes('--drain-delay=5s')");
+    assert.ok(sidecar.args.includes('--drain-delay=5s'), "the new drain delay is in the sidecar's args");
     assert.deepEqual(envoyOf(again.stdout).lifecycle, envoyOf(injected.stdout).lifecycle, 'same hook, same token');
     assert.equal(deployment(again.stdout).spec.template.spec.containers.length, 2, 'one sidecar, not two');
   });

@@ -59,7 +59,7 @@ describe('webhook settings', () => {
     assert.throws(
       () => parseWebhookConfig(['--port=http', '--check-interval=0s'], { SHUTDOWN_MANAGER_SERVE_PORT: '0' }),
       (error: unknown) => {
-        assert.ok(error instanceof ConfigErrors, 'error instanceof ConfigErrors');
+        assert.ok(error instanceof ConfigErrors, 'a ConfigErrors');
         assert.deepEqual(
           error.errors.map((e) => e.source),
           ['flag --check-interval', 'environment variable SHUTDOWN_MANAGER_SERVE_PORT', 'flag --port'],

@@ -139,7 +139,7 @@ describe('sidecar resources as pod annotations', () => {
     try {
       resolveSidecarResources(annotations, defaults);
     } catch (error) {
-      assert.ok(error instanceof ConfigErrors, 'error instanceof ConfigErrors');
+      assert.ok(error instanceof ConfigErrors, 'a ConfigErrors');
       return error;
     }
     assert.fail('accepted');

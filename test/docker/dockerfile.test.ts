@@ -126,10 +126,10 @@ describe('Dockerfile', () => {
   });
 
   it('sets NODE_ENV=production and exposes the webhook and sidecar ports', () => {
-    assert.ok(all(final, 'ENV').some((env) => /^NODE_ENV(=|\s+)production$/.test(env.args)), 'all(final, \'ENV\').some((env) => /^NODE_ENV(=|\\s+)production$/.test(env.args))');
+    assert.ok(all(final, 'ENV').some((env) => /^NODE_ENV(=|\s+)production$/.test(env.args)), 'the final stage sets NODE_ENV=production');
     const exposed = all(final, 'EXPOSE').flatMap((expose) => expose.args.split(/\s+/)).map((port) => port.replace(/\/tcp$/, ''));
-    assert.ok(exposed.includes(String(WEBHOOK_SETTINGS.port.default)), 'exposed.includes(String(WEBHOOK_SETTINGS.port.default))');
-    assert.ok(exposed.includes(String(POD_DRAIN_SETTINGS['serve-port'].default)), "exposed.includes(String(POD_DRAIN_SETTINGS['serve-port'].default))");
+    assert.ok(exposed.includes(String(WEBHOOK_SETTINGS.port.default)), 'the webhook port is exposed');
+    assert.ok(exposed.includes(String(POD_DRAIN_SETTINGS['serve-port'].default)), "the sidecar's serve port is exposed");
   });
 
   it('runs nothing in the runtime stage when its base has no shell (distroless)', () => {
@@ -196,13 +196,13 @@ describe('.dockerignore', () => {
         .filter((copy) => copy.from === undefined)
         .flatMap((copy) => copy.sources),
     );
-    assert.ok(sources.length > 0, 'sources.length > 0');
+    assert.ok(sources.length > 0, 'the Dockerfile copies files from the context');
     for (const source of sources) {
       await access(join(REPO_ROOT, source));
       assert.ok(isInContext(dockerignore, source), `${source} is excluded by .dockerignore`);
     }
-    assert.ok(isInContext(dockerignore, 'src/main.ts'), "isInContext(dockerignore, 'src/main.ts')");
-    assert.ok(isInContext(dockerignore, 'src/certs/generate.ts'), "isInContext(dockerignore, 'src/certs/generate.ts')");
+    assert.ok(isInContext(dockerignore, 'src/main.ts'), 'src/main.ts is sent to the build');
+    assert.ok(isInContext(dockerignore, 'src/certs/generate.ts'), 'src/certs/generate.ts is sent to the build');
   });
 
   it('keeps keys, git history, local builds and tests out of the context', () => {

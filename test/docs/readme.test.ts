@@ -66,9 +66,9 @@ test('the install is three steps: the release manifest of this version or kustom
     assert.ok(install.includes(`\`kubectl apply -k ${dir}\``), dir);
     assert.ok(existsSync(join(root, dir, 'kustomization.yaml')), `${dir} is a kustomization`);
   }
-  assert.ok(install.includes('kubectl label namespace edge shutdown-manager.io/inject=enabled'), "install.includes('kubectl label namespace edge shutdown-manager.io/inject=enabled')");
+  assert.ok(install.includes('kubectl label namespace edge shutdown-manager.io/inject=enabled'), 'the install labels the namespace for injection');
   assert.ok(install.includes(`github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/contour?ref=v${version}`), 'the Contour Component');
-  assert.ok(existsSync(join(root, 'manifests/contour/kustomization.yaml')), "existsSync(join(root, 'manifests/contour/kustomization.yaml'))");
+  assert.ok(existsSync(join(root, 'manifests/contour/kustomization.yaml')), 'the kustomize install the README names exists');
   assert.ok(install.includes('(docs/distributions.md#envoy-gateway)'), 'the Envoy Gateway way');
 });
 
@@ -79,26 +79,30 @@ test('check, the demo and the test command are what the code has', () => {
   // The flags after `check` on each line that runs it (docker's own flags come before).
   const checkRuns = [...section('Verify with `check`').matchAll(/ check( [^#\n]*)/g)].map((match) => match[1] ?? '');
   assert.ok(checkRuns.length >= 5, `${checkRuns.length} lines run check`);
-  for (const flag of checkRuns.join(' ').matchAll(/ --([a-z-]+)/g)) assert.match(checkFlags, new RegExp(`^ {2}('${flag[1]}'|${flag[1]}): \\{`, 'm'), `check has --${flag[1]}`);
+  const flags = [...checkRuns.join(' ').matchAll(/ --([a-z-]+)/g)].map((match) => match[1] as string);
+  assert.ok(flags.length >= 5, `the check lines pass flags: ${flags.join(', ')}`);
+  for (const flag of flags) assert.match(checkFlags, new RegExp(`^ {2}('${flag}'|${flag}): \\{`, 'm'), `check has --${flag}`);
   const packageName = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string });
   assert.ok(section('Verify with `check`').includes(`npx ${packageName.name}@${packageName.version} check`), 'npx of the CLI package at this version');
-  assert.ok(scripts['check']?.includes('dist/main.js check'), "scripts['check']?.includes('dist/main.js check')");
+  assert.ok(scripts['check']?.includes('dist/main.js check'), "npm run check runs the built CLI's check");
 
   const demo = section('See it work');
   const demoSource = readFileSync(join(root, 'test/e2e/demo.ts'), 'utf8');
-  assert.ok(scripts['demo']?.includes('test/e2e/demo.ts'), "scripts['demo']?.includes('test/e2e/demo.ts')");
+  assert.ok(scripts['demo']?.includes('test/e2e/demo.ts'), 'npm run demo runs test/e2e/demo.ts');
   const runs = [...demo.matchAll(/^npm run demo(.*?)(?:#.*)?$/gm)].map((match) => (match[1] ?? '').trim());
   assert.ok(runs.includes('') && runs.some((args) => args.includes('--unprotected')), 'with and without the protection');
-  for (const scenario of demo.matchAll(/--scenario=([a-z-]+)/g)) assert.ok(demoSource.includes(`'${scenario[1]}'`), `the demo has --scenario=${scenario[1]}`);
+  const scenarios = [...demo.matchAll(/--scenario=([a-z-]+)/g)].map((match) => match[1] as string);
+  assert.ok(scenarios.length >= 2, `the README runs the demo's scenarios: ${scenarios.join(', ')}`);
+  for (const scenario of scenarios) assert.ok(demoSource.includes(`'${scenario}'`), `the demo has --scenario=${scenario}`);
 
   const development = section('Development');
   assert.match(development, /^npm test\b/m, 'the README gives npm test as the test command');
-  assert.ok(scripts['test'] !== undefined && scripts['bench'] !== undefined && scripts['fuzz'] !== undefined, "scripts['test'] !== undefined && scripts['bench'] !== undefined && scripts['fuzz'] !== undefined");
-  assert.ok(development.includes('(docs/development.md)'), "development.includes('(docs/development.md)')");
+  assert.ok(scripts['test'] !== undefined && scripts['bench'] !== undefined && scripts['fuzz'] !== undefined, 'the test, bench and fuzz scripts the README names exist');
+  assert.ok(development.includes('(docs/development.md)'), 'the README links docs/development.md');
 });
 
 test('the proof headline and the docs section link into docs/', () => {
-  assert.ok(section('What the proof shows').includes('(docs/proof.md)'), "section('What the proof shows').includes('(docs/proof.md)')");
+  assert.ok(section('What the proof shows').includes('(docs/proof.md)'), 'the proof section links docs/proof.md');
   const links = [...section('Documentation').matchAll(/\]\((docs\/[^)#]+)\)/g)].map((match) => match[1]);
   for (const page of ['docs/design.md', 'docs/distributions.md', 'docs/reference/configuration.md', 'docs/operations/monitoring.md', 'docs/operations/troubleshooting.md', 'docs/development.md']) {
     assert.ok(links.includes(page), page);
@@ -110,7 +114,7 @@ test("the proof's headline is what docs/proof.md's load-balancer table says, row
   const lost = (row: RowPattern): boolean => Object.entries(row.losses).some(([title, value]) => title !== 'killed' && value === 'non-zero');
   const killed = (row: RowPattern): boolean => row.losses['killed'] === 'non-zero';
   const of = (model: string, drain: string): RowPattern[] => rows.filter((row) => row.key.startsWith(model) && row.key.includes(drain));
-  assert.ok(rows.length > 0, 'rows.length > 0');
+  assert.ok(rows.length > 0, 'docs/proof.md has load-balancer rows');
   // "Without the sidecar, requests are lost behind every load balancer."
   const controls = of('', 'no sidecar');
   assert.ok(controls.length >= 5 && controls.every(lost), 'every control row lost requests');

@@ -126,7 +126,7 @@ describe("Contour's Envoy with the documented recipe", () => {
     const socket = simulated.envoy.adminSocket;
     assert.ok(socket, 'Envoy serves admin on the socket');
     const process = simulated.sidecarProcesses[0];
-    assert.ok(process, 'process');
+    assert.ok(process, 'the sidecar process started');
     await waitUntil(async () => (await httpRequest(process.url('/ready'))).status === 200, 10_000, 'the sidecar reaches Envoy over the socket');
     // Contour's read-only listener cannot take a drain: that is why the socket matters.
     const readonly = await httpRequest(`http://127.0.0.1:${simulated.envoy.readonlyAdmin}/healthcheck/fail`, { method: 'POST' });
@@ -161,7 +161,7 @@ describe("Contour's Envoy with the documented recipe", () => {
 
     const simulated = await runPod(t, pod);
     const process = simulated.sidecarProcesses[0];
-    assert.ok(process, 'process');
+    assert.ok(process, 'the sidecar process started');
     const waiting = await process.waitForLog((line) => line['event'] === 'envoy_admin_waiting', 10_000);
     assert.match(String(waiting['error']), /no socket at \/admin\/admin\.sock/);
 

@@ -36,7 +36,7 @@ function smallRollout(lagMs: number, drain: DrainSetting): Promise<FleetReport> 
 
 function httpOf(report: FleetReport): NonNullable<FleetReport['kinds'][number]> {
   const http = report.kinds[0];
-  assert.ok(http !== undefined, 'http !== undefined');
+  assert.ok(http !== undefined, 'the report has the HTTP kind');
   return http;
 }
 

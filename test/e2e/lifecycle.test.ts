@@ -107,7 +107,7 @@ describe('an Envoy left draining', () => {
     const pod = await running(t, { edit: withDrainingSidecarHook });
     await pod.simulated.restartContainer('shutdown-manager');
     const sidecar = pod.simulated.sidecarProcesses.at(-1);
-    assert.ok(sidecar, 'sidecar');
+    assert.ok(sidecar, 'the sidecar started');
     const recovery = await sidecar.waitForLog((line) => line['event'] === 'envoy_recovery');
     assert.equal(recovery['level'], 'warn');
     assert.equal(recovery['action'], 'restart-envoy');

@@ -132,7 +132,7 @@ describe('the app container restarted alone (its liveness probe)', () => {
     assert.equal(served.headers['connection'], 'keep-alive', 'Envoy is not drain-closing');
     await connection.close(); // an idle client would hold the drain below until its deadline
     const sidecar = pod.simulated.sidecarProcesses.at(-1);
-    assert.ok(sidecar, 'sidecar');
+    assert.ok(sidecar, 'the sidecar started');
     assert.equal((JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as { state: string }).state, 'idle');
 
     const termination = await pod.simulated.terminate();

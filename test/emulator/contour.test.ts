@@ -139,7 +139,7 @@ describe('Envoy emulator: admin on a Unix socket (Contour)', () => {
     await emulator.setFault({ kind: 'none' });
     assert.equal((await httpRequest('http://localhost/ready', { socketPath: path })).status, 200);
     const requests = JSON.parse((await httpRequest('http://localhost/emulator/requests', { socketPath: path })).body) as { path: string }[];
-    assert.ok(requests.some((request) => request.path === '/ready'), "requests.some((request) => request.path === '/ready')");
+    assert.ok(requests.some((request) => request.path === '/ready'), "Envoy's readiness was asked on the socket");
 
     assert.equal((await httpRequest('http://localhost/quitquitquit', { socketPath: path, method: 'POST' })).body, 'OK\n');
     assert.equal(await emulator.exited, 'quitquitquit');
@@ -218,7 +218,7 @@ describe('Envoy emulator: IPv6', () => {
     const stats = (await httpRequest(`http://[::1]:${adminPort}/stats?usedonly`)).body;
     assert.ok(stats.includes(`listener.[__]_${httpPort}.downstream_cx_active: 1\n`), stats);
     const prometheus = (await httpRequest(`http://[::1]:${adminPort}/stats/prometheus`)).body;
-    assert.ok(prometheus.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="[__]_${httpPort}"} 1\n`), 'prometheus.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="[__]_${httpPort}...');
+    assert.ok(prometheus.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="[__]_${httpPort}"} 1\n`), 'the HTTP listener on ::1 has one connection');
   });
 });
 

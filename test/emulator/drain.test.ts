@@ -341,7 +341,7 @@ describe('Envoy emulator CLI: the Envoy container restarted', () => {
 
     const second = await spawnCli(t, [...envoyArgs, ...portArgs]);
     assert.deepEqual([second.line.admin, second.line.http, second.line.tcp], [adminPort, httpPort, tcpPort]);
-    assert.ok(second.line.startedAt >= first.line.startedAt, 'second.line.startedAt >= first.line.startedAt');
+    assert.ok(second.line.startedAt >= first.line.startedAt, 'the second process starts after the first');
     const restarted = JSON.parse((await httpRequest(url('/server_info'))).body) as Info;
     assert.equal(restarted.state, 'LIVE');
     assert.match(restarted.uptime_current_epoch, /^[0-2]s$/);

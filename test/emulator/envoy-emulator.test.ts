@@ -120,11 +120,11 @@ describe('Envoy emulator: stats', () => {
     const { body } = await httpRequest(adminUrl(emulator, '/stats/prometheus'));
     const tcp = emulator.listenerNames.tcp;
     assert.match(body, /^# TYPE envoy_listener_downstream_cx_active gauge$/m);
-    assert.ok(body.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="${tcp}"} 1\n`), 'body.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="${tcp}"} 1\\n`)');
-    assert.ok(body.includes(`envoy_listener_worker_downstream_cx_active{envoy_worker_id="0",envoy_listener_address="${tcp}"} 1\n`), 'body.includes(`envoy_listener_worker_downstream_cx_active{envoy_worker_id="0",envoy_listener_addr...');
-    assert.ok(body.includes('envoy_http_downstream_cx_active{envoy_http_conn_manager_prefix="ingress_http"} 0\n'), 'body.includes(\'envoy_http_downstream_cx_active{envoy_http_conn_manager_prefix="ingress_http"} 0\\n\')');
-    assert.ok(body.includes('envoy_listener_admin_downstream_cx_active{} 1\n'), 'body.includes(\'envoy_listener_admin_downstream_cx_active{} 1\\n\')');
-    assert.ok(body.includes('envoy_server_total_connections{} 2\n'), 'body.includes(\'envoy_server_total_connections{} 2\\n\')');
+    assert.ok(body.includes(`envoy_listener_downstream_cx_active{envoy_listener_address="${tcp}"} 1\n`), "the TCP listener's address became a label");
+    assert.ok(body.includes(`envoy_listener_worker_downstream_cx_active{envoy_worker_id="0",envoy_listener_address="${tcp}"} 1\n`), 'the worker id and listener address became labels');
+    assert.ok(body.includes('envoy_http_downstream_cx_active{envoy_http_conn_manager_prefix="ingress_http"} 0\n'), "the connection manager's prefix became a label");
+    assert.ok(body.includes('envoy_listener_admin_downstream_cx_active{} 1\n'), "the admin listener's gauge has empty labels");
+    assert.ok(body.includes('envoy_server_total_connections{} 2\n'), 'the server-wide total has empty labels');
     assert.match(body, /^# TYPE envoy_http_downstream_cx_length_ms histogram$/m);
   });
 

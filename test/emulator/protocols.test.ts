@@ -154,7 +154,7 @@ describe("Envoy emulator: HTTP/2 drain (ConnectionManagerImpl's startDrainSequen
     assert.deepEqual(await client.get('/'), { status: 200, body: 'ok\n' }, 'the stream that carried the notice is answered');
     const [notice] = client.goaways;
     assert.deepEqual([notice?.code, notice?.lastStreamId], [0, SHUTDOWN_NOTICE_ID], 'the shutdown notice refuses no stream');
-    assert.ok((notice?.at ?? 0) >= before, '(notice?.at ?? 0) >= before');
+    assert.ok((notice?.at ?? 0) >= before, 'the shutdown notice came after the drain began');
     assert.equal(stat(emulator, 'downstream_cx_drain_close'), 1);
 
     await sleep(DRAIN_TIMEOUT_MS / 2);

@@ -30,13 +30,13 @@ describe('EnvoyAdminClient: lastAnswer', () => {
     await assert.rejects(client.failHealthChecks(), AdminStatusError);
     assert.equal(client.hasAnswered, false, 'no valid Envoy answer');
     const answer = lastAnswer();
-    assert.ok(answer !== undefined, 'answer !== undefined');
+    assert.ok(answer !== undefined, 'the admin API answered');
     assert.deepEqual(
       { endpoint: answer.endpoint, status: answer.status, excerpt: answer.excerpt },
       { endpoint: 'POST /healthcheck/fail', status: 500, excerpt: 'emulated admin failure (HTTP 500)' },
       'the latest answer, its body trimmed',
     );
-    assert.ok(answer.at >= before && answer.at <= systemClock.now(), 'answer.at >= before && answer.at <= systemClock.now()');
+    assert.ok(answer.at >= before && answer.at <= systemClock.now(), 'the answer is time-stamped within the call');
 
     // Envoy gone afterwards: the last answer stays, and its time tells how old it is.
     await emulator.setFault({ kind: 'down' });
@@ -54,7 +54,7 @@ describe('EnvoyAdminClient: lastAnswer', () => {
     await emulator.setFault({ kind: 'none' });
     await client.countOpenConnections();
     const stats = client.lastAnswer;
-    assert.ok(stats !== undefined, 'stats !== undefined');
+    assert.ok(stats !== undefined, 'the stats answered');
     assert.match(stats.endpoint, /^GET \/stats\?format=json/);
     assert.ok(stats.excerpt.startsWith('{ "stats": [ { "name"') && stats.excerpt.endsWith('…') && stats.excerpt.length === 121, stats.excerpt);
     assert.equal(await client.serverState(), 'LIVE');
@@ -80,7 +80,7 @@ describe('EnvoyAdminClient: implausible connection gauges', () => {
       (rejection: unknown) => rejection,
     );
     assert.ok(error instanceof AdminResponseError, String(error));
-    assert.ok(error.cause instanceof ImplausibleStatError, 'error.cause instanceof ImplausibleStatError');
+    assert.ok(error.cause instanceof ImplausibleStatError, 'caused by an ImplausibleStatError');
     assert.equal(error.cause.stat, stat);
     assert.match(error.message, /^Envoy admin GET \/stats\?.*: Envoy admin \/stats reports listener\.0\.0\.0\.0_9999\.downstream_cx_active = 1e\+308, which is no count of open connections/);
     assert.equal(client.hasAnswered, false, 'an unreadable count is no valid answer');
@@ -90,7 +90,7 @@ describe('EnvoyAdminClient: implausible connection gauges', () => {
   test('a negative gauge is rejected the same way, not counted as 0', async (t) => {
     const { client } = await setUp(t, { extraGauges: { 'listener.0.0.0.0_9999.downstream_cx_active': -3 } });
     await assert.rejects(client.countOpenConnections(), (error: unknown) => {
-      assert.ok(error instanceof AdminResponseError, 'error instanceof AdminResponseError');
+      assert.ok(error instanceof AdminResponseError, 'an AdminResponseError');
       assert.match(error.message, /downstream_cx_active = -3, which is no count of open connections \(negative/);
       return true;
     });

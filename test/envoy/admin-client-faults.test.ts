@@ -205,7 +205,7 @@ describe('EnvoyAdminClient against faults: one hard timeout, the right kind', ()
     setTimeout(() => controller.abort(), 30);
     const started = performance.now();
     await assert.rejects(client.serverState(controller.signal), (error: unknown) => error instanceof AdminTransportError && /cancelled by the caller/.test(error.message));
-    assert.ok(performance.now() - started < 1_000, 'performance.now() - started < 1_000');
+    assert.ok(performance.now() - started < 1_000, `the abort ended the call at once: ${performance.now() - started} ms`);
     assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
     await assert.rejects(client.serverState(controller.signal), /cancelled by the caller before it started/);
 

@@ -129,7 +129,7 @@ describe('EnvoyAdminClient', () => {
     const { emulator, client } = await setUp(t);
     await emulator.setFault({ kind: 'down' });
     await assert.rejects(client.failHealthChecks(), (error: unknown) => {
-      assert.ok(error instanceof AdminRefusedError, 'error instanceof AdminRefusedError');
+      assert.ok(error instanceof AdminRefusedError, 'an AdminRefusedError');
       assert.match(error.message, /POST \/healthcheck\/fail: connection refused at http:\/\/127\.0\.0\.1:\d+/);
       return true;
     });
@@ -146,7 +146,7 @@ describe('EnvoyAdminClient', () => {
   test('a 500 is an AdminStatusError carrying the status and body', async (t) => {
     const { client } = await setUp(t, { fault: { kind: 'status', status: 500 } });
     await assert.rejects(client.countOpenConnections(), (error: unknown) => {
-      assert.ok(error instanceof AdminStatusError, 'error instanceof AdminStatusError');
+      assert.ok(error instanceof AdminStatusError, 'an AdminStatusError');
       assert.equal(error.status, 500);
       assert.match(error.message, /HTTP 500: "emulated admin failure/);
       return true;
@@ -156,7 +156,7 @@ describe('EnvoyAdminClient', () => {
   test('a 200 with an empty body is an AdminResponseError, never 0 connections', async (t) => {
     const { client } = await setUp(t, { fault: { kind: 'empty' } });
     await assert.rejects(client.countOpenConnections(), (error: unknown) => {
-      assert.ok(error instanceof AdminResponseError, 'error instanceof AdminResponseError');
+      assert.ok(error instanceof AdminResponseError, 'an AdminResponseError');
       assert.match(error.message, /not understood \(an empty answer where JSON was asked for\)/);
       return true;
     });
@@ -176,7 +176,7 @@ describe('EnvoyAdminClient', () => {
   test('garbage instead of stats is an AdminResponseError', async (t) => {
     const { client } = await setUp(t, { fault: { kind: 'garbage' } });
     await assert.rejects(client.countOpenConnections(), (error: unknown) => {
-      assert.ok(error instanceof AdminResponseError, 'error instanceof AdminResponseError');
+      assert.ok(error instanceof AdminResponseError, 'an AdminResponseError');
       assert.match(error.message, /not understood/);
       return true;
     });
@@ -190,7 +190,7 @@ describe('EnvoyAdminClient', () => {
     t.after(() => client.close());
     for (const mutation of [() => client.failHealthChecks(), () => client.drainListeners()]) {
       await assert.rejects(mutation(), (error: unknown) => {
-        assert.ok(error instanceof AdminResponseError, 'error instanceof AdminResponseError');
+        assert.ok(error instanceof AdminResponseError, 'an AdminResponseError');
         assert.match(error.message, /POST \/(healthcheck\/fail|drain_listeners\?graceful&skip_exit): answered 200 with "ok\\n", not Envoy's "OK"/);
         return true;
       });
@@ -208,7 +208,7 @@ describe('EnvoyAdminClient', () => {
     const { emulator, client } = await setUp(t);
     await client.failHealthChecks();
     await client.drainListeners();
-    assert.ok(emulator.adminRequests.every((request) => request.status === 200), 'emulator.adminRequests.every((request) => request.status === 200)');
+    assert.ok(emulator.adminRequests.every((request) => request.status === 200), 'every admin call was answered 200: no GET on a mutation');
   });
 
   test("a caller's abort cancels the call as a transport error, distinct from a timeout", async (t) => {
@@ -216,8 +216,8 @@ describe('EnvoyAdminClient', () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 30);
     await assert.rejects(client.countOpenConnections(controller.signal), (error: unknown) => {
-      assert.ok(error instanceof AdminTransportError && !(error instanceof AdminTimeoutError), 'error instanceof AdminTransportError && !(error instanceof AdminTimeoutError)');
-      assert.ok(error instanceof EnvoyAdminError, 'error instanceof EnvoyAdminError');
+      assert.ok(error instanceof AdminTransportError && !(error instanceof AdminTimeoutError), 'a transport error, not a timeout');
+      assert.ok(error instanceof EnvoyAdminError, 'an EnvoyAdminError');
       return true;
     });
   });

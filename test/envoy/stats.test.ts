@@ -40,7 +40,7 @@ describe('parsing /stats?format=json output', () => {
       assert.throws(() => parseJsonStats(body), (error: unknown) => {
         assert.ok(error instanceof StatsParseError, `for ${body}`);
         assert.match(error.message, /not understood/);
-        assert.ok(error.excerpt.length > 0, 'error.excerpt.length > 0');
+        assert.ok(error.excerpt.length > 0, 'the error carries an excerpt of the body');
         return true;
       });
     }

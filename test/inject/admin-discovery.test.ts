@@ -198,7 +198,7 @@ describe('injectPod: the admin address found in the pod', () => {
   }
   function sidecarOf(pod: V1Pod): V1Container {
     const found = pod.spec?.containers.find((c) => c.name === 'shutdown-manager');
-    assert.ok(found, 'found');
+    assert.ok(found, 'the pod has the sidecar');
     return found;
   }
   function statusOf(pod: V1Pod): Record<string, unknown> {
@@ -211,8 +211,8 @@ describe('injectPod: the admin address found in the pod', () => {
     assert.equal(outcome.action, 'inject');
     if (outcome.action !== 'inject') return;
     const sidecar = sidecarOf(outcome.pod);
-    assert.ok(sidecar.args?.includes('--admin-address=unix:/admin/admin.sock'), "sidecar.args?.includes('--admin-address=unix:/admin/admin.sock')");
-    assert.ok(!sidecar.args?.some((arg) => arg.startsWith('--admin-port')), "!sidecar.args?.some((arg) => arg.startsWith('--admin-port'))");
+    assert.ok(sidecar.args?.includes('--admin-address=unix:/admin/admin.sock'), 'the sidecar drains over the socket');
+    assert.ok(!sidecar.args?.some((arg) => arg.startsWith('--admin-port')), 'no --admin-port next to the socket');
     assert.deepEqual(sidecar.volumeMounts?.[1], { name: 'envoy-admin', mountPath: '/admin', readOnly: true });
     assert.equal(sidecar.securityContext?.runAsUser, 65534);
     assert.equal(sidecar.securityContext?.runAsGroup, 65534);
@@ -238,7 +238,7 @@ describe('injectPod: the admin address found in the pod', () => {
     assert.equal(outcome.action, 'inject');
     if (outcome.action !== 'inject') return;
     assert.equal(sidecarOf(outcome.pod).securityContext?.runAsUser, 65532);
-    assert.ok(outcome.warnings.some((w) => w.includes('runs as root')), "outcome.warnings.some((w) => w.includes('runs as root'))");
+    assert.ok(outcome.warnings.some((w) => w.includes('runs as root')), 'a warning that Envoy runs as root');
   });
 
   test('an annotated socket without a volume is denied; a discovered one is a warning', () => {

@@ -183,7 +183,7 @@ describe('the pure injector on generated pods', () => {
         if (original.metadata?.annotations?.['shutdown-manager.io/wait-containers'] !== undefined) waited += 1;
         const asked = original.metadata?.annotations?.['shutdown-manager.io/termination-grace-period'];
         if (asked === undefined) {
-          assert.ok((patched.spec?.terminationGracePeriodSeconds ?? 0) >= (original.spec?.terminationGracePeriodSeconds ?? 30), '(patched.spec?.terminationGracePeriodSeconds ?? 0) >= (original.spec?.terminationGracePeriodSecon...');
+          assert.ok((patched.spec?.terminationGracePeriodSeconds ?? 0) >= (original.spec?.terminationGracePeriodSeconds ?? 30), 'the grace period never shrinks');
         } else {
           assert.equal(patched.spec?.terminationGracePeriodSeconds, asked === '10m' ? 600 : Number(asked));
         }
@@ -256,7 +256,7 @@ describe('the patch', () => {
     const sidecarOf = (outcome: ReturnType<typeof injectPod>): V1Container => {
       assert.equal(outcome.action, 'inject');
       const found = outcome.action === 'inject' ? outcome.pod.spec?.containers.find((c) => c.name === 'shutdown-manager') : undefined;
-      assert.ok(found !== undefined, 'found !== undefined');
+      assert.ok(found !== undefined, 'the sidecar was found');
       return found;
     };
     const first = sidecarOf(injectPod(envoyPod, config, 'token-a'));

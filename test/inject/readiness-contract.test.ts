@@ -20,7 +20,7 @@ test(
   "the built sidecar answers the injected readiness probe: 503 until Envoy's admin API answers, then 200 for good",
   async (t) => {
     const probe = readinessProbe(defaults).httpGet;
-    assert.ok(probe?.path !== undefined, 'probe?.path !== undefined');
+    assert.ok(probe?.path !== undefined, 'the readiness probe has a path');
     const adminPort = await freePort();
     const sidecar = await spawnSidecar([`--admin-port=${adminPort}`]);
     t.after(() => sidecar.kill());

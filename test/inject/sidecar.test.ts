@@ -28,7 +28,7 @@ describe('sidecarArgs', () => {
     assert.ok(!unrestricted.some((arg) => arg.startsWith('--listeners')), 'no --listeners when every listener counts');
     const { plan } = resolvePodDrainPlan({ [`${ANNOTATION_PREFIX}listeners`]: 'ingress_http,ingress_https' }, config.defaults, undefined);
     const deadlineAt = unrestricted.findIndex((arg) => arg.startsWith('--drain-timeout='));
-    assert.ok(deadlineAt > 0, 'deadlineAt > 0');
+    assert.ok(deadlineAt > 0, 'finds --drain-timeout among the default args');
     assert.deepEqual(sidecarArgs(plan), [
       ...unrestricted.slice(0, deadlineAt),
       '--listeners=ingress_http,ingress_https',
@@ -66,7 +66,7 @@ describe('settings of a pod without annotations of ours', () => {
       for (let round = 0; round < 2; round += 1) {
         const cached = injectPod(pod, config, 'token');
         const resolved = injectPod(annotated, config, 'token');
-        assert.ok(cached.action === 'inject' && resolved.action === 'inject', "cached.action === 'inject' && resolved.action === 'inject'");
+        assert.ok(cached.action === 'inject' && resolved.action === 'inject', 'both plans inject');
         assert.deepEqual(cached.plan, resolved.plan);
         assert.deepEqual(cached.pod.spec, resolved.pod.spec);
         assert.ok(Object.isFrozen(cached.plan), 'shared between pods, so frozen');
@@ -89,7 +89,7 @@ describe("the sidecar's probes", () => {
 
   test('a starved sidecar is restarted by its liveness probe before its readiness takes the pod out of service', () => {
     const { livenessProbe, readinessProbe } = build(false);
-    assert.ok(livenessProbe !== undefined && readinessProbe !== undefined, 'livenessProbe !== undefined && readinessProbe !== undefined');
+    assert.ok(livenessProbe !== undefined && readinessProbe !== undefined, 'the sidecar has both probes');
     const seconds = (value: number | undefined, fallback: number): number => value ?? fallback;
     // A probe that times out is followed by the next at once when the timeout exceeds the period (the
     // kubelet's ticker keeps one tick), else after the period.

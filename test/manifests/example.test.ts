@@ -38,7 +38,7 @@ function podAnnotations(): Record<string, string> {
 
 /** The ConfigMap the Envoy container reads its --config-path from, parsed. */
 function bootstrap(): JsonObject {
-  assert.ok(envoy, 'envoy');
+  assert.ok(envoy, 'the example has an Envoy container');
   const args = getArray(envoy, ['args']) as string[];
   const configPath = args[args.indexOf('--config-path') + 1];
   assert.ok(configPath, 'envoy is started with --config-path');
@@ -73,7 +73,7 @@ describe('example Envoy', () => {
   });
 
   it('listens on the container port the Service targets, with readiness answered by that listener', () => {
-    assert.ok(envoy, 'envoy');
+    assert.ok(envoy, 'the example has an Envoy container');
     const listeners = getArray(bootstrap(), ['static_resources', 'listeners']) as JsonObject[];
     const listenerPorts = listeners.map((l) => get(l, ['address', 'socket_address', 'port_value']));
     const service = findOne(docs, 'Service');
@@ -90,7 +90,7 @@ describe('example Envoy', () => {
   });
 
   it("leaves the sidecar's port free", () => {
-    assert.ok(envoy, 'envoy');
+    assert.ok(envoy, 'the example has an Envoy container');
     const { plan } = resolvePodDrainPlan(podAnnotations(), defaults, undefined);
     const ports = (getArray(envoy, ['ports']) as JsonObject[]).map((p) => p.containerPort);
     assert.ok(!ports.includes(plan['serve-port']), `port ${plan['serve-port']} is the shutdown-manager's`);
@@ -165,7 +165,7 @@ describe('example NetworkPolicy of the sidecar port', () => {
   });
 
   it('names ports in every rule: none opens every port of the pod', () => {
-    assert.ok(rules.length > 0, 'rules.length > 0');
+    assert.ok(rules.length > 0, 'the policy has rules');
     for (const rule of rules) {
       const ports = getArray(rule, ['ports']) as JsonObject[];
       assert.ok(ports.length > 0, JSON.stringify(rule));
@@ -195,7 +195,7 @@ describe('example NetworkPolicy of the sidecar port', () => {
       const containers = injectedContainers(annotations);
       const open = new Set(rules.filter((rule) => rule.from === undefined).flatMap((rule) => (getArray(rule, ['ports']) as JsonObject[]).map((p) => portNumber(containers, p.port))));
       const envoyPorts = (getArray(containers.find((c) => c.name === 'envoy') as JsonObject, ['ports']) as JsonObject[]).map((p) => p.containerPort);
-      assert.ok(envoyPorts.length > 0, 'envoyPorts.length > 0');
+      assert.ok(envoyPorts.length > 0, 'Envoy has ports');
       for (const port of envoyPorts) assert.ok(open.has(port as number), `Envoy's port ${String(port)} is open`);
       assert.ok(!open.has(sidecarPort(containers)), 'the sidecar port is not among them');
     });

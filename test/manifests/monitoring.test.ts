@@ -282,7 +282,7 @@ describe('manifests/monitoring', () => {
       assert.ok(titles.includes(title), `a panel "${title}"`);
     }
     const variables = getArray(dashboard, ['templating', 'list']) as JsonObject[];
-    assert.ok(variables.some((variable) => variable.name === 'datasource' && variable.type === 'datasource' && variable.query === 'prometheus'), "variables.some((variable) => variable.name === 'datasource' && variable.type === 'datasource' && ...");
+    assert.ok(variables.some((variable) => variable.name === 'datasource' && variable.type === 'datasource' && variable.query === 'prometheus'), 'a Prometheus data source variable named datasource');
     for (const panel of panels) {
       assert.deepEqual(panel.datasource, { type: 'prometheus', uid: '${datasource}' }, String(panel.title));
       const refIds = (getArray(panel, ['targets']) as JsonObject[]).map((target) => target.refId);

@@ -149,7 +149,7 @@ describe('manifests/self-signed Deployment', () => {
     // Node and the Kubernetes client load in a second or two; 10 s more covers a slow node.
     const neededS = SELF_MANAGED_DEFAULTS.startupBudgetMs / 1000 + 10;
     assert.ok(killedAfterS >= neededS, `startupProbe gives up after ${killedAfterS} s; start-up may take ${neededS} s`);
-    assert.ok(number('timeoutSeconds', 1) < number('periodSeconds', 10), "number('timeoutSeconds', 1) < number('periodSeconds', 10)");
+    assert.ok(number('timeoutSeconds', 1) < number('periodSeconds', 10), 'the probe times out before the next one is due');
   });
 
   it('mounts the ServiceAccount token in this pod only: the ServiceAccount stays opted out', () => {

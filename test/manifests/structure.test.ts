@@ -79,7 +79,7 @@ describe('manifests/ layout', () => {
     assert.deepEqual(components.map((dir) => relative(REPO_ROOT, dir)), ['manifests/contour', 'manifests/envoy-gateway']);
     for (const dir of components) {
       const [doc] = await loadYamlFile(join(dir, 'kustomization.yaml'));
-      assert.ok(isObject(doc), 'isObject(doc)');
+      assert.ok(isObject(doc), 'the document is an object');
       assert.equal(doc.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
       assert.equal(doc.resources, undefined, 'a recipe adds nothing of its own');
       // Inline patches (envoy-gateway's) name no file.

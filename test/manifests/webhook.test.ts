@@ -9,6 +9,7 @@ import { serviceDnsNames } from '../../src/certs/generate.js';
 import { TLS_SECRET_NAME, WEBHOOK_CONFIGURATION_NAME, WEBHOOK_NAME } from '../../src/certs/names.js';
 import { WEBHOOK_PATHS } from '../../src/config/endpoints.js';
 import { envName } from '../../src/config/settings.js';
+import { compareQuantities, isZero, parseQuantity } from '../../src/config/quantity.js';
 import { WEBHOOK_SETTINGS, parseWebhookConfig } from '../../src/config/webhook.js';
 import { DEFAULT_SIDECAR_IMAGE } from '../../src/version.js';
 import {
@@ -97,7 +98,7 @@ describe('MutatingWebhookConfiguration', () => {
     assert.equal(webhook.sideEffects, 'None');
     assert.deepEqual(webhook.admissionReviewVersions, ['v1']);
     assert.equal(typeof webhook.timeoutSeconds, 'number');
-    assert.ok((webhook.timeoutSeconds as number) >= 1 && (webhook.timeoutSeconds as number) <= 10, '(webhook.timeoutSeconds as number) >= 1 && (webhook.timeoutSeconds as number) <= 10');
+    assert.ok((webhook.timeoutSeconds as number) >= 1 && (webhook.timeoutSeconds as number) <= 10, `a timeout of 1 to 10 s: ${String(webhook.timeoutSeconds)}`);
     assert.equal(webhook.reinvocationPolicy, 'IfNeeded');
     // Stated explicitly: the API server's default is Fail, see the comment in the manifest.
     assert.equal(webhook.failurePolicy, 'Ignore');
@@ -164,7 +165,7 @@ describe('webhook Deployment', () => {
   it('sets only environment variables of known settings, with valid values', () => {
     const known = new Map(Object.keys(WEBHOOK_SETTINGS).map((name) => [envName(name), name as keyof typeof WEBHOOK_SETTINGS]));
     const env = getArray(container, ['env']) as JsonObject[];
-    assert.ok(env.length > 0, 'env.length > 0');
+    assert.ok(env.length > 0, 'the webhook sets environment variables');
     for (const variable of env) {
       const name = getString(variable, ['name']);
       const setting = known.get(name);
@@ -192,7 +193,7 @@ describe('webhook Deployment', () => {
 
   it('mounts the TLS Secret that cert-manager writes and `npm run certs` tells users to create', () => {
     const volume = (getArray(podSpec, ['volumes']) as JsonObject[]).find((v) => v.name === 'tls');
-    assert.ok(volume, 'volume');
+    assert.ok(volume, 'the TLS volume is mounted');
     assert.equal(getString(volume, ['secret', 'secretName']), TLS_SECRET_NAME);
   });
 
@@ -204,7 +205,7 @@ describe('webhook Deployment', () => {
     assert.equal(effective('runAsUser'), 65532);
     assert.equal(own.readOnlyRootFilesystem, true);
     assert.equal(own.allowPrivilegeEscalation, false);
-    assert.ok((getArray(own, ['capabilities', 'drop']) as string[]).includes('ALL'), "(getArray(own, ['capabilities', 'drop']) as string[]).includes('ALL')");
+    assert.ok((getArray(own, ['capabilities', 'drop']) as string[]).includes('ALL'), 'drops every capability');
     assert.equal(own.privileged ?? false, false);
     assert.equal(get(effective('seccompProfile'), ['type']), 'RuntimeDefault');
   });
@@ -218,8 +219,11 @@ describe('webhook Deployment', () => {
   });
 
   it('declares CPU and memory requests and limits', () => {
-    for (const kind of ['requests', 'limits']) {
-      for (const resource of ['cpu', 'memory']) getString(container, ['resources', kind, resource]);
+    for (const resource of ['cpu', 'memory']) {
+      const request = parseQuantity(getString(container, ['resources', 'requests', resource]));
+      const limit = parseQuantity(getString(container, ['resources', 'limits', resource]));
+      assert.ok(!isZero(request), `a ${resource} request above zero`);
+      assert.ok(compareQuantities(request, limit) <= 0, `the ${resource} request is within its limit`);
     }
   });
 
@@ -321,7 +325,7 @@ describe('cert-manager TLS', () => {
     const dnsNames = getArray(serving, ['spec', 'dnsNames']);
     const expected = serviceDnsNames(getString(service, ['metadata', 'name']), getString(service, ['metadata', 'namespace']));
     for (const name of expected) assert.ok(dnsNames.includes(name), `${name} in dnsNames`);
-    assert.ok((getArray(serving, ['spec', 'usages']) as string[]).includes('server auth'), "(getArray(serving, ['spec', 'usages']) as string[]).includes('server auth')");
+    assert.ok((getArray(serving, ['spec', 'usages']) as string[]).includes('server auth'), 'the certificate is for server auth');
   });
 
   it('signs it with a CA Issuer whose CA comes from the self-signed Issuer', () => {
@@ -341,7 +345,7 @@ describe('cert-manager TLS', () => {
       base.filter(({ value }) => String(value.apiVersion).startsWith('cert-manager.io/')).map(({ file }) => file),
       [],
     );
-    assert.ok(install.some(({ value }) => value.kind === 'Certificate'), "install.some(({ value }) => value.kind === 'Certificate')");
+    assert.ok(install.some(({ value }) => value.kind === 'Certificate'), 'the cert-manager install has the Certificate');
   });
 });
 

@@ -67,7 +67,7 @@ async function assertBothSets(cwd: string): Promise<void> {
   assert.notEqual(clusterCa.fingerprint256, devCa.fingerprint256);
   assert.ok((await caOf(join(cwd, 'certs/tls.crt'))).checkIssued(clusterCa), 'certs/tls.crt is from certs/ca.crt');
   assert.ok((await caOf(join(cwd, 'certs/dev/tls.crt'))).checkIssued(devCa), 'certs/dev/tls.crt is from certs/dev/ca.crt');
-  assert.ok((await caOf(join(cwd, 'certs/dev/tls.crt'))).checkIP('127.0.0.1'), "(await caOf(join(cwd, 'certs/dev/tls.crt'))).checkIP('127.0.0.1')");
+  assert.ok((await caOf(join(cwd, 'certs/dev/tls.crt'))).checkIP('127.0.0.1'), 'the CA covers 127.0.0.1');
 }
 
 describe('npm run certs and npm start, in either order', () => {

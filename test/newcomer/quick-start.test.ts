@@ -45,7 +45,7 @@ test("the documented curl matches what npm start serves: dev.env's address and c
   assert.equal(certDir, 'certs/dev');
   assert.ok(curl.includes(`--cacert ${certDir}/ca.crt`), curl);
   assert.ok(curl.includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}/mutate`), curl);
-  assert.ok(docSection(DOC, 'Quick start').includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}`), "docSection(DOC, 'Quick start').includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SET...");
+  assert.ok(docSection(DOC, 'Quick start').includes(`https://${devEnv.SHUTDOWN_MANAGER_ADDRESS}:${WEBHOOK_SETTINGS.port.default}`), "the Quick start curls dev.env's address on the default port");
 });
 
 test('npm start serves the webhook on 127.0.0.1, answers the documented curl, and stops on Ctrl-C; it says it compiles at most once', { timeout: 90_000 }, async (t) => {

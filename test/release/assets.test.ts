@@ -179,13 +179,13 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
     const section = changelogSection(readFileSync(join(REPO_ROOT, 'CHANGELOG.md'), 'utf8'), PROJECT_VERSION);
     assert.ok(section.length > 200, 'the section says what the release holds');
     assert.ok(notes.startsWith(`${section}\n\n## Install\n`), 'the notes open with the section, verbatim');
-    assert.ok(notes.includes(`kubectl apply -f ${downloadUrl(TAG, 'install.yaml')}`), "notes.includes(`kubectl apply -f ${downloadUrl(TAG, 'install.yaml')}`)");
-    assert.ok(notes.includes(downloadUrl(TAG, 'install-self-signed.yaml')), "notes.includes(downloadUrl(TAG, 'install-self-signed.yaml'))");
-    assert.ok(notes.includes(contourComponentUrl(TAG)), 'notes.includes(contourComponentUrl(TAG))');
+    assert.ok(notes.includes(`kubectl apply -f ${downloadUrl(TAG, 'install.yaml')}`), 'the notes apply install.yaml at the tag');
+    assert.ok(notes.includes(downloadUrl(TAG, 'install-self-signed.yaml')), 'the notes link install-self-signed.yaml at the tag');
+    assert.ok(notes.includes(contourComponentUrl(TAG)), 'the notes link the Contour Component at the tag');
     assert.ok(notes.includes(`--certificate-identity=https://github.com/envoy-shutdown-manager/envoy-shutdown-manager/.github/workflows/release.yml@refs/tags/${TAG} \\\n`), 'the cosign check names this workflow at the tag');
-    assert.ok(notes.includes('--certificate-oidc-issuer=https://token.actions.githubusercontent.com\n'), 'notes.includes(\'--certificate-oidc-issuer=https://token.actions.githubusercontent.com\\n\')');
+    assert.ok(notes.includes('--certificate-oidc-issuer=https://token.actions.githubusercontent.com\n'), 'the cosign check pins the GitHub OIDC issuer');
     assert.equal(contourComponentUrl(TAG), `github.com/envoy-shutdown-manager/envoy-shutdown-manager//manifests/contour?ref=${TAG}`);
-    assert.ok(notes.includes(envoyGatewayComponentUrl(TAG)), 'notes.includes(envoyGatewayComponentUrl(TAG))');
+    assert.ok(notes.includes(envoyGatewayComponentUrl(TAG)), 'the notes link the Envoy Gateway Component at the tag');
     assert.ok(notes.includes(`The image: \`${PINNED}\`.`), 'the notes name the image by its digest');
     assert.ok(notes.includes(`cosign verify ${PINNED} \\\n`), 'the cosign check is of that digest');
     assert.ok(notes.includes(`\`\`\`sh\ngit checkout ${TAG} && npm ci\nnpm run release:assets -- --digest ${DIGEST}\n\`\`\``), 'the command that rebuilds these bytes');
@@ -195,7 +195,7 @@ describe('the release assets, as npm run release:assets builds them', { timeout:
   test('sbom.cdx.json is the CycloneDX SBOM the image ships (same generator, same bytes)', () => {
     const sbom = JSON.parse(readFileSync(join(out, 'sbom.cdx.json'), 'utf8')) as { bomFormat: string; components: unknown[] };
     assert.equal(sbom.bomFormat, 'CycloneDX');
-    assert.ok(sbom.components.length > 50, 'sbom.components.length > 50');
+    assert.ok(sbom.components.length > 50, `the SBOM lists the dependencies: ${sbom.components.length}`);
     // npm run build writes the image's copy (dist/licenses); the release's must be byte for byte the same.
     assert.equal(readFileSync(join(out, 'sbom.cdx.json'), 'utf8'), readFileSync(join(REPO_ROOT, 'dist', 'licenses', 'sbom.cdx.json'), 'utf8'));
   });

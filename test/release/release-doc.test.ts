@@ -40,7 +40,7 @@ describe('docs/release.md', { timeout: 10_000 }, () => {
     const assets = [...MANIFEST_ASSETS.map((asset) => asset.file), 'sbom.cdx.json', 'release-notes.md', 'SHA256SUMS', 'SHA256SUMS.sigstore.json'];
     for (const asset of assets) assert.ok(doc.includes(`| \`${asset}\` |`), `the table lists ${asset}`);
     for (const asset of MANIFEST_ASSETS) assert.ok(doc.includes(`kubectl kustomize ${asset.dir}`), `${asset.file} says what it is built from`);
-    assert.ok(doc.includes(contourComponentUrl(TAG)), 'doc.includes(contourComponentUrl(TAG))');
+    assert.ok(doc.includes(contourComponentUrl(TAG)), 'the doc links the Contour Component at the tag');
     const workflow = readFileSync(join(REPO_ROOT, '.github', 'workflows', 'release.yml'), 'utf8');
     assert.ok(workflow.includes('--bundle dist/release/SHA256SUMS.sigstore.json'), 'the workflow writes the signature the doc lists');
   });
@@ -50,7 +50,7 @@ describe('docs/release.md', { timeout: 10_000 }, () => {
     assert.equal(commands.length, 3, `verify, verify-attestation and verify-blob: ${commands.join('\n')}`);
     assert.deepEqual(problems, []);
     const loose = 'cosign verify IMAGE --certificate-identity-regexp=https://github.com/envoy-shutdown-manager/ --certificate-oidc-issuer=https://token.actions.githubusercontent.com\n';
-    assert.ok(cosignProblems(loose).problems.length >= 2, 'cosignProblems(loose).problems.length >= 2');
+    assert.ok(cosignProblems(loose).problems.length >= 2, 'the loose regexp is flagged in each check');
     const otherTag = `cosign verify IMAGE --certificate-identity=${IDENTITY.replace(TAG, 'v0.0.0-other')} --certificate-oidc-issuer=${ISSUER}\n`;
     assert.equal(cosignProblems(otherTag).problems.length, 1, 'another tag');
   });

@@ -101,7 +101,9 @@ describe('release trust', { timeout: 10_000 }, () => {
     const pins = new Map<string, string>();
     for (const file of files) {
       assert.deepEqual(unpinned(read(file)), [], file);
-      for (const match of read(file).matchAll(/uses: ([\w.-]+\/[\w./-]+)@([0-9a-f]{40}) # (v[\d.]+)/g)) {
+      const uses = [...read(file).matchAll(/uses: ([\w.-]+\/[\w./-]+)@([0-9a-f]{40}) # (v[\d.]+)/g)];
+      assert.ok(uses.length > 0, `${file} uses pinned actions`);
+      for (const match of uses) {
         const pin = `${match[2]} ${match[3]}`;
         assert.equal(pins.get(match[1] as string) ?? pin, pin, `${match[1]} pinned alike in every workflow`);
         pins.set(match[1] as string, pin);

@@ -109,9 +109,8 @@ describe('the SBOM and notices the image ships', { timeout: 120_000 }, () => {
     }
     const fastifyLicence = readFileSync(join(REPO_ROOT, 'node_modules', 'fastify', 'LICENSE'), 'utf8').trimEnd();
     assert.ok(notices.includes(fastifyLicence), "fastify's LICENSE text is there");
-    for (const match of notices.matchAll(/^The package ships no licence file; its package.json declares (.+)\.$/gm)) {
-      assert.notEqual(match[1], 'NOASSERTION', 'a package with neither a licence file nor a declared licence');
-    }
+    const declaredOnly = [...notices.matchAll(/^The package ships no licence file; its package.json declares (.+)\.$/gm)].map((match) => match[1]);
+    assert.ok(!declaredOnly.includes('NOASSERTION'), 'no package without either a licence file or a declared licence');
     const licence = readFileSync(join(out, 'LICENSE'), 'utf8');
     assert.equal(licence, readFileSync(join(REPO_ROOT, 'LICENSE'), 'utf8'));
     assert.match(licence, /^\s+Apache License\n\s+Version 2\.0, January 2004\n/);

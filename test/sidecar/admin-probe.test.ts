@@ -28,7 +28,7 @@ describe('start-up probe of the Envoy admin API', () => {
     assert.ok(rest.every((line) => line.level === 'warn' && line.fields['event'] === 'envoy_admin_unreachable'), 'nothing else logged in between');
     const warnings = rest;
     assert.ok((warnings[0]?.at ?? 0) - startedAt >= 300, `first warning after ${(warnings[0]?.at ?? 0) - startedAt} ms`);
-    assert.ok(Number(warnings[0]?.fields['unreachable_for_ms']) >= 300, "Number(warnings[0]?.fields['unreachable_for_ms']) >= 300");
+    assert.ok(Number(warnings[0]?.fields['unreachable_for_ms']) >= 300, 'the warning counts at least warnAfterMs unreachable');
     assert.match(warnings[0]?.message ?? '', /is Envoy's admin API really at .*shutdown-manager\.io\/envoy-admin-port/);
     for (let index = 1; index < warnings.length; index += 1) {
       const gap = (warnings[index]?.at ?? 0) - (warnings[index - 1]?.at ?? 0);

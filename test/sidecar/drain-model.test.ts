@@ -603,14 +603,14 @@ describe('the drain model: its checks can fail', () => {
     // As if the drain had counted the new process's 0 connections as the drained one's: a poll of the stats
     // answer that process 2 gave, and the drain ended on it.
     const newProcessRead = report.adminCalls.find((call) => call.path === '/stats' && call.processId === 2 && call.rendered !== undefined);
-    assert.ok(newProcessRead?.rendered !== undefined && newProcessRead.answeredAt !== undefined && finished !== undefined, 'newProcessRead?.rendered !== undefined && newProcessRead.answeredAt !== undefined && finished !==...');
+    assert.ok(newProcessRead?.rendered !== undefined && newProcessRead.answeredAt !== undefined && finished !== undefined, 'the new process was read, answered and the drain finished');
     const fakePoll = { ...finished, fields: { event: 'poll', admin_connections: newProcessRead.rendered.adminConnectionsTotal, open_connections: 0 } };
     const doctored = {
       ...report,
       log: report.log.flatMap((line) => (line === finished ? [fakePoll, { ...line, fields: { ...line.fields, reason: 'connections-closed' } }] : [line])),
     };
-    assert.ok(problemsOf(doctored).some((problem) => problem.startsWith('I2: drained by the count of process 2, pinned to 1')), "problemsOf(doctored).some((problem) => problem.startsWith('I2: drained by the count of process 2,...");
+    assert.ok(problemsOf(doctored).some((problem) => problem.startsWith('I2: drained by the count of process 2, pinned to 1')), 'the doctored count is caught by I2');
     const late = { ...report, calls: report.calls.map((call) => ({ ...call, answeredAt: call.sentAt + 5_000 })) };
-    assert.ok(problemsOf(late).some((problem) => problem.startsWith('I1:')), "problemsOf(late).some((problem) => problem.startsWith('I1:'))");
+    assert.ok(problemsOf(late).some((problem) => problem.startsWith('I1:')), 'the late report is caught by I1');
   });
 });

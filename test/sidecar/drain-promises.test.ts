@@ -92,7 +92,7 @@ describe('issue 18: the drain drains the Envoy process that is running', () => {
     assert.ok(envoy.calls.some((call) => call.path === '/healthcheck/fail' && call.processId === 2 && call.effect === 'applied'), 'the new process was drained');
     assert.equal(manager.logs.filter((line) => line['event'] === 'envoy_admin_watch_failed').length, 1, 'one line, not one per failure');
     // Its /server_info, with an uptime below zero, still named the process in the journal.
-    assert.ok(envoy.calls.some((call) => call.path === '/server_info' && call.processId === 2), "envoy.calls.some((call) => call.path === '/server_info' && call.processId === 2)");
+    assert.ok(envoy.calls.some((call) => call.path === '/server_info' && call.processId === 2), 'the new Envoy process was asked who it is');
     const journal = JSON.parse(await readFile(join(stateDir, 'drain.json'), 'utf8')) as Record<string, unknown>;
     assert.equal(typeof journal['envoyStartedAtMs'], 'number');
     assert.equal(journal['healthChecks'], 'accepted');
@@ -150,7 +150,7 @@ describe('issue 18: the sidecar reports what happened', () => {
     assert.ok(envoy.calls.some((call) => call.path === '/healthcheck/fail' && call.effect === 'applied'), 'Envoy did act on the late POST');
     const text = await metrics(manager);
     assert.equal(sampleOf(text, 'shutdown_manager_envoy_admin_up'), 0);
-    assert.ok((sampleOf(text, 'shutdown_manager_envoy_admin_failures_total{kind="timeout"}') ?? 0) > 0, '(sampleOf(text, \'shutdown_manager_envoy_admin_failures_total{kind="timeout"}\') ?? 0) > 0');
+    assert.ok((sampleOf(text, 'shutdown_manager_envoy_admin_failures_total{kind="timeout"}') ?? 0) > 0, 'the timeouts are counted');
     assert.equal(sampleOf(text, 'shutdown_manager_envoy_admin_failures_total{kind="refused"}'), 0);
   });
 
@@ -160,7 +160,7 @@ describe('issue 18: the sidecar reports what happened', () => {
     const text = await metrics(manager);
     assert.equal(sampleOf(text, 'shutdown_manager_envoy_admin_up'), 0);
     assert.equal(sampleOf(text, 'shutdown_manager_envoy_admin_answered'), 0);
-    assert.ok((sampleOf(text, 'shutdown_manager_envoy_admin_failures_total{kind="refused"}') ?? 0) > 0, '(sampleOf(text, \'shutdown_manager_envoy_admin_failures_total{kind="refused"}\') ?? 0) > 0');
+    assert.ok((sampleOf(text, 'shutdown_manager_envoy_admin_failures_total{kind="refused"}') ?? 0) > 0, 'the refusals are counted');
   });
 
   test('9. an admin port that never answered: /ready fails until it does, then stays ready; the journal never says accepted', async (t) => {
@@ -199,7 +199,7 @@ describe('issue 18: the sidecar reports what happened', () => {
     assert.match(answer.body, /Envoy never confirmed POST \/healthcheck\/fail \(the call timed out: it may have taken it/);
     const journal = JSON.parse(await readFile(join(stateDir, 'drain.json'), 'utf8')) as Record<string, unknown>;
     assert.deepEqual([journal['healthChecks'], journal['listenersDrain']], ['intended', 'intended'], 'calls sent, never taken: not "failed"');
-    assert.ok(envoy.calls.some((call) => call.path === '/healthcheck/fail' && call.effect === 'withheld'), "envoy.calls.some((call) => call.path === '/healthcheck/fail' && call.effect === 'withheld')");
+    assert.ok(envoy.calls.some((call) => call.path === '/healthcheck/fail' && call.effect === 'withheld'), 'the withheld health-check failure is recorded');
   });
 
   test('12. a /wait after the drain ended answers at once with its outcome; counters do not go down when the drain is re-armed', async (t) => {
@@ -214,7 +214,7 @@ describe('issue 18: the sidecar reports what happened', () => {
     assert.match(waited.body, /drained/);
     assert.ok(performance.now() - started < 2_000, 'not after the 10 s window');
     const pollsBefore = sampleOf(await metrics(manager), 'shutdown_manager_drain_polls_total') ?? 0;
-    assert.ok(pollsBefore > 0, 'pollsBefore > 0');
+    assert.ok(pollsBefore > 0, 'the drain polled before it ended');
     envoy.replaceProcess();
     await manager.waitForLog((line) => line['event'] === 'drain_rearmed');
     const after = await metrics(manager);

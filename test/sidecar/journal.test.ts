@@ -164,7 +164,7 @@ describe('drain journal: a state directory that cannot be used is refused at ope
   test('missing directories are created, one component at a time', async (t) => {
     const dir = join(await tempDir(t), 'a', 'b', 'c');
     const journal = openJournal(dir);
-    assert.ok(statSync(dir).isDirectory(), 'statSync(dir).isDirectory()');
+    assert.ok(statSync(dir).isDirectory(), 'the directory was created');
     await journal.record('fail health checks', 'intended', ENVOY_STARTED, WALL);
     assert.deepEqual(await readdir(dir), ['drain.json']);
   });

@@ -169,7 +169,7 @@ describe('sidecar process: the observed rule lets go only once the load balancer
     const { lagMs, lagAtLeastMs, quiet, observable } = outcome.loadBalancer;
     assert.deepEqual([observable, quiet], [true, true]);
     assert.ok(lagMs !== null && lagMs >= 2_000 && lagMs <= tookMs, `lag ${lagMs} ms`);
-    assert.ok(lagAtLeastMs !== null && lagAtLeastMs <= lagMs, 'lagAtLeastMs !== null && lagAtLeastMs <= lagMs');
+    assert.ok(lagAtLeastMs !== null && lagAtLeastMs <= lagMs, `the drain waited out the load balancer's lag: ${String(lagAtLeastMs)} ms`);
     assert.match(outcome.description, /last new client traffic reached Envoy \d+\.\d-\d+\.\ds after its health checks failed \(then quiet for 1s\)/);
     const finished = await process.waitForLog((line) => line['event'] === 'drain_finished');
     assert.equal(finished['load_balancer_lag_ms'], lagMs, 'the log line carries the lag');

@@ -135,7 +135,7 @@ describe('sidecar process: long-lived-grace with WebSockets and HTTP/2 connectio
     session.close();
     const answer = await shutdown;
     assert.equal(answer.status, 200, answer.body);
-    assert.ok(answeredAt >= streamEndedAt, 'answeredAt >= streamEndedAt');
+    assert.ok(answeredAt >= streamEndedAt, 'the drain answered only after the stream ended');
     const drain = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
     assert.deepEqual([drain['reason'], drain['longLivedConnections']], ['long-lived-left', 1]);
   });

@@ -23,7 +23,7 @@ function record(healthChecks: StepProgress | null, listenersDrain: StepProgress 
 
 function decide(state: EnvoyServerState, journal: JournalEntry | undefined): [RecoveryAction, boolean | 'unknown'] {
   const decision = decideRecovery(envoy(state), journal);
-  assert.ok(decision.why.length > 0, 'decision.why.length > 0');
+  assert.ok(decision.why.length > 0, 'the decision says why');
   return [decision.action, decision.listenersDrained];
 }
 

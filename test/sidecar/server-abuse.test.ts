@@ -174,7 +174,7 @@ describe('sidecar process: strangers on the port', () => {
     const last = refusals().at(-1)!;
     assert.equal(refusals().length, 2, JSON.stringify(refusals()));
     assert.deepEqual([last['refused'], last['total'], last['remote']], [19_999, 20_000, '127.0.0.1']);
-    assert.ok(['/shutdown', '/wait'].includes(String(last['path'])), "['/shutdown', '/wait'].includes(String(last['path']))");
+    assert.ok(['/shutdown', '/wait'].includes(String(last['path'])), `the summary names an endpoint: ${String(last['path'])}`);
     assert.equal(last['level'], 'info');
   });
 });

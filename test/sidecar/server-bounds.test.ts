@@ -326,5 +326,6 @@ describe('drain server: closing', () => {
     await within(server.close(), 5_000, 'close()');
     pipelined.socket.resume();
     await within(Promise.all([silent.closed, pipelined.closed]), 5_000, 'the connections to be closed');
+    assert.deepEqual(server.connections, { waiting: 0, busy: 0 }, 'no connection is left open after close()');
   });
 });

@@ -74,14 +74,14 @@ describe('sidecar process: the drain', () => {
       ['/healthcheck/fail?', '/drain_listeners?graceful&skip_exit'],
       'health checks failed first, every listener drained next, each once for both calls',
     );
-    assert.ok(emulator.adminRequests.every((request) => request.method === 'POST' || ['/stats', '/ready', '/server_info'].includes(request.path)), "emulator.adminRequests.every((request) => request.method === 'POST' || ['/stats', '/ready', '/ser...");
+    assert.ok(emulator.adminRequests.every((request) => request.method === 'POST' || ['/stats', '/ready', '/server_info'].includes(request.path)), 'only POST mutations and the reads the sidecar makes');
 
     const healthz = await httpRequest(sidecar.url('/healthz'));
     assert.equal(healthz.status, 200, '/healthz stays 200 during a drain');
     const state = JSON.parse((await httpRequest(sidecar.url('/drain'))).body) as Record<string, unknown>;
     assert.equal(state['state'], 'draining');
     assert.equal(state['openConnections'], 5);
-    assert.ok(typeof state['startedAt'] === 'string' && typeof state['deadline'] === 'string', "typeof state['startedAt'] === 'string' && typeof state['deadline'] === 'string'");
+    assert.ok(typeof state['startedAt'] === 'string' && typeof state['deadline'] === 'string', 'the state file holds the start and the deadline');
 
     // An HTTP client's next request gets `Connection: close` from the draining Envoy, which closes it.
     const answer = await requestOn(http[0]!.socket);
@@ -108,7 +108,7 @@ describe('sidecar process: the drain', () => {
     }
 
     const polls = sidecar.logs.filter((line) => line['event'] === 'poll');
-    assert.ok(polls.every((line) => ['open_connections', 'min_connections', 'elapsed_ms', 'remaining_ms'].every((key) => typeof line[key] === 'number')), "polls.every((line) => ['open_connections', 'min_connections', 'elapsed_ms', 'remaining_ms'].every...");
+    assert.ok(polls.every((line) => ['open_connections', 'min_connections', 'elapsed_ms', 'remaining_ms'].every((key) => typeof line[key] === 'number')), 'each poll logs its numbers');
     const finished = await sidecar.waitForLog((line) => line['event'] === 'drain_finished');
     assert.deepEqual([finished['state'], finished['reason']], ['drained', 'connections-closed']);
     assert.equal(typeof finished['duration_ms'], 'number');
@@ -242,7 +242,7 @@ describe('sidecar process: Envoy admin faults', () => {
     const refusals = sidecar.logs.filter((line) => line['event'] === 'admin_error' && line['error'] === 'AdminRefusedError');
     assert.equal(refusals.length, 1, 'one warning per drain, not one per interval');
     assert.match(String(refusals[0]?.['msg']), /never answered: is Envoy's admin API really at .*shutdown-manager\.io\/envoy-admin-port/);
-    assert.ok(emulator.adminRequests.length === 0, 'emulator.adminRequests.length === 0');
+    assert.ok(emulator.adminRequests.length === 0, 'the wrong port got no admin request');
     assert.equal(emulator.openConnections.tcp, 1);
   });
 
@@ -483,7 +483,7 @@ describe('sidecar process: a protected /shutdown', () => {
 
     const accepted = await httpRequest(sidecar.url('/shutdown'), { headers: { authorization: 'Bearer s3cr3t-token' } });
     assert.equal(accepted.status, 200, accepted.body);
-    assert.ok(emulator.isHealthCheckFailed, 'emulator.isHealthCheckFailed');
+    assert.ok(emulator.isHealthCheckFailed, "the authorized /shutdown failed Envoy's health check");
   });
 });
 
@@ -567,8 +567,8 @@ describe('sidecar process: /metrics', () => {
     const drained = (await httpRequest(sidecar.url('/metrics'))).body;
     assert.equal(sampleOf(drained, 'shutdown_manager_drain_state{state="drained"}'), 1);
     assert.equal(openConnections(drained), 0);
-    assert.ok((sampleOf(drained, 'shutdown_manager_drain_polls_total') ?? 0) >= 2, "(sampleOf(drained, 'shutdown_manager_drain_polls_total') ?? 0) >= 2");
-    assert.ok((sampleOf(drained, 'shutdown_manager_drain_duration_seconds') ?? 0) > 0, "(sampleOf(drained, 'shutdown_manager_drain_duration_seconds') ?? 0) > 0");
+    assert.ok((sampleOf(drained, 'shutdown_manager_drain_polls_total') ?? 0) >= 2, 'the drain polled at least twice');
+    assert.ok((sampleOf(drained, 'shutdown_manager_drain_duration_seconds') ?? 0) > 0, "the drain's duration is recorded");
   });
 });
 

@@ -229,7 +229,7 @@ describe('DrainSupervisor: the drain is re-armed for a new Envoy process, and on
     await supervisor.shutdown();
     assert.equal(supervisor.snapshot().state, 'drained');
     const polls = supervisor.snapshot().pollsTotal;
-    assert.ok(polls > 0, 'polls > 0');
+    assert.ok(polls > 0, 'the watcher polled');
     envoy.restart();
     await until(() => supervisor.snapshot().state === 'idle');
     assert.equal(supervisor.snapshot().rearms, 1);
@@ -352,7 +352,7 @@ describe('recovery of an Envoy left draining', () => {
     assert.equal(await draining.supervisor.recover(), null);
     envoy.open = 0;
     await drain;
-    assert.ok(!envoy.calls.includes('quitquitquit') && !envoy.calls.includes('healthcheck/ok'), "!envoy.calls.includes('quitquitquit') && !envoy.calls.includes('healthcheck/ok')");
+    assert.ok(!envoy.calls.includes('quitquitquit') && !envoy.calls.includes('healthcheck/ok'), 'a healthy Envoy is neither restarted nor made healthy');
     draining.supervisor.stop();
   });
 

@@ -59,7 +59,7 @@ describe('FaultAdmin: answers as Envoy does', () => {
 
     const filter = encodeURIComponent('downstream_cx_(active|total)$');
     const filtered = statsOf(await raw(admin.port, 'GET', `/stats?format=json&filter=${filter}`));
-    assert.ok(Object.keys(filtered).every((name) => /downstream_cx_(active|total)$/.test(name)), 'Object.keys(filtered).every((name) => /downstream_cx_(active|total)$/.test(name))');
+    assert.ok(Object.keys(filtered).every((name) => /downstream_cx_(active|total)$/.test(name)), 'the filter keeps only the connection counters');
     assert.equal(filtered['listener.public.edge.downstream_cx_active'], 0, 'an unused listener is listed: usedonly is not modelled');
     assert.equal(filtered['listener.admin.downstream_cx_total'], 2, '+1 per accepted connection');
     assert.equal(bodyOf(await raw(admin.port, 'GET', '/stats?filter=admin.downstream_cx_total')), 'listener.admin.downstream_cx_total: 3\n', 'text format');
@@ -202,7 +202,7 @@ describe('FaultAdmin: scripted faults', () => {
       ['silent', (r) => assert.deepEqual([r.ending, r.bytes], ['held', 0])],
       ['status:500', (r) => assert.equal(statusOf(r), 500)],
       ['upgrade', (r) => assert.deepEqual([r.ending, r.text], ['held', 'HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\r\n'])],
-      ['deep-json', (r) => assert.ok(r.ending === 'closed' && r.bytes > 2_000_000 && bodyOf(r).startsWith('{"stats":[[[['), 'r.ending === \'closed\' && r.bytes > 2_000_000 && bodyOf(r).startsWith(\'{"stats":[[[[\')')],
+      ['deep-json', (r) => assert.ok(r.ending === 'closed' && r.bytes > 2_000_000 && bodyOf(r).startsWith('{"stats":[[[['), 'the deep JSON closes after 2 MB')],
       ['huge', (r) => assert.ok(r.ending === 'closed' && r.bytes > 16 * 1024 * 1024 && !/content-length/.test(r.text), String(r.bytes))],
       ['reset', (r) => assert.deepEqual([r.ending, bodyOf(r)], ['reset', 'O'])],
       ['endless', (r) => assert.ok(r.ending === 'held' && /^\{"stats":\[ +$/.test(bodyOf(r)), bodyOf(r))],

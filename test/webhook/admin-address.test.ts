@@ -87,7 +87,7 @@ describe('Authorino (Envoy Deployment with containerPort 8001 named admin)', () 
     const review = await authorinoReview();
     review.request.object.metadata.annotations = { 'shutdown-manager.io/envoy-admin-port': '9001' };
     const { response, pod } = await admitReview(webhook, review);
-    assert.ok(container(pod, 'shutdown-manager').args.includes('--admin-port=9001'), "container(pod, 'shutdown-manager').args.includes('--admin-port=9001')");
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--admin-port=9001'), "the annotation's port wins");
     assert.ok(
       response.warnings.includes(
         `${PREFIX}admin 127.0.0.1:9001 (annotation) but container port "admin" says port 8001`,
@@ -166,7 +166,7 @@ describe("Contour (examples/contour/03-envoy.yaml's DaemonSet pod, its own shutd
     assert.equal(response.allowed, true, JSON.stringify(response.status));
     const sidecar = container(pod, 'shutdown-manager');
     assert.ok(sidecar.args.includes('--admin-address=unix:/admin/admin.sock'), sidecar.args.join(' '));
-    assert.ok(!sidecar.args.some((arg: string) => arg.startsWith('--admin-port')), "!sidecar.args.some((arg: string) => arg.startsWith('--admin-port'))");
+    assert.ok(!sidecar.args.some((arg: string) => arg.startsWith('--admin-port')), 'no --admin-port next to the socket');
     assert.deepEqual(sidecar.volumeMounts, [
       { name: 'shutdown-manager-state', mountPath: '/var/run/shutdown-manager' },
       { name: 'envoy-admin', mountPath: '/admin', readOnly: true },
@@ -228,7 +228,7 @@ describe('hostNetwork pods', () => {
   test('are injected with a warning naming the serve port and the annotation', async () => {
     const { response, pod } = await admitReview(webhook, await hostNetworkReview());
     assert.equal(response.allowed, true);
-    assert.ok(container(pod, 'shutdown-manager'), "container(pod, 'shutdown-manager')");
+    assert.ok(container(pod, 'shutdown-manager'), 'the pod has the sidecar');
     assert.ok(response.warnings.includes(HOST_NETWORK_WARNING), response.warnings.join('\n'));
   });
 
@@ -248,7 +248,7 @@ describe('hostNetwork pods', () => {
     review.request.object.metadata.annotations = { 'shutdown-manager.io/serve-port': '18090' };
     const { response, pod } = await admitReview(webhook, review);
     assert.equal(response.allowed, true);
-    assert.ok(container(pod, 'shutdown-manager').args.includes('--serve-port=18090'), "container(pod, 'shutdown-manager').args.includes('--serve-port=18090')");
-    assert.ok(response.warnings.some((w: string) => w.includes('serve port 18090 must be unique on the node')), "response.warnings.some((w: string) => w.includes('serve port 18090 must be unique on the node'))");
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--serve-port=18090'), "the annotation's serve port is taken");
+    assert.ok(response.warnings.some((w: string) => w.includes('serve port 18090 must be unique on the node')), 'a warning that the serve port must be unique on the node');
   });
 });

@@ -142,12 +142,12 @@ describe('Envoy Gateway (a proxy pod of a Gateway)', () => {
 
     const found = await admitReview(selectorOnly, await withoutOwnShutdownManager());
     assert.ok(container(found.pod, 'shutdown-manager').args.includes('--admin-port=19000'), 'without either, found in its inline --config-yaml');
-    assert.ok(found.response.warnings.includes('shutdown-manager: Envoy admin found at 127.0.0.1:19000 (inline --config-yaml); the sidecar drains it there'), "found.response.warnings.includes('shutdown-manager: Envoy admin found at 127.0.0.1:19000 (inline ...");
+    assert.ok(found.response.warnings.includes('shutdown-manager: Envoy admin found at 127.0.0.1:19000 (inline --config-yaml); the sidecar drains it there'), 'a warning that the inline config gave the admin port');
   });
 
   test('a pod annotation may still override the webhook-wide 19000', async () => {
     const { pod } = await admitReview(withOverlay, await withoutOwnShutdownManager({ 'shutdown-manager.io/envoy-admin-port': '19100' }));
-    assert.ok(container(pod, 'shutdown-manager').args.includes('--admin-port=19100'), "container(pod, 'shutdown-manager').args.includes('--admin-port=19100')");
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--admin-port=19100'), "the annotation's admin port wins over the webhook's");
   });
 });
 

@@ -34,5 +34,5 @@ test('injections, skips by reason, denials by setting, invalid requests and a la
     assert.equal(sampleOf(text, `shutdown_manager_webhook_denials_total{reason="${setting}"}`), 1, setting);
   }
   assert.equal(sampleOf(text, 'shutdown_manager_webhook_review_duration_seconds_count'), 6, 'the reviews answered, not the rejected requests');
-  assert.ok((sampleOf(text, 'process_resident_memory_bytes') ?? 0) > 0, "(sampleOf(text, 'process_resident_memory_bytes') ?? 0) > 0");
+  assert.ok((sampleOf(text, 'process_resident_memory_bytes') ?? 0) > 0, 'the process metrics are exported');
 });

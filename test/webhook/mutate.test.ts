@@ -127,7 +127,7 @@ describe('an Envoy pod created by a Deployment', () => {
     assert.equal(sidecar.securityContext.readOnlyRootFilesystem, true);
     assert.equal(sidecar.securityContext.allowPrivilegeEscalation, false);
     assert.deepEqual(sidecar.securityContext.capabilities, { drop: ['ALL'] });
-    assert.ok(sidecar.resources.requests.memory && sidecar.resources.limits.memory, 'sidecar.resources.requests.memory && sidecar.resources.limits.memory');
+    assert.ok(sidecar.resources.requests.memory && sidecar.resources.limits.memory, 'the sidecar has a memory request and limit');
 
     const envoy = container(pod, 'envoy');
     assert.deepEqual(envoy.lifecycle.preStop, shutdownHook(token));
@@ -180,7 +180,7 @@ describe('an Envoy pod created by a Deployment', () => {
     body.request.object.metadata.annotations = { 'example.com/owner': 'edge-team' };
     const withMap = await review(body);
     const ops = JSON.parse(Buffer.from(withMap.response.patch, 'base64').toString('utf8'));
-    assert.ok(ops.some((op: Json) => op.op === 'add' && op.path === '/metadata/annotations/shutdown-manager.io~1status'), "ops.some((op: Json) => op.op === 'add' && op.path === '/metadata/annotations/shutdown-manager.io~...");
+    assert.ok(ops.some((op: Json) => op.op === 'add' && op.path === '/metadata/annotations/shutdown-manager.io~1status'), 'the status annotation is added with its "/" escaped');
     const pod = applyResponse(body.request.object, withMap.response);
     assert.equal(pod.metadata.annotations['example.com/owner'], 'edge-team');
   });
@@ -295,7 +295,7 @@ describe('a Contour-style DaemonSet pod', () => {
     };
     const pod = applyResponse(body.request.object, (await review(body)).response);
     assert.equal(pod.spec.terminationGracePeriodSeconds, 20);
-    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-timeout=18s'), "container(pod, 'shutdown-manager').args.includes('--drain-timeout=18s')");
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-timeout=18s'), "the annotation's grace period is the drain deadline");
   });
 
   test('a check delay that fits only in the pod\'s own longer grace period is accepted', async () => {
@@ -313,7 +313,7 @@ describe('a Contour-style DaemonSet pod', () => {
     body.request.object.spec.terminationGracePeriodSeconds = 900;
     const pod = applyResponse(body.request.object, (await review(body)).response);
     assert.equal(pod.spec.terminationGracePeriodSeconds, 900);
-    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-timeout=14m50s'), "container(pod, 'shutdown-manager').args.includes('--drain-timeout=14m50s')");
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-timeout=14m50s'), 'the deadline follows the longer grace period');
   });
 });
 

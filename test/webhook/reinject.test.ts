@@ -48,7 +48,7 @@ describe('a pod whose template was injected before', () => {
     const before = review.request.object;
     const { response, pod } = await admitReview(other, review);
     assert.deepEqual(response.warnings, ['shutdown-manager: re-injected: replaced an injection of other settings']);
-    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-delay=5s'), "container(pod, 'shutdown-manager').args.includes('--drain-delay=5s')");
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--drain-delay=5s'), "the new drain delay is in the sidecar's args");
     assert.equal(pod.spec.containers.filter((c: Json) => c.name === 'shutdown-manager').length, 1);
     assert.deepEqual(container(pod, 'envoy').lifecycle, container(before, 'envoy').lifecycle, 'the same token in the hook');
     assert.deepEqual(container(pod, 'envoy').args, container(before, 'envoy').args, 'drain flags once');
@@ -119,7 +119,7 @@ describe('annotation quiet-period reaching the drain deadline', () => {
     review.request.object.spec.terminationGracePeriodSeconds = 10;
     const { response, pod } = await admitReview(webhook, review);
     assert.equal(response.allowed, true);
-    assert.ok(container(pod, 'shutdown-manager').args.includes('--quiet-period=10s'), "container(pod, 'shutdown-manager').args.includes('--quiet-period=10s')");
+    assert.ok(container(pod, 'shutdown-manager').args.includes('--quiet-period=10s'), 'the quiet period is taken as asked');
     assert.deepEqual(response.warnings, ['shutdown-manager: quiet-period 10s reaches the drain deadline 9s: every drain lasts to it']);
   });
 
