@@ -34,6 +34,7 @@ import { formatDuration } from '../config/duration.js';
 import { Once, OnChange, RateLimit } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
 import type { SidecarConfig } from '../config/sidecar.js';
+import { labelOf, type DrainActionId, type DrainStepId } from './drain-steps.js';
 
 /** What the drain needs from Envoy's admin API; EnvoyAdminClient implements it. */
 export interface EnvoyDrainTarget extends OwnConnections {
@@ -183,13 +184,11 @@ export interface DrainSnapshot {
   readonly parentConnections: number | null;
 }
 
-export type DrainStepName = 'fail health checks' | 'drain listeners';
-
 /**
  * Told before each initiation call is sent (`intended`: it may reach Envoy) and once Envoy took it
  * (`accepted`), so that a record of it survives this process (see journal.ts). Never rejects.
  */
-export type StepHook = (step: DrainStepName, progress: 'intended' | 'accepted') => Promise<void>;
+export type StepHook = (step: DrainStepId, progress: 'intended' | 'accepted') => Promise<void>;
 
 /** The drain that ended before this one (see DrainOptions.previous). */
 export interface PreviousDrain {
@@ -215,7 +214,7 @@ export interface DrainOptions {
 }
 
 interface InitiationStep {
-  readonly name: DrainStepName;
+  readonly id: DrainStepId;
   readonly call: (signal: AbortSignal) => Promise<void>;
   done: boolean;
 }
@@ -244,7 +243,7 @@ export class Drain {
   /** The last read, of whichever process answered it (another one, when the drain ends replaced). */
   private latest: MarkedRead | undefined;
   /** Steps Envoy took since the last read of the pinned process: they may have reached a process that replaced it. */
-  private stepsSinceRead: DrainStepName[] = [];
+  private stepsSinceRead: DrainStepId[] = [];
   private lastCount: ConnectionCount | undefined;
   private lastPollAtMs: number | undefined;
   private polls = 0;
@@ -254,7 +253,7 @@ export class Drain {
   private lastFailure: { kind: AdminFailureKind; message: string } | undefined;
   private readonly failureCounts: Record<AdminFailureKind, number> = noFailures();
   /** Initiation calls that timed out at least once: Envoy may have taken them, though it never said so. */
-  private readonly stepsTimedOut = new Set<string>();
+  private readonly stepsTimedOut = new Set<DrainStepId>();
   /** A failure's line, by kind and error class (see logFailure). */
   private readonly failureLines: RateLimit;
   /** The missing listeners last logged (warnMissingListeners); '' before any. */
@@ -269,7 +268,7 @@ export class Drain {
    */
   private readonly warned = new Once<'parent-holds' | 'unmarked' | 'alive-refusing' | 'untold'>();
   /** The admin call in flight, if any: named when the deadline cuts it. */
-  private pendingCall: string | undefined;
+  private pendingCall: DrainActionId | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
   private healthChecksFailedAtMs: number | undefined;
   private readonly steps: InitiationStep[];
@@ -289,8 +288,8 @@ export class Drain {
     this.pinned = new ProcessTrail(envoy, options.trust ?? new MarkTrust());
     this.loadBalancerWatch = new LoadBalancerWatch(quietPeriodOf(settings));
     this.steps = [
-      { name: 'fail health checks', call: (signal) => envoy.failHealthChecks(signal), done: false },
-      { name: 'drain listeners', call: (signal) => envoy.drainListeners(signal), done: false },
+      { id: 'fail-health-checks', call: (signal) => envoy.failHealthChecks(signal), done: false },
+      { id: 'drain-listeners', call: (signal) => envoy.drainListeners(signal), done: false },
     ];
   }
 
@@ -374,7 +373,7 @@ export class Drain {
       minOpenConnections: this.settings['min-open-connections'],
       healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
       healthChecksFailedAt: isoAtOrNull(this.clock, this.healthChecksFailedAtMs),
-      listenersDraining: this.steps[1]?.done ?? false,
+      listenersDraining: this.stepDone('drain-listeners'),
       consecutiveRefusals: this.consecutiveRefusals,
       lastError: this.lastError,
       adminFailure: this.failureReport(),
@@ -562,9 +561,9 @@ export class Drain {
     const growth = this.expectedGrowth();
     let count: ConnectionCount & { readonly evidence?: ReadEvidence };
     try {
-      count = await this.adminCall('count open connections', (signal) => this.envoy.countOpenConnections(signal));
+      count = await this.adminCall('count-connections', (signal) => this.envoy.countOpenConnections(signal));
     } catch (error) {
-      return this.onAdminFailure(error, 'count open connections');
+      return this.onAdminFailure(error, 'count-connections');
     }
     if (this.isOver) return 'answered';
     this.consecutiveRefusals = 0;
@@ -628,7 +627,7 @@ export class Drain {
       return 'pinned';
     }
     if (verdict === 'replaced') {
-      const reached = this.stepsSinceRead;
+      const reached = this.stepsSinceRead.map(labelOf);
       this.log.warn(
         { event: 'envoy_replaced', pinned_admin_connections: this.pinned.latest?.mark ?? null, seen_admin_connections: mark, steps_maybe_to_new_process: reached },
         'another Envoy process answers on the admin port: the one being drained has exited, and its connections with it' +
@@ -658,8 +657,8 @@ export class Drain {
   private forgetStepsOfUnknownProcess(): void {
     if (this.stepsSinceRead.length === 0) return;
     this.log.info(
-      { event: 'drain_steps_resent', steps: this.stepsSinceRead },
-      `${this.stepsSinceRead.join(' and ')} went to an Envoy process not identified yet: sending again to the one that answered`,
+      { event: 'drain_steps_resent', steps: this.stepsSinceRead.map(labelOf) },
+      `${this.stepsSinceRead.map(labelOf).join(' and ')} went to an Envoy process not identified yet: sending again to the one that answered`,
     );
     this.sendStepsAgain();
   }
@@ -678,6 +677,11 @@ export class Drain {
         'draining as for both (its health checks failed and its listeners drained again); no count ends the drain until one is tied to that process again',
     );
     this.sendStepsAgain();
+  }
+
+  /** Whether Envoy took the step (and it was not to be sent again since). */
+  private stepDone(id: DrainStepId): boolean {
+    return this.steps.some((step) => step.id === id && step.done);
   }
 
   /** Both steps sent again at the next round (they are idempotent), and check-delay counted from their new answer. */
@@ -702,7 +706,7 @@ export class Drain {
     if (epoch !== null) this.pinnedEpoch = epoch;
     this.awaitingChildMerge = true;
     this.log.info(
-      { event: 'drain_steps_resent', steps: this.steps.map((step) => step.name), cause: 'counters-reset-without-epoch' },
+      { event: 'drain_steps_resent', steps: this.steps.map((step) => labelOf(step.id)), cause: 'counters-reset-without-epoch' },
       "Envoy's counters went down with no restart epoch in its stats (a stats_matcher?): a hot restart cannot be ruled out, so its health checks are failed and its listeners drained again",
     );
     this.sendStepsAgain();
@@ -876,27 +880,27 @@ export class Drain {
   private async sendSteps(): Promise<void> {
     for (const step of this.steps) {
       if (step.done) continue;
-      await this.onStep(step.name, 'intended').catch(() => undefined);
+      await this.onStep(step.id, 'intended').catch(() => undefined);
       if (this.isOver) return;
       try {
-        await this.adminCall(step.name, step.call);
+        await this.adminCall(step.id, step.call);
       } catch (error) {
-        if ((await this.onAdminFailure(error, step.name)) === 'refused') return;
+        if ((await this.onAdminFailure(error, step.id)) === 'refused') return;
         continue;
       }
       if (this.isOver) return;
       step.done = true;
-      this.stepsSinceRead.push(step.name);
+      this.stepsSinceRead.push(step.id);
       this.consecutiveRefusals = 0;
-      if (step.name === 'fail health checks') this.healthChecksFailedAtMs ??= this.clock.now();
-      this.log.info({ event: 'drain_step', step: step.name }, `Envoy admin: ${step.name} done`);
-      await this.onStep(step.name, 'accepted').catch(() => undefined);
+      if (step.id === 'fail-health-checks') this.healthChecksFailedAtMs ??= this.clock.now();
+      this.log.info({ event: 'drain_step', step: labelOf(step.id) }, `Envoy admin: ${labelOf(step.id)} done`);
+      await this.onStep(step.id, 'accepted').catch(() => undefined);
       if (this.isOver) return;
     }
   }
 
   /** Runs one admin call, noting it as pending so that a deadline that cuts it can say so. */
-  private async adminCall<T>(name: string, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  private async adminCall<T>(name: DrainActionId, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
     this.pendingCall = name;
     try {
       return await call(this.ended.signal);
@@ -910,7 +914,7 @@ export class Drain {
    * an admin API that answered before. One that never answered is retried until its cutoff: a refusal then is
    * as likely a wrong admin port as an Envoy gone, and a wrong port must not pass for a drained Envoy.
    */
-  private async onAdminFailure(error: unknown, action: string): Promise<'refused' | 'failed'> {
+  private async onAdminFailure(error: unknown, action: DrainActionId): Promise<'refused' | 'failed'> {
     if (this.isOver) return 'failed'; // cut by the end itself
     const kind = failureKindOf(error);
     const message = error instanceof Error ? error.message : String(error);
@@ -918,7 +922,7 @@ export class Drain {
     this.lastFailure = { kind, message };
     this.failureCounts[kind] += 1;
     if (kind === 'invalid-answer') this.lastInvalidAnswer = message;
-    if (kind === 'timeout' && action !== 'count open connections') this.stepsTimedOut.add(action);
+    if (kind === 'timeout' && action !== 'count-connections') this.stepsTimedOut.add(action);
     this.consecutiveRefusals = kind === 'refused' ? this.consecutiveRefusals + 1 : 0;
     if (kind === 'refused') this.refusalsSinceMs ??= this.clock.now();
     else this.refusalsSinceMs = undefined;
@@ -964,7 +968,8 @@ export class Drain {
    * the hundredth 500 is not); for an admin API that never answered, one per drain: the line that ends the drain
    * says the rest.
    */
-  private logFailure(kind: AdminFailureKind, errorName: string, action: string, message: string): void {
+  private logFailure(kind: AdminFailureKind, errorName: string, id: DrainActionId, message: string): void {
+    const action = labelOf(id);
     const everAnswered = this.envoy.hasAnswered;
     if (!everAnswered && this.failureLines.any) return;
     if (this.failureLines.note(`${kind}:${errorName}`) === undefined) return;
@@ -986,7 +991,8 @@ export class Drain {
   }
 
   /** A call still waiting for Envoy when the drain ended: the one thing that explains a drain with no count. */
-  private noteCutCall(action: string): void {
+  private noteCutCall(id: DrainActionId): void {
+    const action = labelOf(id);
     this.lastError = `${action}: no answer from Envoy's admin API before the drain ended`;
     this.log.warn(
       { event: 'admin_error', action, kind: 'cut', error_message: this.lastError, consecutive_refusals: this.consecutiveRefusals },
@@ -1015,7 +1021,7 @@ export class Drain {
       lastInvalidAnswer: this.lastInvalidAnswer,
       missingListeners: this.lastCount?.missingListeners ?? [],
       availableListeners: this.lastCount?.availableListeners ?? [],
-      unconfirmedSteps: [...this.stepsTimedOut].filter((name) => !this.steps.some((step) => step.name === name && step.done)),
+      unconfirmedSteps: [...this.stepsTimedOut].filter((id) => !this.stepDone(id)).map(labelOf),
       loadBalancer: this.loadBalancerReport(),
       hotRestarts: [...this.hotRestarts],
     };
@@ -1165,7 +1171,7 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
   if (outcome.missingListeners.length > 0) {
     return `: the listeners ${outcome.missingListeners.join(', ')} named by --listeners do not exist (Envoy has: ${outcome.availableListeners.join(', ') || 'none'}), so the drain could not count their connections`;
   }
-  if (!outcome.healthChecksFailed && outcome.unconfirmedSteps.includes('fail health checks')) {
+  if (!outcome.healthChecksFailed && outcome.unconfirmedSteps.includes(labelOf('fail-health-checks'))) {
     return `: Envoy never confirmed POST /healthcheck/fail (the call timed out: it may have taken it, with no answer)${failureClause(outcome)}; ${open} connections open`;
   }
   if (!outcome.healthChecksFailed) {

@@ -17,7 +17,7 @@ import { mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSyn
 import { join } from 'node:path';
 import { UserFacingError } from '../errors.js';
 import { isJsonObject } from '../json.js';
-import type { DrainStepName } from './drain.js';
+import type { DrainStepId } from './drain-steps.js';
 
 /** How far a step got: asked for (the call may have reached Envoy), or answered OK by Envoy. */
 export type StepProgress = 'intended' | 'accepted';
@@ -25,9 +25,9 @@ export type StepProgress = 'intended' | 'accepted';
 export interface JournalEntry {
   /** Start of the Envoy process the steps went to, on the monotonic clock (EnvoyProcessInfo.startedAtMs); null if unknown. */
   readonly envoyStartedAtMs: number | null;
-  /** 'fail health checks' (POST /healthcheck/fail); null: never asked for. */
+  /** The step 'fail-health-checks' (POST /healthcheck/fail); null: never asked for. */
   readonly healthChecks: StepProgress | null;
-  /** 'drain listeners' (POST /drain_listeners); null: never asked for. */
+  /** The step 'drain-listeners' (POST /drain_listeners); null: never asked for. */
   readonly listenersDrain: StepProgress | null;
   /** Wall-clock ISO time of the last record, for people. */
   readonly updatedAt: string;
@@ -39,7 +39,7 @@ export interface DrainJournal {
   readonly location: string | null;
   read(): Promise<JournalEntry | undefined>;
   /** Records that `step` is about to be sent (intended) or was answered OK (accepted) for the process started at envoyStartedAtMs. */
-  record(step: DrainStepName, progress: StepProgress, envoyStartedAtMs: number | null, wallNowMs: number): Promise<void>;
+  record(step: DrainStepId, progress: StepProgress, envoyStartedAtMs: number | null, wallNowMs: number): Promise<void>;
 }
 
 /**
@@ -70,7 +70,12 @@ export class StateDirError extends UserFacingError {
 }
 
 const FILE_NAME = 'drain.json';
-/** Written in the file so that an older sidecar's format (booleans, a wall-clock start) is never misread. */
+/**
+ * Written in the file so that an older sidecar's format (booleans, a wall-clock start) is never misread. The file
+ * keeps each step's progress in a field of its own (healthChecks, listenersDrain), never a step's label nor its id
+ * (drain-steps.ts): those can change without touching the format, and a journal that a sidecar of the version
+ * before the step ids wrote (the state dir outlives a container restart) is read as it was.
+ */
 const FORMAT_VERSION = 2;
 
 /** Opens the journal in `directory` ('' for none); throws StateDirError when the directory cannot be used. */
@@ -110,7 +115,7 @@ function further(a: StepProgress | null, b: StepProgress | null): StepProgress |
  */
 function advance(
   previous: JournalEntry | undefined,
-  step: DrainStepName,
+  step: DrainStepId,
   progress: StepProgress,
   envoyStartedAtMs: number | null,
   wallNowMs: number,
@@ -118,8 +123,8 @@ function advance(
   const same = previous !== undefined && sameEnvoyStart(previous.envoyStartedAtMs, envoyStartedAtMs) ? previous : undefined;
   return {
     envoyStartedAtMs,
-    healthChecks: further(same?.healthChecks ?? null, step === 'fail health checks' ? progress : null),
-    listenersDrain: further(same?.listenersDrain ?? null, step === 'drain listeners' ? progress : null),
+    healthChecks: further(same?.healthChecks ?? null, step === 'fail-health-checks' ? progress : null),
+    listenersDrain: further(same?.listenersDrain ?? null, step === 'drain-listeners' ? progress : null),
     updatedAt: new Date(wallNowMs).toISOString(),
   };
 }

@@ -26,7 +26,8 @@ import { isObservable, summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch } from './load-balancer.js';
 import { isoAt, OwnedTimer, type Clock } from '../clock.js';
-import { describeBlindSpots, Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type DrainStepName, type EnvoyDrainTarget } from './drain.js';
+import { describeBlindSpots, Drain, type DrainOutcome, type DrainState, type DrainLoopSettings, type DrainSnapshot, type EnvoyDrainTarget } from './drain.js';
+import type { DrainStepId } from './drain-steps.js';
 import type { DrainJournal, StepProgress } from './journal.js';
 import { Once, RateLimit } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
@@ -579,9 +580,9 @@ export class DrainSupervisor {
    * Journals each step before it is sent and once Envoy took it. Before the first step, the process is read
    * for the journal (briefly: the drain matters more); a journal that cannot be written never holds the drain back.
    */
-  private async onStep(step: DrainStepName, progress: StepProgress): Promise<void> {
+  private async onStep(step: DrainStepId, progress: StepProgress): Promise<void> {
     if (!this.journal.enabled) return;
-    if (step === 'fail health checks' && progress === 'intended') {
+    if (step === 'fail-health-checks' && progress === 'intended') {
       await within(this.readEnvoyProcess().catch(() => undefined), JOURNAL_IDENTITY_WAIT_MS, undefined);
     }
     try {

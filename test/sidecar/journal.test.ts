@@ -38,62 +38,62 @@ describe('drain journal: intents and accepted steps', () => {
     assert.equal(journal.location, join(dir, 'drain.json'));
     assert.equal(await journal.read(), undefined, 'nothing recorded yet');
 
-    await journal.record('fail health checks', 'intended', ENVOY_STARTED, WALL);
+    await journal.record('fail-health-checks', 'intended', ENVOY_STARTED, WALL);
     assert.deepEqual(await journal.read(), entry({ healthChecks: 'intended' }));
     const raw = await rawRecord(dir);
     assert.equal(raw['healthChecks'], 'intended');
     assert.ok(!('healthChecksFailed' in raw), 'the file never says the health checks failed when Envoy accepted nothing');
 
-    await journal.record('fail health checks', 'accepted', ENVOY_STARTED, WALL + 1_000);
+    await journal.record('fail-health-checks', 'accepted', ENVOY_STARTED, WALL + 1_000);
     assert.deepEqual(await journal.read(), entry({ healthChecks: 'accepted', updatedAt: new Date(WALL + 1_000).toISOString() }));
-    await journal.record('drain listeners', 'intended', ENVOY_STARTED, WALL + 2_000);
+    await journal.record('drain-listeners', 'intended', ENVOY_STARTED, WALL + 2_000);
     assert.deepEqual(await journal.read(), entry({ healthChecks: 'accepted', listenersDrain: 'intended', updatedAt: new Date(WALL + 2_000).toISOString() }));
-    await journal.record('drain listeners', 'accepted', ENVOY_STARTED, WALL + 3_000);
+    await journal.record('drain-listeners', 'accepted', ENVOY_STARTED, WALL + 3_000);
     assert.deepEqual(await journal.read(), entry({ healthChecks: 'accepted', listenersDrain: 'accepted', updatedAt: new Date(WALL + 3_000).toISOString() }));
     assert.deepEqual(await readdir(dir), ['drain.json'], 'no temporary or probe file is left behind');
   });
 
   test('progress never goes back: a retry\'s intent after an accepted step leaves it accepted', async (t) => {
     const journal = openJournal(await tempDir(t));
-    await journal.record('fail health checks', 'accepted', ENVOY_STARTED, WALL);
-    await journal.record('fail health checks', 'intended', ENVOY_STARTED, WALL);
-    await journal.record('drain listeners', 'accepted', ENVOY_STARTED, WALL);
-    await journal.record('drain listeners', 'intended', ENVOY_STARTED, WALL);
+    await journal.record('fail-health-checks', 'accepted', ENVOY_STARTED, WALL);
+    await journal.record('fail-health-checks', 'intended', ENVOY_STARTED, WALL);
+    await journal.record('drain-listeners', 'accepted', ENVOY_STARTED, WALL);
+    await journal.record('drain-listeners', 'intended', ENVOY_STARTED, WALL);
     assert.deepEqual(await journal.read(), entry({ healthChecks: 'accepted', listenersDrain: 'accepted' }));
   });
 
   test('a record for another Envoy process starts afresh; one within the start tolerance is the same process', async (t) => {
     const journal = openJournal(await tempDir(t));
-    await journal.record('fail health checks', 'accepted', ENVOY_STARTED, WALL);
-    await journal.record('drain listeners', 'intended', ENVOY_STARTED + SAME_PROCESS_TOLERANCE_MS, WALL);
+    await journal.record('fail-health-checks', 'accepted', ENVOY_STARTED, WALL);
+    await journal.record('drain-listeners', 'intended', ENVOY_STARTED + SAME_PROCESS_TOLERANCE_MS, WALL);
     assert.deepEqual(
       await journal.read(),
       entry({ envoyStartedAtMs: ENVOY_STARTED + SAME_PROCESS_TOLERANCE_MS, healthChecks: 'accepted', listenersDrain: 'intended' }),
       'two estimates of one start, within the tolerance',
     );
     const later = ENVOY_STARTED + 60_000;
-    await journal.record('fail health checks', 'intended', later, WALL);
+    await journal.record('fail-health-checks', 'intended', later, WALL);
     assert.deepEqual(await journal.read(), entry({ envoyStartedAtMs: later, healthChecks: 'intended' }), 'a restarted Envoy: nothing carried over');
   });
 
   test('steps to an unknown process accumulate with each other, never with a known one', async (t) => {
     const journal = openJournal(await tempDir(t));
-    await journal.record('fail health checks', 'accepted', null, WALL);
-    await journal.record('drain listeners', 'intended', null, WALL);
+    await journal.record('fail-health-checks', 'accepted', null, WALL);
+    await journal.record('drain-listeners', 'intended', null, WALL);
     assert.deepEqual(await journal.read(), entry({ envoyStartedAtMs: null, healthChecks: 'accepted', listenersDrain: 'intended' }));
-    await journal.record('drain listeners', 'intended', ENVOY_STARTED, WALL);
+    await journal.record('drain-listeners', 'intended', ENVOY_STARTED, WALL);
     assert.deepEqual(await journal.read(), entry({ listenersDrain: 'intended' }));
   });
 
   test('a restarted sidecar continues the record an earlier one left for the same process', async (t) => {
     const dir = await tempDir(t);
     const earlier = openJournal(dir);
-    await earlier.record('fail health checks', 'accepted', ENVOY_STARTED, WALL);
-    await earlier.record('drain listeners', 'intended', ENVOY_STARTED, WALL);
+    await earlier.record('fail-health-checks', 'accepted', ENVOY_STARTED, WALL);
+    await earlier.record('drain-listeners', 'intended', ENVOY_STARTED, WALL);
     // The next sidecar of the pod opens the same directory and drains the same Envoy again.
     const next = openJournal(dir);
     assert.deepEqual(await next.read(), entry({ healthChecks: 'accepted', listenersDrain: 'intended' }));
-    await next.record('fail health checks', 'intended', ENVOY_STARTED, WALL + 5_000);
+    await next.record('fail-health-checks', 'intended', ENVOY_STARTED, WALL + 5_000);
     assert.deepEqual(
       await next.read(),
       entry({ healthChecks: 'accepted', listenersDrain: 'intended', updatedAt: new Date(WALL + 5_000).toISOString() }),
@@ -104,7 +104,7 @@ describe('drain journal: intents and accepted steps', () => {
   test('no directory: disabled, reads nothing, records nothing', async () => {
     const journal = openJournal('');
     assert.deepEqual([journal.enabled, journal.location], [false, null]);
-    await journal.record('drain listeners', 'accepted', ENVOY_STARTED, WALL);
+    await journal.record('drain-listeners', 'accepted', ENVOY_STARTED, WALL);
     assert.equal(await journal.read(), undefined);
   });
 });
@@ -118,9 +118,21 @@ describe('drain journal: what is read back', () => {
     const journal = openJournal(dir);
     assert.equal(await journal.read(), undefined);
     // Recording over it starts a record of the new format.
-    await journal.record('fail health checks', 'intended', ENVOY_STARTED, WALL);
+    await journal.record('fail-health-checks', 'intended', ENVOY_STARTED, WALL);
     assert.deepEqual(await journal.read(), entry({ healthChecks: 'intended' }));
     assert.equal((await rawRecord(dir))['version'], 2);
+  });
+
+  test('a journal the version before step ids wrote (the state dir outlives the container) is read, and recorded on', async (t) => {
+    const dir = await tempDir(t);
+    // Byte for byte as that version wrote it: step progress under fields of its own, no step label nor id on disk.
+    const written = `{"version":2,"envoyStartedAtMs":${ENVOY_STARTED},"healthChecks":"accepted","listenersDrain":"intended","updatedAt":"2026-11-26T08:00:00.000Z"}\n`;
+    await writeFile(join(dir, 'drain.json'), written);
+    const journal = openJournal(dir);
+    assert.deepEqual(await journal.read(), entry({ healthChecks: 'accepted', listenersDrain: 'intended' }));
+    await journal.record('drain-listeners', 'accepted', ENVOY_STARTED, WALL);
+    assert.deepEqual(await journal.read(), entry({ healthChecks: 'accepted', listenersDrain: 'accepted' }), 'the earlier record goes on');
+    assert.equal(await readFile(join(dir, 'drain.json'), 'utf8'), written.replace('"listenersDrain":"intended"', '"listenersDrain":"accepted"'), 'the format is unchanged');
   });
 
   test('anything unreadable is no record', () => {
@@ -165,7 +177,7 @@ describe('drain journal: a state directory that cannot be used is refused at ope
     const dir = join(await tempDir(t), 'a', 'b', 'c');
     const journal = openJournal(dir);
     assert.ok(statSync(dir).isDirectory(), 'the directory was created');
-    await journal.record('fail health checks', 'intended', ENVOY_STARTED, WALL);
+    await journal.record('fail-health-checks', 'intended', ENVOY_STARTED, WALL);
     assert.deepEqual(await readdir(dir), ['drain.json']);
   });
 
@@ -211,6 +223,6 @@ describe('drain journal: a state directory that cannot be used is refused at ope
     const dir = join(await tempDir(t), 'state');
     const journal = openJournal(dir);
     await rm(dir, { recursive: true });
-    await assert.rejects(journal.record('fail health checks', 'intended', ENVOY_STARTED, WALL), /ENOENT/);
+    await assert.rejects(journal.record('fail-health-checks', 'intended', ENVOY_STARTED, WALL), /ENOENT/);
   });
 });

@@ -303,9 +303,9 @@ describe('recovery of an Envoy left draining', () => {
     // The sidecar before journaled and sent /healthcheck/fail, then died before drain_listeners.
     const journal = openJournal(dir);
     const startedAtMs = (await envoy.serverInfo()).startedAtMs;
-    await journal.record('fail health checks', 'intended', startedAtMs, Date.now());
+    await journal.record('fail-health-checks', 'intended', startedAtMs, Date.now());
     await envoy.failHealthChecks();
-    await journal.record('fail health checks', 'accepted', startedAtMs, Date.now());
+    await journal.record('fail-health-checks', 'accepted', startedAtMs, Date.now());
 
     const { supervisor, log } = supervise(envoy, { journal: openJournal(dir) });
     const report = await supervisor.recover();
