@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SIDECAR_PATHS } from '../../config/endpoints.js';
-import { describeOutcome, type DrainOutcome } from '../drain.js';
+import { describeOutcome, type DrainOutcome } from '../drain-outcome.js';
 import type { SidecarLog } from '../log.js';
 import type { ConnectionGuard } from './connection-guard.js';
 import { JsonParts, sharedPerTurn } from './render-cache.js';
