@@ -24,16 +24,16 @@
  * hooks at the same time, so every caller awaits the same outcome.
  */
 import { summarizeBlindSpots } from '../envoy/arrivals.js';
-import { AdminRefusedError, failureKindOf, noFailures, type AdminFailureKind, type WitnessEvidence } from '../envoy/admin-client.js';
+import { AdminRefusedError, type WitnessEvidence } from '../envoy/admin-client.js';
 import { compareProcess, isHotRestartChild, letGoOfUs, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch, type LoadBalancerReport, type PriorTraffic } from './load-balancer.js';
-import { adminPortHint } from './admin-hint.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
-import { Once, OnChange, RateLimit } from './log-throttle.js';
+import { Once, OnChange } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
 import type { SidecarConfig } from '../config/sidecar.js';
 import { labelOf, type DrainActionId, type DrainStepId } from './drain-steps.js';
+import { AdminFailureLedger } from './drain-admin-failures.js';
 import { describeBlindSpots, describeOutcome, heldByTraffic, loadBalancerFields, stateAfter, type AdminFailureReport, type DrainEndReason, type DrainOutcome, type DrainState, type HotRestartSeen } from './drain-outcome.js';
 
 // The outcome's types, for the modules that know them as the drain's (their wording is in drain-outcome.ts).
@@ -147,10 +147,6 @@ interface InitiationStep {
   done: boolean;
 }
 
-/** At most one warning per kind of admin failure in this long: a broken admin must not flood the log. */
-const FAILURE_LOG_EVERY_MS = 30_000;
-
-
 export class Drain {
   private state: DrainState = 'idle';
   private outcome: Promise<DrainOutcome> | undefined;
@@ -175,19 +171,10 @@ export class Drain {
   private lastCount: ConnectionCount | undefined;
   private lastPollAtMs: number | undefined;
   private polls = 0;
-  private consecutiveRefusals = 0;
-  private lastError: string | null = null;
-  private lastInvalidAnswer: string | null = null;
-  private lastFailure: { kind: AdminFailureKind; message: string } | undefined;
-  private readonly failureCounts: Record<AdminFailureKind, number> = noFailures();
-  /** Initiation calls that timed out at least once: Envoy may have taken them, though it never said so. */
-  private readonly stepsTimedOut = new Set<DrainStepId>();
-  /** A failure's line, by kind and error class (see logFailure). */
-  private readonly failureLines: RateLimit;
+  /** Failed admin calls: counts, the last one, the run of refusals, the steps that timed out, their warnings. */
+  private readonly failures: AdminFailureLedger;
   /** The missing listeners last logged (warnMissingListeners); '' before any. */
   private readonly missingLine = new OnChange('');
-  /** When the current run of refusals began (monotonic); undefined while none. */
-  private refusalsSinceMs: number | undefined;
   /** The sight and blind spots last warned about (warnIfBlind); '' before any. */
   private readonly blindLine = new OnChange('');
   /**
@@ -212,7 +199,7 @@ export class Drain {
     private readonly options: DrainOptions = {},
   ) {
     this.onStep = options.onStep ?? (async () => undefined);
-    this.failureLines = new RateLimit(FAILURE_LOG_EVERY_MS, clock);
+    this.failures = new AdminFailureLedger(envoy, log, clock);
     this.pinned = new ProcessTrail(envoy, options.trust ?? new MarkTrust());
     this.loadBalancerWatch = new LoadBalancerWatch(quietPeriodOf(settings));
     this.steps = [
@@ -302,9 +289,9 @@ export class Drain {
       healthChecksFailed: this.healthChecksFailedAtMs !== undefined,
       healthChecksFailedAt: isoAtOrNull(this.clock, this.healthChecksFailedAtMs),
       listenersDraining: this.stepDone('drain-listeners'),
-      consecutiveRefusals: this.consecutiveRefusals,
-      lastError: this.lastError,
-      adminFailure: this.failureReport(),
+      consecutiveRefusals: this.failures.consecutiveRefusals,
+      lastError: this.failures.lastError,
+      adminFailure: this.failures.report(),
       envoyAdmin: this.envoy.address,
       envoyAdminEverReachable: this.envoy.hasAnswered,
       pinnedProcess: this.pinned.latest?.mark ?? null,
@@ -342,7 +329,7 @@ export class Drain {
     this.endReason = reason;
     this.finishedAtMs = atMs;
     this.state = stateAfter(reason);
-    if (this.pendingCall !== undefined && reason !== 'interrupted') this.noteCutCall(this.pendingCall);
+    if (this.pendingCall !== undefined && reason !== 'interrupted') this.failures.noteCutCall(this.pendingCall);
     this.ended.abort(reason);
     const outcome = this.outcomeNow(reason);
     this.log.info(
@@ -439,9 +426,9 @@ export class Drain {
    * drain runs on to its deadline.
    */
   private endIfNeverAnswered(): void {
-    if (this.isOver || this.envoy.hasAnswered || this.failureCounts.timeout > 0) return;
+    if (this.isOver || this.envoy.hasAnswered || this.failures.timeouts > 0) return;
     // Not before a call has failed, nor while one is pending: it may yet answer, or time out.
-    if (this.lastFailure === undefined || this.pendingCall !== undefined) return;
+    if (this.failures.last === undefined || this.pendingCall !== undefined) return;
     this.settle('admin-unreachable');
   }
 
@@ -494,8 +481,7 @@ export class Drain {
       return this.onAdminFailure(error, 'count-connections');
     }
     if (this.isOver) return 'answered';
-    this.consecutiveRefusals = 0;
-    this.refusalsSinceMs = undefined;
+    this.failures.readAnswered();
     const process = this.observeProcess(count.adminConnectionsTotal, growth, count.evidence, count.hotRestart?.epoch ?? null);
     if (process === 'hot-restarted') {
       this.followHotRestart(count);
@@ -819,7 +805,7 @@ export class Drain {
       if (this.isOver) return;
       step.done = true;
       this.stepsSinceRead.push(step.id);
-      this.consecutiveRefusals = 0;
+      this.failures.stepAccepted();
       if (step.id === 'fail-health-checks') this.healthChecksFailedAtMs ??= this.clock.now();
       this.log.info({ event: 'drain_step', step: labelOf(step.id) }, `Envoy admin: ${labelOf(step.id)} done`);
       await this.onStep(step.id, 'accepted').catch(() => undefined);
@@ -844,21 +830,13 @@ export class Drain {
    */
   private async onAdminFailure(error: unknown, action: DrainActionId): Promise<'refused' | 'failed'> {
     if (this.isOver) return 'failed'; // cut by the end itself
-    const kind = failureKindOf(error);
-    const message = error instanceof Error ? error.message : String(error);
-    this.lastError = message;
-    this.lastFailure = { kind, message };
-    this.failureCounts[kind] += 1;
-    if (kind === 'invalid-answer') this.lastInvalidAnswer = message;
-    if (kind === 'timeout' && action !== 'count-connections') this.stepsTimedOut.add(action);
-    this.consecutiveRefusals = kind === 'refused' ? this.consecutiveRefusals + 1 : 0;
-    if (kind === 'refused') this.refusalsSinceMs ??= this.clock.now();
-    else this.refusalsSinceMs = undefined;
-    if (kind === 'refused' && this.envoy.hasAnswered && this.consecutiveRefusals >= this.settings['admin-refusals'] && this.exitProven(error)) {
+    const failure = this.failures.record(error, action);
+    const { kind } = failure;
+    if (kind === 'refused' && this.envoy.hasAnswered && this.failures.consecutiveRefusals >= this.settings['admin-refusals'] && this.exitProven(error)) {
       this.settle('envoy-exited');
       return 'refused';
     }
-    this.logFailure(kind, error instanceof Error ? error.name : 'Error', action, message);
+    this.failures.logFailure(error, failure, action);
     return kind === 'refused' ? 'refused' : 'failed';
   }
 
@@ -879,7 +857,7 @@ export class Drain {
     }
     const pinnedRead = this.pinned.latest;
     if (pinnedRead === undefined ? evidence.lastClosed : letGoOfUs(pinnedRead, evidence)) return true;
-    return this.clock.now() - (this.refusalsSinceMs ?? this.clock.now()) >= REFUSALS_WITHOUT_EVIDENCE_MS;
+    return this.clock.now() - (this.failures.refusalsSinceMs ?? this.clock.now()) >= REFUSALS_WITHOUT_EVIDENCE_MS;
   }
 
   /** Once per drain: the admin address refuses while the process drained holds our connection, so it lives. */
@@ -889,47 +867,6 @@ export class Drain {
       { event: 'envoy_admin_address_lost', error_message: error.message, path_state: error.pathState ?? null, envoy_admin: this.envoy.address },
       `Envoy's admin address refuses connections (${error.message}), but the connection this sidecar holds open to Envoy is still open: Envoy runs, and its connections cannot be counted any more; the drain holds to its deadline`,
     );
-  }
-
-  /**
-   * At most one warning per kind and error class every FAILURE_LOG_EVERY_MS (a 500 after an HTML page is news,
-   * the hundredth 500 is not); for an admin API that never answered, one per drain: the line that ends the drain
-   * says the rest.
-   */
-  private logFailure(kind: AdminFailureKind, errorName: string, id: DrainActionId, message: string): void {
-    const action = labelOf(id);
-    const everAnswered = this.envoy.hasAnswered;
-    if (!everAnswered && this.failureLines.any) return;
-    if (this.failureLines.note(`${kind}:${errorName}`) === undefined) return;
-    this.log.warn(
-      {
-        event: 'admin_error',
-        action,
-        kind,
-        error: errorName,
-        error_message: message,
-        failures: { ...this.failureCounts },
-        consecutive_refusals: this.consecutiveRefusals,
-        envoy_admin_ever_reachable: everAnswered,
-      },
-      everAnswered
-        ? `Envoy admin call failed (${action}, ${kind}); retrying every check interval (at most one such line per ${FAILURE_LOG_EVERY_MS / 1000}s)`
-        : `Envoy admin call failed (${action}, ${kind}) and the admin API has never answered: ${adminPortHint(this.envoy.address)}`,
-    );
-  }
-
-  /** A call still waiting for Envoy when the drain ended: the one thing that explains a drain with no count. */
-  private noteCutCall(id: DrainActionId): void {
-    const action = labelOf(id);
-    this.lastError = `${action}: no answer from Envoy's admin API before the drain ended`;
-    this.log.warn(
-      { event: 'admin_error', action, kind: 'cut', error_message: this.lastError, consecutive_refusals: this.consecutiveRefusals },
-      `Envoy admin call (${action}) was still waiting for an answer when the drain ended`,
-    );
-  }
-
-  private failureReport(): AdminFailureReport | null {
-    return this.lastFailure === undefined ? null : { ...this.lastFailure, counts: { ...this.failureCounts } };
   }
 
   private outcomeNow(reason: DrainEndReason): DrainOutcome {
@@ -944,12 +881,12 @@ export class Drain {
       longLivedConnections: this.lastCount?.longLived ?? null,
       longLivedGraceMs: this.longLivedGraceMs,
       envoyAdmin: this.envoy.address,
-      lastError: this.lastError,
-      adminFailure: this.failureReport(),
-      lastInvalidAnswer: this.lastInvalidAnswer,
+      lastError: this.failures.lastError,
+      adminFailure: this.failures.report(),
+      lastInvalidAnswer: this.failures.lastInvalidAnswer,
       missingListeners: this.lastCount?.missingListeners ?? [],
       availableListeners: this.lastCount?.availableListeners ?? [],
-      unconfirmedSteps: [...this.stepsTimedOut].filter((id) => !this.stepDone(id)).map(labelOf),
+      unconfirmedSteps: this.failures.unconfirmedSteps((id) => this.stepDone(id)),
       loadBalancer: this.loadBalancerReport(),
       hotRestarts: [...this.hotRestarts],
     };
