@@ -31,7 +31,7 @@
  *   monitor, a scrape through Envoy. A client to Envoy's stats, and nothing a load balancer's letting go stops: up to
  *   one request per period on an HTTP listener (on a connection of its own or not), or one new connection on a TCP
  *   proxy, is the poller's (a second token bucket in load-balancer.ts), taken out after the probes'. Undeclared, a
- *   poller holds the drain to its deadline, which the drain then names (drain.ts heldByTraffic).
+ *   poller holds the drain to its deadline, which the drain then names (drain-outcome.ts heldByTraffic).
  *
  * What it cannot see, and says so (BlindSpot): a listener whose stats lack both counters (a stats_matcher), and an
  * HTTP listener whose stats lack downstream_cx_total (requests are seen, new clients and the gaps between them are
