@@ -4,49 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { describeOutcome, heldByTraffic, loadBalancerClause, stateAfter, type DrainEndReason, type DrainOutcome } from '../../src/sidecar/drain-outcome.js';
+import { describeOutcome, heldByTraffic, loadBalancerClause, stateAfter, type DrainOutcome } from '../../src/sidecar/drain-outcome.js';
 import type { LoadBalancerReport } from '../../src/sidecar/load-balancer.js';
+import { anOutcome, NO_LAG } from '../support/drain-outcomes.js';
 
-const NO_LAG: LoadBalancerReport = {
-  quietPeriodMs: null,
-  neededQuietMs: null,
-  longestGapMs: null,
-  watchedListeners: ['ingress'],
-  observable: true,
-  sight: 'whole',
-  blindSpots: [],
-  lagMs: null,
-  lagAtLeastMs: null,
-  lastRequestMs: null,
-  lastConnectionMs: null,
-  sinceHealthChecksFailed: { requests: 0, connections: 0, healthChecks: 0, polls: 0 },
-  priorTraffic: null,
-  sparse: false,
-  quiet: false,
-  newConnectionsOpen: 0,
-};
-
-function outcome(fields: Partial<DrainOutcome> & { readonly reason: DrainEndReason }): DrainOutcome {
-  return {
-    state: stateAfter(fields.reason),
-    healthChecksFailed: true,
-    openConnections: 0,
-    durationMs: 12_345,
-    minOpenConnections: 0,
-    longLivedConnections: 0,
-    longLivedGraceMs: null,
-    envoyAdmin: '127.0.0.1:9901',
-    lastError: null,
-    adminFailure: null,
-    lastInvalidAnswer: null,
-    missingListeners: [],
-    availableListeners: ['ingress'],
-    unconfirmedSteps: [],
-    loadBalancer: NO_LAG,
-    hotRestarts: [],
-    ...fields,
-  };
-}
+const outcome = anOutcome;
 
 describe('drain outcome: one sentence per end', () => {
   test('each reason, word for word', () => {

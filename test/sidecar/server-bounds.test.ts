@@ -17,6 +17,7 @@ import { callsOverKeepAlive, requestHead, writeAndReadAnswers } from '../support
 import { httpRequest, openTcpConnection, type HeldConnection, type SimpleResponse } from '../support/connections.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { waitUntil, within } from '../support/wait.js';
+import { anOutcome } from '../support/drain-outcomes.js';
 import { runsAlone } from '../support/exclusive.js';
 
 // It loads or times the machine: never beside another such file (see test/support/exclusive.ts).
@@ -26,25 +27,7 @@ const TOKEN = 'bounds-test-token';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
 const LIFTED: ConnectionLimits = { requestWithinMs: 60_000, maxConnections: 512, maxRequestsInFlight: Infinity, maxUnflushedBytes: Infinity, writeWithinMs: Infinity };
 
-const DRAINED: DrainOutcome = {
-  state: 'drained',
-  reason: 'connections-closed',
-  healthChecksFailed: true,
-  openConnections: 0,
-  durationMs: 1_000,
-  minOpenConnections: 0,
-  longLivedConnections: 0,
-  longLivedGraceMs: null,
-  envoyAdmin: '127.0.0.1:9901',
-  lastError: null,
-  adminFailure: null,
-  lastInvalidAnswer: null,
-  missingListeners: [],
-  availableListeners: ['ingress'],
-  unconfirmedSteps: [],
-  loadBalancer: { quietPeriodMs: null, neededQuietMs: null, longestGapMs: null, watchedListeners: ['ingress'], observable: true, sight: 'whole', blindSpots: [], lagMs: 0, lagAtLeastMs: 0, lastRequestMs: 0, lastConnectionMs: 0, sinceHealthChecksFailed: { requests: 0, connections: 0, healthChecks: 0, polls: 0 }, priorTraffic: null, sparse: false, quiet: false, newConnectionsOpen: 0 },
-  hotRestarts: [],
-};
+const DRAINED: DrainOutcome = anOutcome({ reason: 'connections-closed', durationMs: 1_000 });
 
 /** A drain that ends when the test says, and counts the calls that reached it. */
 class StubDrain implements DrainEndpoints {
