@@ -17,10 +17,9 @@
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-
-const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+import { REPO_ROOT } from './sbom.js';
 
 /** What the bundles are (tools/bundle.mjs writes them), copied under the same paths as in the image. */
 const PAYLOAD = ['dist/entry.cjs', 'dist/sidecar.cjs', 'dist/app', 'dist/licenses'] as const;
@@ -97,7 +96,7 @@ export function packCliPackage(out: string, destination: string): string {
   return join(destination, packed.filename);
 }
 
-if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const { values } = parseArgs({ options: { out: { type: 'string', default: 'dist/cli-package' }, 'pack-destination': { type: 'string', default: 'dist' } } });
   const out = resolve(values.out);
   layOutCliPackage(out);
