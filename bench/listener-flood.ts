@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { SHUTDOWN_TOKEN_ENV } from '../src/config/sidecar.js';
 import { SIDECAR_ENV, sidecarArgs } from '../src/inject/sidecar.js';
 import { callsOverKeepAlive, requestHead } from '../test/support/abuse.js';
-import { drainUnderFlood, listenerDrainPlan, spawnListenerHeavyEnvoy, type DrainFlood, type DrainTarget, type FloodSpec } from '../test/support/flood.js';
+import { drainUnderFlood, promptDrainPlan, spawnListenerHeavyEnvoy, type DrainFlood, type DrainTarget, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY, startNode } from '../test/support/process.js';
 import { cpuMicros, loadAverage, median, mib, summarize, type Figure } from './support.js';
 
@@ -57,7 +57,7 @@ async function withDrainingPod<T>(
 ): Promise<T> {
   const admin = await spawnListenerHeavyEnvoy(listeners);
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-listeners-'));
-  const plan = listenerDrainPlan(drain);
+  const plan = promptDrainPlan(drain);
   const args = [
     ...sidecarArgs(plan).filter((arg) => !MOVED_FLAGS.some((flag) => arg.startsWith(flag))),
     '--serve-address=127.0.0.1',

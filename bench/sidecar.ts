@@ -21,7 +21,7 @@ import { SIDECAR_ENV, sidecarArgs } from '../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
 import { EnvoyEmulator } from '../src/emulator/envoy-emulator.js';
 import { timedCall } from '../test/support/abuse.js';
-import { floodWhileWatching, type FloodSpec } from '../test/support/flood.js';
+import { floodWhileWatching, promptDrainPlan, type FloodSpec } from '../test/support/flood.js';
 import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';
 import { LISTENER_COUNTS, runListenerFloodBench, runRequestCostBench } from './listener-flood.js';
@@ -309,7 +309,7 @@ const PROBE_TIMEOUT_MS = 1_000;
  * in test/sidecar/server-flood.test.ts, which now holds the behaviour with bounds a busy machine keeps.
  */
 export async function measureFloods(profile: Pick<SidecarBenchProfile, 'floodSeconds'>, withControls = true): Promise<Figure[]> {
-  const plan = { ...parseWebhookConfig([], {}).injection.defaults, 'check-delay': 0, 'quiet-period': 0, 'check-interval': 100 };
+  const plan = promptDrainPlan({ checkIntervalMs: 100 });
   const token = 'bench-token-0123456789abcdef01234567';
   const figures: Figure[] = [];
   for (const { name, spec } of FLOODS) {

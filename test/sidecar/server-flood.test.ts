@@ -20,11 +20,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { parseWebhookConfig } from '../../src/config/webhook.js';
 import { SIDECAR_ENV } from '../../src/inject/sidecar.js';
 import { timedCall } from '../support/abuse.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
-import { floodWhileWatching, type FloodSpec, type WatchedFlood } from '../support/flood.js';
+import { floodWhileWatching, promptDrainPlan, type FloodSpec, type WatchedFlood } from '../support/flood.js';
 import { processEnvironment, spawnInjectedSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 import { runsAlone } from '../support/exclusive.js';
 
@@ -43,7 +42,7 @@ const MIN_ANSWERED = 200;
  * annotations may set): a /shutdown with no Envoy client connected then ends at its first poll, so that its
  * answer time is the server's, not the check delay's (a minute by default).
  */
-const PLAN = { ...parseWebhookConfig([], {}).injection.defaults, 'check-delay': 0, 'quiet-period': 0, 'check-interval': 100 };
+const PLAN = promptDrainPlan({ checkIntervalMs: 100 });
 
 async function startInjectedSidecar(t: TestContext): Promise<SidecarProcess> {
   const emulator = await EnvoyEmulator.start();

@@ -20,7 +20,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { drainUnderFlood, listenerDrainPlan, spawnListenerHeavyEnvoy, type FloodSpec } from '../support/flood.js';
+import { drainUnderFlood, promptDrainPlan, spawnListenerHeavyEnvoy, type FloodSpec } from '../support/flood.js';
 import { spawnInjectedSidecar, type SidecarProcess } from '../support/sidecar-process.js';
 import { runsAlone } from '../support/exclusive.js';
 
@@ -58,7 +58,7 @@ async function startDrainingPod(t: TestContext, listeners: number, drain: { read
   t.after(() => admin.kill());
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-listeners-state-'));
   t.after(() => rm(stateDir, { recursive: true, force: true }));
-  const plan = listenerDrainPlan(drain);
+  const plan = promptDrainPlan(drain);
   const sidecar = await spawnInjectedSidecar(plan, { adminPort: admin.port, stateDir, token: TOKEN });
   t.after(() => sidecar.kill());
   await sidecar.waitForLog((line) => line['event'] === 'envoy_admin_reachable', 10_000);
