@@ -11,7 +11,7 @@ import type { ReadSettings } from '../check/read.js';
 import { renderJson, renderMachineError, renderText, renderYaml } from '../check/render.js';
 import { WEBHOOK_CONFIGURATION_NAME } from '../certs/names.js';
 import { labelSelectorProblem } from '../config/label-selector.js';
-import { describeSettings, HelpRequested, readSettings, type Setting, type ValuesOf } from '../config/settings.js';
+import { describeSettings, envName, HelpRequested, readSettings, type Setting, type ValuesOf } from '../config/settings.js';
 import * as kinds from '../config/values.js';
 import type { ValueKind } from '../config/values.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, UserFacingError } from '../errors.js';
@@ -183,7 +183,7 @@ export async function runCheckCommand(args: readonly string[], io: CommandIo, no
     // Bad flags (ConfigErrors, UsageError), no kubeconfig, an unreachable server, a missing permission.
     if (error instanceof UserFacingError) {
       // A script asked for JSON or YAML reads stdout as such: it gets the error in that shape, and still the exit code.
-      const format = machineOutput(args);
+      const format = machineOutput(args, io.env);
       if (format !== undefined) io.stdout.write(renderMachineError(format, error.message, error.exitCode));
       else io.stderr.write(`envoy-shutdown-manager check: ${error.message}\n`);
       return error.exitCode;
@@ -213,12 +213,13 @@ export function kubectlFlags(args: readonly string[]): string[] {
 }
 
 /**
- * The machine format asked for on the command line, read apart from the flag parser (whose error may be what is to
- * be rendered): the last -o/--output given, in any of kubectl's spellings, if it is json or yaml.
+ * The machine format asked for, read apart from the settings parser (whose error may be what is to be rendered) with
+ * the same precedence: the last -o/--output given, in any of kubectl's spellings, else its environment variable; if
+ * it is json or yaml.
  */
-export function machineOutput(args: readonly string[]): 'json' | 'yaml' | undefined {
+export function machineOutput(args: readonly string[], env: NodeJS.ProcessEnv): 'json' | 'yaml' | undefined {
   const flags = kubectlFlags(args);
-  let format: string | undefined;
+  let format: string | undefined = env[envName('output')] || undefined;
   flags.forEach((arg, index) => {
     if (arg === '--output') format = flags[index + 1];
     else if (arg.startsWith('--output=')) format = arg.slice('--output='.length);

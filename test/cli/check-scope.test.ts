@@ -109,6 +109,10 @@ describe('check -n and -A', () => {
       assert.match(error.message, message, args.join(' '));
       assert.equal(error.exitCode, 2, args.join(' '));
     }
+    // The format from the environment, as the settings read it, renders the error too.
+    const fromEnv = await runBuiltEntry(['check', '--kubeconfig', '/nonexistent/kubeconfig'], { env: { SHUTDOWN_MANAGER_OUTPUT: 'json' } });
+    assert.deepEqual([fromEnv.code, fromEnv.stderr], [2, ''], fromEnv.stdout);
+    assert.match((JSON.parse(fromEnv.stdout) as { error: { message: string } }).error.message, /cannot load the kubeconfig/);
     // An output format it does not know cannot be the error's: the message is text, on stderr.
     const unknown = await runBuiltEntry(['check', '-o', 'xml']);
     assert.deepEqual([unknown.code, unknown.stdout], [2, '']);
