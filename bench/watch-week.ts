@@ -1,6 +1,6 @@
 /**
  * A simulated week of the sidecar watching Envoy after a drain (issue: every timer owned, nothing retained per
- * read). The real DrainSupervisor and EnvoyAdminClient read the Envoy emulator (a process of its own) over a
+ * read). The real DrainSupervisor and WitnessedAdminClient read the Envoy emulator (a process of its own) over a
  * real loopback socket, once per simulated check interval (5 s), on a clock whose sleeps end at once: a week is
  * 120,960 reads. A
  * child process with --expose-gc measures the heap after a full GC at the end of each simulated day; the
@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Clock } from '../src/clock.js';
-import { EnvoyAdminClient } from '../src/envoy/admin-client.js';
+import { WitnessedAdminClient } from '../src/envoy/process/witnessed-admin.js';
 import { openJournal } from '../src/sidecar/journal.js';
 import type { SidecarLog } from '../src/sidecar/log.js';
 import { SIDECAR_V8_FLAGS } from '../src/sidecar/command.js';
@@ -61,7 +61,7 @@ async function watchFor(days: number): Promise<WatchWeekResult> {
   // Envoy in a process of its own: the heap measured here is the watching sidecar's alone.
   const emulator = await spawnEmulatorProcess();
   const clock = new FastClock();
-  const envoy = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.admin, timeoutMs: 2_000, clock });
+  const envoy = new WitnessedAdminClient({ address: '127.0.0.1', port: emulator.admin, timeoutMs: 2_000, clock });
   const drain = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': CHECK_INTERVAL_MS, 'min-open-connections': 0, 'drain-timeout': 60_000, 'admin-refusals': 3 };
   const supervisor = new DrainSupervisor(envoy, { drain, recoverEnvoy: false, watchIntervalMs: CHECK_INTERVAL_MS, readTimeoutMs: 2_000 }, openJournal(''), quietLog, clock);
   const heapByDay: number[] = [];

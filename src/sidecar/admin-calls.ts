@@ -4,7 +4,8 @@
  * admin address is wrong exports no connection series at all, so these are what an alert can see
  * (ShutdownManagerEnvoyAdminUnreachable in manifests/monitoring).
  */
-import { failureKindOf, noFailures, type AdminFailureKind, type EnvoyAdminClient } from '../envoy/admin-client.js';
+import { failureKindOf, noFailures, type AdminFailureKind } from '../envoy/admin-errors.js';
+import type { WitnessedAdminClient } from '../envoy/process/witnessed-admin.js';
 import type { ProbeTarget } from './admin-probe.js';
 import type { SupervisedEnvoy } from './supervisor.js';
 
@@ -16,7 +17,7 @@ export interface AdminCallCounts {
 }
 
 /** The client, with every call counted into `counts`. */
-export function countedAdmin(client: EnvoyAdminClient): { readonly envoy: SupervisedEnvoy & ProbeTarget; readonly counts: () => AdminCallCounts } {
+export function countedAdmin(client: WitnessedAdminClient): { readonly envoy: SupervisedEnvoy & ProbeTarget; readonly counts: () => AdminCallCounts } {
   let up: boolean | null = null;
   const failures = noFailures();
   const counted = <T>(signal: AbortSignal | undefined, call: (signal: AbortSignal | undefined) => Promise<T>): Promise<T> =>

@@ -4,7 +4,8 @@
  * knows whether a refused connection means "Envoy exited" (it answered before) or nothing yet.
  */
 import { systemClock, type Clock } from '../clock.js';
-import { failureKindOf, type AdminAnswer, type AdminFailureKind, type EnvoyServerState } from '../envoy/admin-client.js';
+import { failureKindOf, type AdminFailureKind } from '../envoy/admin-errors.js';
+import type { AdminAnswer, EnvoyServerState } from '../envoy/admin-client.js';
 import { adminPortHint } from './admin-hint.js';
 import { RateLimit } from './log-throttle.js';
 import type { SidecarLog } from './log.js';

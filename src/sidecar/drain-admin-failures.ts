@@ -3,7 +3,7 @@
  * initiation steps that timed out noted, and the warnings rate-limited so that a broken admin API cannot flood the
  * log. Bookkeeping only: what a failure means for the drain (Envoy exited? never reachable?) is decided in drain.ts.
  */
-import { failureKindOf, noFailures, type AdminFailureKind } from '../envoy/admin-client.js';
+import { failureKindOf, noFailures, type AdminFailureKind } from '../envoy/admin-errors.js';
 import type { Clock } from '../clock.js';
 import { adminPortHint } from './admin-hint.js';
 import type { AdminFailureReport } from './drain-outcome.js';

@@ -5,7 +5,7 @@
  * on its own: tests and operators match these sentences, so a change of words here is a change of interface.
  */
 import type { BlindSpotSummary } from '../envoy/arrivals.js';
-import type { AdminFailureKind } from '../envoy/admin-client.js';
+import type { AdminFailureKind } from '../envoy/admin-errors.js';
 import { GAP_FACTOR, MIN_PRIOR_CLIENTS, SILENCE_RISK, type LoadBalancerReport } from './load-balancer.js';
 import { adminPortHint } from './admin-hint.js';
 import { formatDuration } from '../config/duration.js';

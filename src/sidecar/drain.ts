@@ -24,8 +24,9 @@
  * hooks at the same time, so every caller awaits the same outcome.
  */
 import { summarizeBlindSpots } from '../envoy/arrivals.js';
-import { AdminRefusedError, type WitnessEvidence } from '../envoy/admin-client.js';
-import { compareProcess, isHotRestartChild, letGoOfUs, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/identity.js';
+import { AdminRefusedError } from '../envoy/admin-errors.js';
+import type { WitnessEvidence } from '../envoy/process/witness.js';
+import { compareProcess, isHotRestartChild, letGoOfUs, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/process/identity.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch, type LoadBalancerReport, type PriorTraffic } from './load-balancer.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';

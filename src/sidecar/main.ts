@@ -19,7 +19,7 @@ import { describeSettings, parseOrShowHelp } from '../config/settings.js';
 import { createJsonLog } from './json-log.js';
 import type { SidecarLog } from './log.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
-import { EnvoyAdminClient } from '../envoy/admin-client.js';
+import { WitnessedAdminClient } from '../envoy/process/witnessed-admin.js';
 import { drainListenersPath, hasSkipExit } from '../envoy/version.js';
 import { countedAdmin } from './admin-calls.js';
 import { startAdminProbe } from './admin-probe.js';
@@ -74,7 +74,7 @@ export async function startSidecar(
   log: SidecarLog = createJsonLog(config['log-level'], 'shutdown-manager'),
   clock: Clock = systemClock,
 ): Promise<RunningSidecar> {
-  const client = new EnvoyAdminClient({
+  const client = new WitnessedAdminClient({
     address: config['admin-address'],
     port: config['admin-port'],
     timeoutMs: config['admin-timeout'],
@@ -168,7 +168,7 @@ export async function startSidecar(
  * Which Envoy this sidecar drains, and how it will ask: once, when /server_info first answered. Before 1.29
  * Envoy cannot keep its listeners open past its drain time (see src/envoy/version.ts): said as a warning.
  */
-function logEnvoyVersion(client: EnvoyAdminClient, inboundOnly: boolean, log: SidecarLog): void {
+function logEnvoyVersion(client: WitnessedAdminClient, inboundOnly: boolean, log: SidecarLog): void {
   const version = client.version;
   const call = `POST ${drainListenersPath(version, inboundOnly)}`;
   const fields = { event: 'envoy_version', envoy_version: version?.text ?? null, drain_call: call };

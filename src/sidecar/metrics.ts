@@ -5,7 +5,7 @@
  */
 import { LAG_BUCKETS_SECONDS } from './lag-buckets.js';
 import type * as PromClient from 'prom-client';
-import { ADMIN_FAILURE_KINDS } from '../envoy/admin-client.js';
+import { ADMIN_FAILURE_KINDS } from '../envoy/admin-errors.js';
 import type { AdminCallCounts } from './admin-calls.js';
 import { heldByTraffic, type DrainState } from './drain-outcome.js';
 import type { DrainServerCounters } from './server.js';

@@ -20,8 +20,9 @@
  *
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
-import { AdminRefusedError, failureKindOf, type AdminFailureKind, type EnvoyProcessInfo } from '../envoy/admin-client.js';
-import { markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type ProcessMark, type ReadEvidence } from '../envoy/identity.js';
+import { AdminRefusedError, failureKindOf, type AdminFailureKind } from '../envoy/admin-errors.js';
+import type { EnvoyProcessInfo } from '../envoy/admin-client.js';
+import { markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type ProcessMark, type ReadEvidence } from '../envoy/process/identity.js';
 import { isObservable, summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch } from './load-balancer.js';

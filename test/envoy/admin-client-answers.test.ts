@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
-import { AdminRefusedError, AdminResponseError, AdminStatusError, EnvoyAdminClient, type AdminAnswer } from '../../src/envoy/admin-client.js';
+import { AdminRefusedError, AdminResponseError, AdminStatusError } from '../../src/envoy/admin-errors.js';
+import { EnvoyAdminClient, type AdminAnswer } from '../../src/envoy/admin-client.js';
 import { ImplausibleStatError } from '../../src/envoy/stats.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
 import { freePort } from '../support/ports.js';

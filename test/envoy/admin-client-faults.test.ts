@@ -8,17 +8,8 @@ import dns from 'node:dns';
 import { getEventListeners } from 'node:events';
 import net from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
-import {
-  ADMIN_BODY_LIMITS,
-  AdminRefusedError,
-  AdminResponseError,
-  AdminStatusError,
-  AdminTimeoutError,
-  AdminTransportError,
-  EnvoyAdminClient,
-  type AdminFailureKind,
-  type EnvoyAdminError,
-} from '../../src/envoy/admin-client.js';
+import { ADMIN_BODY_LIMITS, EnvoyAdminClient } from '../../src/envoy/admin-client.js';
+import { AdminRefusedError, AdminResponseError, AdminStatusError, AdminTimeoutError, AdminTransportError, type AdminFailureKind, type EnvoyAdminError } from '../../src/envoy/admin-errors.js';
 import { FaultAdmin, type BehaviourSpec } from '../support/fault-admin.js';
 import { waitUntil } from '../support/wait.js';
 

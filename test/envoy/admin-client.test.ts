@@ -2,16 +2,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
-import {
-  AdminRefusedError,
-  AdminResponseError,
-  AdminStatusError,
-  AdminTimeoutError,
-  AdminTransportError,
-  EnvoyAdminClient,
-  EnvoyAdminError,
-  type EnvoyAdminOptions,
-} from '../../src/envoy/admin-client.js';
+import { AdminRefusedError, AdminResponseError, AdminStatusError, AdminTimeoutError, AdminTransportError, EnvoyAdminError } from '../../src/envoy/admin-errors.js';
+import { EnvoyAdminClient, type EnvoyAdminOptions } from '../../src/envoy/admin-client.js';
 import { CONNECTION_STATS_FILTER } from '../../src/envoy/stats.js';
 import { closeAll, openHttpConnection, openTcpConnections } from '../support/connections.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
@@ -222,23 +214,4 @@ describe('EnvoyAdminClient', () => {
     });
   });
 
-  test('once witnesses are kept, a read goes out only with one connected: the first read of a successor is witnessed (FUZZ_SEED=404)', { timeout: 10_000 }, async (t) => {
-    const [adminPort] = (await freePorts(1)) as [number];
-    const first = await EnvoyEmulator.start({ adminPort });
-    t.after(() => first.close());
-    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: adminPort, timeoutMs: 1_000 });
-    t.after(() => client.close());
-    await client.countOpenConnections();
-    await client.countOpenConnections();
-    const held = await client.countOpenConnections();
-    assert.notEqual(held.evidence.witness, null, 'the third read is witnessed');
-    await first.close();
-    await waitUntil(() => client.witnessEvidence().closedThrough >= (held.evidence.witness ?? 0), 2_000, 'the exit closes the witness');
-    const successor = await EnvoyEmulator.start({ adminPort });
-    t.after(() => successor.close());
-    // Read at once: the witness the exit closed is not open again yet, and nothing else ties this read to a process.
-    const read = await client.countOpenConnections();
-    assert.notEqual(read.evidence.witness, null, "the successor's first read is sent with a witness connected to it");
-    assert.ok(read.evidence.witness! > held.evidence.witness!, 'a new witness, not the closed one');
-  });
 });

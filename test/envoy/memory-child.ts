@@ -8,10 +8,11 @@
  *   warm-up and the end, and the abort listeners left on the signal.
  */
 import { getEventListeners } from 'node:events';
-import { EnvoyAdminClient, type EnvoyAdminError } from '../../src/envoy/admin-client.js';
+import { WitnessedAdminClient } from '../../src/envoy/process/witnessed-admin.js';
+import type { EnvoyAdminError } from '../../src/envoy/admin-errors.js';
 
 const [mode, portText, callsText] = process.argv.slice(2);
-const client = new EnvoyAdminClient({ address: '127.0.0.1', port: Number(portText), timeoutMs: 5_000 });
+const client = new WitnessedAdminClient({ address: '127.0.0.1', port: Number(portText), timeoutMs: 5_000 });
 const mib = (bytes: number): number => Math.round((bytes / 1_048_576) * 10) / 10;
 const peakRss = (): number => process.resourceUsage().maxRSS * 1024;
 

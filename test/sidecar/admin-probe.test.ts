@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
+import { WitnessedAdminClient } from '../../src/envoy/process/witnessed-admin.js';
 import { startAdminProbe } from '../../src/sidecar/admin-probe.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { MemoryLog } from '../support/memory-log.js';
@@ -10,7 +10,7 @@ import { waitUntil } from '../support/wait.js';
 describe('start-up probe of the Envoy admin API', () => {
   test('early failures are logged once at info; a warning naming the fix comes only after warnAfterMs, then at most every warnEveryMs', async (t) => {
     const port = await freePort(); // nothing listens yet: Envoy still starting, or a wrong port
-    const client = new EnvoyAdminClient({ address: '127.0.0.1', port, timeoutMs: 500 });
+    const client = new WitnessedAdminClient({ address: '127.0.0.1', port, timeoutMs: 500 });
     t.after(() => client.close());
     const log = new MemoryLog();
     const startedAt = Date.now();
@@ -44,7 +44,7 @@ describe('start-up probe of the Envoy admin API', () => {
 
   test('an admin API that answers within warnAfterMs causes no warning at all', async (t) => {
     const port = await freePort();
-    const client = new EnvoyAdminClient({ address: '127.0.0.1', port, timeoutMs: 500 });
+    const client = new WitnessedAdminClient({ address: '127.0.0.1', port, timeoutMs: 500 });
     t.after(() => client.close());
     const log = new MemoryLog();
     const probe = startAdminProbe(client, log, { minRetryMs: 10, maxRetryMs: 20, warnAfterMs: 5_000, warnEveryMs: 5_000 });
@@ -63,7 +63,7 @@ describe('start-up probe of the Envoy admin API', () => {
   test('an admin port that answers 500 to everything is reported with what it answered, not as unreachable', async (t) => {
     const emulator = await EnvoyEmulator.start({ fault: { kind: 'status', status: 500 } });
     t.after(() => emulator.close());
-    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 500 });
+    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 500 });
     t.after(() => client.close());
     const log = new MemoryLog();
     const probe = startAdminProbe(client, log, { minRetryMs: 10, maxRetryMs: 20, warnAfterMs: 50, warnEveryMs: 5_000 });

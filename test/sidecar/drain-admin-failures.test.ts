@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
+import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-errors.js';
 import { AdminFailureLedger } from '../../src/sidecar/drain-admin-failures.js';
 import { MemoryLog } from '../support/memory-log.js';
 

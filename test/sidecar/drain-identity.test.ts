@@ -8,7 +8,9 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
-import { AdminTimeoutError, EnvoyAdminClient, type EnvoyProcessInfo } from '../../src/envoy/admin-client.js';
+import { AdminTimeoutError } from '../../src/envoy/admin-errors.js';
+import type { EnvoyProcessInfo } from '../../src/envoy/admin-client.js';
+import { WitnessedAdminClient } from '../../src/envoy/process/witnessed-admin.js';
 import { EMPTY_TALLY } from '../../src/envoy/arrivals.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { Drain, type DrainLoopSettings, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
@@ -22,7 +24,7 @@ const SETTINGS: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check
  * An admin API on a real socket that answers stats with `counter()` as listener.admin.downstream_cx_total and 50
  * open connections, and OK to POSTs; `onConnection` sees each accepted socket first.
  */
-async function adminServer(t: TestContext, counter: () => number, onConnection: (socket: Socket) => boolean = () => true): Promise<EnvoyAdminClient> {
+async function adminServer(t: TestContext, counter: () => number, onConnection: (socket: Socket) => boolean = () => true): Promise<WitnessedAdminClient> {
   const server = http.createServer((request, response) => {
     response.setHeader('connection', 'close');
     if (request.url?.startsWith('/stats')) {
@@ -35,7 +37,7 @@ async function adminServer(t: TestContext, counter: () => number, onConnection: 
     if (!onConnection(socket)) socket.destroy();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const client = new EnvoyAdminClient({ address: '127.0.0.1', port: (server.address() as AddressInfo).port, timeoutMs: 300 });
+  const client = new WitnessedAdminClient({ address: '127.0.0.1', port: (server.address() as AddressInfo).port, timeoutMs: 300 });
   t.after(() => {
     client.close();
     server.closeAllConnections();

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
 import { EnvoyEmulator, type EnvoyEmulatorOptions } from '../../src/emulator/envoy-emulator.js';
-import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
+import { WitnessedAdminClient } from '../../src/envoy/process/witnessed-admin.js';
 import { Drain, type DrainLoopSettings } from '../../src/sidecar/drain.js';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
 import { withoutWitness } from '../support/drain-target.js';
@@ -102,7 +102,7 @@ describe('issue 28, item 1: counters reset during a drain', () => {
     const envoy = await emulator(t);
     const held = await openTcpConnections(envoy.ports.tcp, 2);
     t.after(() => closeAll(held));
-    const client = new EnvoyAdminClient({ address: '127.0.0.1', port: envoy.ports.admin, timeoutMs: 300 });
+    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: envoy.ports.admin, timeoutMs: 300 });
     t.after(() => client.close());
     const drain = new Drain(withoutWitness(client), CONTROL, new MemoryLog(), systemClock);
     const outcome = drain.start();
@@ -166,7 +166,7 @@ describe('issue 28, item 3: a Unix socket that cannot be connected to', () => {
     const envoy = await emulator(t, { adminSocketPath: path });
     const held = await openTcpConnections(envoy.ports.tcp, 2);
     t.after(() => closeAll(held));
-    const client = new EnvoyAdminClient({ address: `unix:${path}`, port: 0, timeoutMs: 300 });
+    const client = new WitnessedAdminClient({ address: `unix:${path}`, port: 0, timeoutMs: 300 });
     t.after(() => client.close());
     const drain = new Drain(withoutWitness(client), CONTROL, new MemoryLog(), systemClock);
     const outcome = drain.start();

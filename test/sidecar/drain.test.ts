@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-client.js';
+import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-errors.js';
 import { EMPTY_TALLY, type ArrivalTally } from '../../src/envoy/arrivals.js';
 import { GAP_FACTOR, LoadBalancerWatch } from '../../src/sidecar/load-balancer.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
 import { EnvoyEmulator, type HotRestartedChild } from '../../src/emulator/envoy-emulator.js';
-import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
+import { WitnessedAdminClient } from '../../src/envoy/process/witnessed-admin.js';
 import { Drain, type DrainLoopSettings } from '../../src/sidecar/drain.js';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
 import { changedTarget } from '../support/drain-target.js';
@@ -86,7 +86,7 @@ describe('issue 28, item 2: a hot restart during a drain', () => {
     t.after(() => parent.close());
     const held = await openTcpConnections(parent.ports.tcp, 2);
     t.after(() => closeAll(held));
-    const trimmed = new EnvoyAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
+    const trimmed = new WitnessedAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
     t.after(() => trimmed.close());
     const settings: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': INTERVAL_MS, 'min-open-connections': 0, 'drain-timeout': 2_000, 'admin-refusals': 2 };
     const drain = new Drain(trimmed, settings, new MemoryLog(), systemClock);
@@ -112,7 +112,7 @@ describe('issue 28, item 2: a hot restart during a drain', () => {
         t.after(() => parent.close());
         const held = await openTcpConnections(parent.ports.tcp, 2);
         t.after(() => closeAll(held));
-        const client = new EnvoyAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
+        const client = new WitnessedAdminClient({ address: '127.0.0.1', port: parent.ports.admin, timeoutMs: 1_000 });
         t.after(() => client.close());
         const target = pretendMerged
           ? changedTarget(client, { read: (read) => ({ ...read, hotRestart: { epoch: read.hotRestart?.epoch ?? null, parentConnections: read.hotRestart?.parentConnections ?? null, uptime: 1 } }) })

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { describe, test, type TestContext } from 'node:test';
-import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
+import { WitnessedAdminClient } from '../../src/envoy/process/witnessed-admin.js';
 import { systemClock } from '../../src/clock.js';
 import { openJournal } from '../../src/sidecar/journal.js';
 import { DrainSupervisor } from '../../src/sidecar/supervisor.js';
@@ -151,7 +151,7 @@ interface InProcess {
 async function serve(t: TestContext, limits: Partial<ConnectionLimits>): Promise<InProcess> {
   const emulator = await EnvoyEmulator.start();
   t.after(() => emulator.close());
-  const envoy = new EnvoyAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
+  const envoy = new WitnessedAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
   const log = new MemoryLog();
   const drain = new DrainSupervisor(
     envoy,

@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { EnvoyEmulator } from '../../../src/emulator/envoy-emulator.js';
+import { AdminRefusedError } from '../../../src/envoy/admin-errors.js';
+import { WitnessedAdminClient } from '../../../src/envoy/process/witnessed-admin.js';
+import { freePorts } from '../../support/ports.js';
+import { waitUntil } from '../../support/wait.js';
+
+describe('WitnessedAdminClient', () => {
+  test('once witnesses are kept, a read goes out only with one connected: the first read of a successor is witnessed (FUZZ_SEED=404)', { timeout: 10_000 }, async (t) => {
+    const [adminPort] = (await freePorts(1)) as [number];
+    const first = await EnvoyEmulator.start({ adminPort });
+    t.after(() => first.close());
+    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: adminPort, timeoutMs: 1_000 });
+    t.after(() => client.close());
+    await client.countOpenConnections();
+    await client.countOpenConnections();
+    const held = await client.countOpenConnections();
+    assert.notEqual(held.evidence.witness, null, 'the third read is witnessed');
+    await first.close();
+    await waitUntil(() => client.witnessEvidence().closedThrough >= (held.evidence.witness ?? 0), 2_000, 'the exit closes the witness');
+    const successor = await EnvoyEmulator.start({ adminPort });
+    t.after(() => successor.close());
+    // Read at once: the witness the exit closed is not open again yet, and nothing else ties this read to a process.
+    const read = await client.countOpenConnections();
+    assert.notEqual(read.evidence.witness, null, "the successor's first read is sent with a witness connected to it");
+    assert.ok(read.evidence.witness! > held.evidence.witness!, 'a new witness, not the closed one');
+  });
+
+  test('no witness before the address proved to be Envoy: one-off calls and a wrong address leave no connection behind', async (t) => {
+    const emulator = await EnvoyEmulator.start();
+    t.after(() => emulator.close());
+    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
+    t.after(() => client.close());
+    const first = await client.countOpenConnections();
+    assert.equal(first.evidence.created, 0, 'the first read opens no witness');
+    await client.serverState();
+    assert.equal(client.witnessEvidence().created, 1, "GET /ready's answer proves the address: one witness is opened");
+    await waitUntil(() => client.witnessEvidence().witness !== null, 2_000, 'the witness connects');
+    const read = await client.countOpenConnections();
+    assert.equal(read.evidence.witness, 1, 'the read is spoken for by the witness opened after /ready');
+  });
+
+  test('a refusal carries the witness evidence: the process that held the witness closed it as it exited', { timeout: 10_000 }, async (t) => {
+    const [adminPort] = (await freePorts(1)) as [number];
+    const envoy = await EnvoyEmulator.start({ adminPort });
+    t.after(() => envoy.close());
+    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: adminPort, timeoutMs: 1_000 });
+    t.after(() => client.close());
+    await client.countOpenConnections();
+    const held = await client.countOpenConnections();
+    await waitUntil(() => client.witnessEvidence().witness !== null, 2_000, 'the witness connects');
+    await envoy.close();
+    await waitUntil(() => client.witnessEvidence().lastClosed, 2_000, 'the exit closes the witness');
+    const refusal = await client.failHealthChecks().then(
+      () => assert.fail('a closed admin port refuses'),
+      (error: unknown) => error,
+    );
+    assert.ok(refusal instanceof AdminRefusedError, `refused, got ${String(refusal)}`);
+    assert.equal(refusal.evidence?.lastClosed, true, 'the evidence says the last witness was closed by the other end');
+    assert.ok((refusal.evidence?.created ?? 0) > (held.evidence.createdAtSend ?? 0), 'a witness was created after the second read');
+  });
+});
