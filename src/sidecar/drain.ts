@@ -6,7 +6,7 @@
  *   the deadline timer settles it on its own (`armTimers`): no pending admin call is awaited by the callers,
  *   so an admin answer that never ends cannot hold a /shutdown, a /wait or a SIGTERM.
  * - **It drains the process it started on.** Every stats read carries the mark of the process that answered
- *   (src/envoy/identity.ts); the first read pins it (`observeProcess`), and an answer from another process
+ *   (src/envoy/process/identity.ts); the first read pins it (`observeProcess`), and an answer from another process
  *   ends the drain at once: the pinned one has exited, and another process's count must not end its drain.
  * - **A clock step cannot move it.** Every instant is on the monotonic Clock.now(); the wall clock is only
  *   read to show times to people (src/clock.ts).
@@ -24,13 +24,12 @@
  * hooks at the same time, so every caller awaits the same outcome.
  */
 import { summarizeBlindSpots } from '../envoy/arrivals.js';
-import { AdminRefusedError } from '../envoy/admin-errors.js';
-import type { WitnessEvidence } from '../envoy/process/witness.js';
-import { compareProcess, isHotRestartChild, letGoOfUs, markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type OwnConnections, type ProcessMark, type ProcessVerdict, type ReadEvidence } from '../envoy/process/identity.js';
+import { MarkTrust, type MarkedRead, type OwnConnections, type ProcessMark, type ReadEvidence } from '../envoy/process/identity.js';
+import { DrainedProcess, type PreviousDrain, type ReadDecision, type ReadProcess } from './drain-process.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch, type LoadBalancerReport, type PriorTraffic } from './load-balancer.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
-import { Once, OnChange } from './log-throttle.js';
+import { OnChange } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
 import type { SidecarConfig } from '../config/sidecar.js';
 import { labelOf, type DrainActionId, type DrainStepId } from './drain-steps.js';
@@ -51,12 +50,6 @@ export interface EnvoyDrainTarget extends OwnConnections {
   /** With `evidence`, what the witness connection showed (EnvoyAdminClient); absent from a target that keeps none. */
   countOpenConnections(signal: AbortSignal): Promise<ConnectionCount & { readonly evidence?: ReadEvidence }>;
 }
-
-/**
- * Refusals that end a drain as envoy-exited without the witness's evidence (no witness ever connected, or the
- * refusals are of another kind of target): they must have lasted this long, besides admin-refusals in a row.
- */
-export const REFUSALS_WITHOUT_EVIDENCE_MS = 10_000;
 
 /**
  * The sidecar's settings the drain loop reads, under their flag names. admin-refusals: consecutive refused
@@ -104,7 +97,7 @@ export interface DrainSnapshot {
   readonly envoyAdmin: string;
   /** False while the admin API has never answered: refusals then do not mean that Envoy exited. */
   readonly envoyAdminEverReachable: boolean;
-  /** The mark of the Envoy process this drain is pinned to (see src/envoy/identity.ts); null before the first read. */
+  /** The mark of the Envoy process this drain is pinned to (see src/envoy/process/identity.ts); null before the first read. */
   readonly pinnedProcess: ProcessMark;
   /** The load balancer's lag so far, and whether it has let go (see load-balancer.ts). */
   readonly loadBalancer: LoadBalancerReport;
@@ -118,16 +111,6 @@ export interface DrainSnapshot {
  * (`accepted`), so that a record of it survives this process (see journal.ts). Never rejects.
  */
 export type StepHook = (step: DrainStepId, progress: 'intended' | 'accepted') => Promise<void>;
-
-/** The drain that ended before this one (see DrainOptions.previous). */
-export interface PreviousDrain {
-  /** The last read known of the process that drain drained. */
-  readonly read: MarkedRead;
-  /** Monotonic; undefined if that drain's POST /healthcheck/fail was never taken. */
-  readonly healthChecksFailedAtMs: number | undefined;
-  /** What that drain saw of the load balancer: a drain of the same process goes on from it. */
-  readonly loadBalancer?: LoadBalancerWatch;
-}
 
 export interface DrainOptions {
   /**
@@ -158,17 +141,8 @@ export class Drain {
   private endReason: DrainEndReason | null = null;
   /** Aborted when the drain ends, however: cancels every sleep, timer and pending admin call at once. */
   private readonly ended = new AbortController();
-  /** The process this drain drains, followed from its first read (see observeProcess), or a hot restart's child. */
-  private pinned: ProcessTrail;
-  /** `server.hot_restart_epoch` of the pinned process; null when Envoy does not report it, undefined before the first read. */
-  private pinnedEpoch: number | null | undefined;
-  private readonly hotRestarts: HotRestartSeen[] = [];
-  /** After following a hot restart: the child has not yet shown that it merged its parent's stats (childMerged). */
-  private awaitingChildMerge = false;
-  /** The last read, of whichever process answered it (another one, when the drain ends replaced). */
-  private latest: MarkedRead | undefined;
-  /** Steps Envoy took since the last read of the pinned process: they may have reached a process that replaced it. */
-  private stepsSinceRead: DrainStepId[] = [];
+  /** The process this drain drains: which process each read came from (drain-process.ts). */
+  private readonly process: DrainedProcess;
   private lastCount: ConnectionCount | undefined;
   private lastPollAtMs: number | undefined;
   private polls = 0;
@@ -178,11 +152,6 @@ export class Drain {
   private readonly missingLine = new OnChange('');
   /** The sight and blind spots last warned about (warnIfBlind); '' before any. */
   private readonly blindLine = new OnChange('');
-  /**
-   * The once-per-drain lines: a hot restart's parent holding connections, stats without the admin listener's mark,
-   * a refusal while the witness shows Envoy alive, a read that could be a reset or another process (drainAsForBoth).
-   */
-  private readonly warned = new Once<'parent-holds' | 'unmarked' | 'alive-refusing' | 'untold'>();
   /** The admin call in flight, if any: named when the deadline cuts it. */
   private pendingCall: DrainActionId | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
@@ -201,7 +170,7 @@ export class Drain {
   ) {
     this.onStep = options.onStep ?? (async () => undefined);
     this.failures = new AdminFailureLedger(envoy, log, clock);
-    this.pinned = new ProcessTrail(envoy, options.trust ?? new MarkTrust());
+    this.process = new DrainedProcess(envoy, log, options.trust ?? new MarkTrust(), options.previous);
     this.loadBalancerWatch = new LoadBalancerWatch(quietPeriodOf(settings));
     this.steps = [
       { id: 'fail-health-checks', call: (signal) => envoy.failHealthChecks(signal), done: false },
@@ -246,7 +215,7 @@ export class Drain {
 
   /** The last read, whichever process gave it: what the next read must be compared with. */
   get latestRead(): MarkedRead | undefined {
-    return this.latest;
+    return this.process.latestRead;
   }
 
   /** Monotonic instant the drain ended; undefined while it has not. */
@@ -295,9 +264,9 @@ export class Drain {
       adminFailure: this.failures.report(),
       envoyAdmin: this.envoy.address,
       envoyAdminEverReachable: this.envoy.hasAnswered,
-      pinnedProcess: this.pinned.latest?.mark ?? null,
+      pinnedProcess: this.process.pinnedMark,
       loadBalancer: this.loadBalancerReport(),
-      hotRestarts: [...this.hotRestarts],
+      hotRestarts: this.process.hotRestartsSeen,
       parentConnections: this.lastCount?.hotRestart?.parentConnections ?? null,
     };
   }
@@ -474,7 +443,7 @@ export class Drain {
   /** One stats read: which process answered, and its count. Settles the drain when that says it is over. */
   private async readEnvoy(): Promise<'answered' | 'refused' | 'failed'> {
     const sentAtMs = this.clock.now();
-    const growth = this.expectedGrowth();
+    const expected = this.process.expect();
     let count: ConnectionCount & { readonly evidence?: ReadEvidence };
     try {
       count = await this.adminCall('count-connections', (signal) => this.envoy.countOpenConnections(signal));
@@ -483,9 +452,11 @@ export class Drain {
     }
     if (this.isOver) return 'answered';
     this.failures.readAnswered();
-    const process = this.observeProcess(count.adminConnectionsTotal, growth, count.evidence, count.hotRestart?.epoch ?? null);
+    const decision = this.process.observe(count, expected);
+    this.actOn(decision);
+    const process = decision.process;
     if (process === 'hot-restarted') {
-      this.followHotRestart(count);
+      this.recordCount(count, this.clock.now(), 'doubtful');
       return 'answered';
     }
     if (process === 'replaced') {
@@ -505,95 +476,6 @@ export class Drain {
     return 'answered';
   }
 
-  /**
-   * Taken right before a read is sent: how much the admin counter must have grown since the pinned process's
-   * last read (or, before the first, since the previous drain's) if the same process answers (identity.ts).
-   */
-  private expectedGrowth(): { readonly pinned: Expectation; readonly previous: number | undefined } {
-    const previous = this.options.previous;
-    const sincePrevious = previous === undefined || this.pinned.latest !== undefined ? undefined : this.envoy.connectedSince(previous.read.marker) + 1;
-    return { pinned: this.pinned.expect(), previous: sincePrevious };
-  }
-
-  /**
-   * The one place that decides which process a read came from. The first read pins the process (inheriting
-   * the previous drain's health-check failure if it is the same one); every later read must come from it.
-   */
-  private observeProcess(
-    mark: ProcessMark,
-    growth: { readonly pinned: Expectation; readonly previous: number | undefined },
-    evidence: ReadEvidence | undefined,
-    epoch: number | null,
-  ): ProcessVerdict | 'pinned' | 'hot-restarted' {
-    if (mark === null) this.warnUnmarked(evidence !== undefined);
-    const verdict = this.pinned.observe(mark, growth.pinned, evidence);
-    this.latest = markedRead(mark, this.envoy.connectionMarker(), evidence);
-    // Another process whose restart epoch is above the pinned one's is its hot restart child: the pinned process
-    // (the parent) still holds its connections, and the child took its listeners (see followHotRestart). The
-    // parent holds the witness too, so a counter that went down reads as a reset ('reset') unless the epoch says.
-    const otherProcess = verdict === 'replaced' || verdict === 'doubtful' || verdict === 'reset';
-    if (otherProcess && isHotRestartChild(this.pinnedEpoch, epoch)) return 'hot-restarted';
-    if (verdict === 'first') {
-      this.pinnedEpoch = epoch;
-      this.forgetStepsOfUnknownProcess();
-      const previous = this.options.previous;
-      const same = previous !== undefined && growth.previous !== undefined && compareProcess(previous.read.mark, mark, growth.previous, this.pinned.trust.verified) === 'same';
-      if (same) this.inheritFrom(previous);
-      return 'pinned';
-    }
-    if (verdict === 'replaced') {
-      const reached = this.stepsSinceRead.map(labelOf);
-      this.log.warn(
-        { event: 'envoy_replaced', pinned_admin_connections: this.pinned.latest?.mark ?? null, seen_admin_connections: mark, steps_maybe_to_new_process: reached },
-        'another Envoy process answers on the admin port: the one being drained has exited, and its connections with it' +
-          (reached.length === 0 ? '' : `; ${reached.join(' and ')}, sent since the last read of the old one, may have reached the new one (the next /shutdown drains it)`),
-      );
-      return verdict;
-    }
-    if (verdict === 'reset' && (epoch === null || typeof this.pinnedEpoch !== 'number')) this.resendStepsAfterBlindReset(epoch);
-    if (verdict === 'reset') {
-      this.log.warn(
-        { event: 'envoy_counters_reset', pinned_admin_connections: growth.pinned.base?.mark ?? null, seen_admin_connections: mark, witness: evidence?.witness ?? null },
-        "Envoy's admin counter went down while the connection this sidecar holds open to the process being drained stayed open: its counters were reset (POST /reset_counters), it is the same process, and the drain goes on",
-      );
-    }
-    // Marks follow our connections here, yet this one did not, and no witness tells: a reset or another process.
-    if (verdict === 'doubtful' && this.pinned.trust.verified) this.drainAsForBoth(growth.pinned.base?.mark ?? null, mark);
-    if (verdict === 'doubtful' || verdict === 'unknown') return verdict; // not the pinned process's: steps since stay noted
-    this.stepsSinceRead = [];
-    return verdict;
-  }
-
-  /**
-   * Steps Envoy took before the first read that answered went to a process nobody identified: perhaps not the
-   * one now pinned (replaced in between). They are sent again, and check-delay counts from the new answer:
-   * both steps are idempotent, and a drain must never count a process whose health checks it did not fail.
-   */
-  private forgetStepsOfUnknownProcess(): void {
-    if (this.stepsSinceRead.length === 0) return;
-    this.log.info(
-      { event: 'drain_steps_resent', steps: this.stepsSinceRead.map(labelOf) },
-      `${this.stepsSinceRead.map(labelOf).join(' and ')} went to an Envoy process not identified yet: sending again to the one that answered`,
-    );
-    this.sendStepsAgain();
-  }
-
-  /**
-   * Once per drain: a read that is the pinned process reset or another process, and nothing here tells which (issue
-   * 38: a hot restart child reset just after its parent exited with the witness). Drained as for both: the steps are
-   * sent again, so that another process is told to drain too, and no count ends the drain until a read is tied to
-   * the pinned process again (a doubt never ends it), so it is never taken for "replaced".
-   */
-  private drainAsForBoth(pinnedMark: ProcessMark, seenMark: ProcessMark): void {
-    if (!this.warned.first('untold')) return;
-    this.log.warn(
-      { event: 'envoy_process_untold', pinned_admin_connections: pinnedMark, seen_admin_connections: seenMark },
-      "Envoy's admin counter did not grow as this sidecar's connections say, and no connection held to the process being drained tells whether it was reset or replaced: " +
-        'draining as for both (its health checks failed and its listeners drained again); no count ends the drain until one is tied to that process again',
-    );
-    this.sendStepsAgain();
-  }
-
   /** Whether Envoy took the step (and it was not to be sent again since). */
   private stepDone(id: DrainStepId): boolean {
     return this.steps.some((step) => step.id === id && step.done);
@@ -603,84 +485,13 @@ export class Drain {
   private sendStepsAgain(): void {
     for (const step of this.steps) step.done = false;
     this.healthChecksFailedAtMs = undefined;
-    this.stepsSinceRead = [];
+    this.process.stepsResent();
   }
 
-  /**
-   * A counter reset seen with no restart epoch to compare (a stats_matcher trims `server.hot_restart_epoch`, now or
-   * at the pin) is also what a hot restart looks like over TCP: the parent holds the witness, and the child's
-   * counter starts again at 0. Its child would never be told to drain, and its count (which merges the parent's)
-   * would end the drain on check-delay counted from the parent's /healthcheck/fail. So the steps are sent again
-   * (both are idempotent) and check-delay counts from the new one: a real reset costs one check-delay, a hot restart
-   * is drained. Found by the drain model (test/sidecar/drain-model.test.ts, the hot-restart-gauges trim). And, as
-   * after a hot restart, no count ends the drain until Envoy reports an uptime (childMerged): a reset process has
-   * one already, a hot restart child only once it merged its parent's connections, and a stats_matcher that trims
-   * the uptime too holds the drain to its deadline.
-   */
-  private resendStepsAfterBlindReset(epoch: number | null): void {
-    if (epoch !== null) this.pinnedEpoch = epoch;
-    this.awaitingChildMerge = true;
-    this.log.info(
-      { event: 'drain_steps_resent', steps: this.steps.map((step) => labelOf(step.id)), cause: 'counters-reset-without-epoch' },
-      "Envoy's counters went down with no restart epoch in its stats (a stats_matcher?): a hot restart cannot be ruled out, so its health checks are failed and its listeners drained again",
-    );
-    this.sendStepsAgain();
-  }
-
-  /**
-   * A hot restart (Envoy's hot_restart.rst): the child took the listen sockets and the admin address, and the
-   * parent (the process pinned) keeps serving its open connections until the child terminates it
-   * (`--parent-shutdown-time-s`). Neither is drained by the other: the drain now pins the child, fails its health
-   * checks and drains its listeners (the steps are sent again, and check-delay counts from the child's failure),
-   * and its count ends the drain only once `server.parent_connections` is 0 (see parentHoldsConnections). The
-   * child's listener gauges include the parent's connections anyway (StatMerger: gauges accumulate), but only from
-   * its first merge, when its workers start (InstanceBase::startWorkers calls updateServerStats): before it, the
-   * parent's connections are in no count and parent_connections is 0, so no count ends the drain until the child
-   * reports an uptime (set by that same update; see childMerged).
-   */
-  private followHotRestart(count: ConnectionCount & { readonly evidence?: ReadEvidence }): void {
-    const fromEpoch = this.pinnedEpoch ?? 0;
-    const toEpoch = count.hotRestart?.epoch ?? fromEpoch + 1;
-    this.hotRestarts.push({ fromEpoch, toEpoch });
-    this.log.warn(
-      { event: 'envoy_hot_restarted', from_epoch: fromEpoch, to_epoch: toEpoch, parent_connections: count.hotRestart?.parentConnections ?? null },
-      `Envoy hot-restarted (restart epoch ${fromEpoch} to ${toEpoch}): the parent keeps its connections until it exits; ` +
-        'the drain now follows the new epoch, fails its health checks and drains its listeners too, and ends only once the parent holds no connection',
-    );
-    // The witness is held by the parent, and speaks for none of the child's reads (identity.ts witnessVouches): the
-    // admin client lets it go and holds a new one, and the child's reads are tied by that one and by its counter.
-    this.pinned = new ProcessTrail(this.envoy, this.pinned.trust);
-    const unwitnessed = count.evidence === undefined ? undefined : { ...count.evidence, witness: null };
-    this.pinned.observe(count.adminConnectionsTotal, this.pinned.expect(), unwitnessed);
-    this.pinnedEpoch = toEpoch;
-    this.awaitingChildMerge = true;
-    this.sendStepsAgain();
-    this.recordCount(count, this.clock.now(), 'doubtful');
-  }
-
-  /**
-   * Whether a hot restart child followed has merged its parent's stats: `server.uptime` above 0 (0 until
-   * updateServerStats first runs; then the time since the parent's original start, in whole seconds). Unreported (a
-   * stats_matcher), or 0 still because the parent was less than a second old, it never shows: the drain then holds to
-   * its deadline, the safe side.
-   */
-  private childMerged(count: ConnectionCount): boolean {
-    if (!this.awaitingChildMerge) return true;
-    if ((count.hotRestart?.uptime ?? 0) > 0) this.awaitingChildMerge = false;
-    return !this.awaitingChildMerge;
-  }
-
-  /** Whether a hot restart's parent still holds connections (`server.parent_connections`): then no count ends the drain. */
-  private parentHoldsConnections(count: ConnectionCount): boolean {
-    const parent = count.hotRestart?.parentConnections ?? 0;
-    if (parent === 0) return false;
-    if (this.warned.first('parent-holds')) {
-      this.log.info(
-        { event: 'hot_restart_parent_holds', parent_connections: parent },
-        `a hot restart's parent process still holds ${parent} connections (server.parent_connections): the drain waits for them too`,
-      );
-    }
-    return true;
+  /** What a read asks of the drain: the steps again (before anything is inherited), what the previous drain saw. */
+  private actOn(decision: ReadDecision): void {
+    if (decision.resendSteps) this.sendStepsAgain();
+    if (decision.inherit !== undefined) this.inheritFrom(decision.inherit);
   }
 
   private inheritFrom(previous: PreviousDrain): void {
@@ -706,7 +517,7 @@ export class Drain {
     // No listener gauge at all (a stats_matcher trims them): the 0 summed is no count, whatever is open. The
     // supervisor says so at start (checkNeededStats: "it can only end at its deadline or when Envoy exits").
     if (count.availableListeners.length === 0) return undefined;
-    if (!this.childMerged(count) || this.parentHoldsConnections(count)) return undefined;
+    if (!this.process.countIsWhole(count)) return undefined;
     // A client that came after the failure, its request in flight: min-open-connections is for stragglers (issue 33, case 3).
     if (this.loadBalancerWatch.newConnectionsOpen > 0) return undefined;
     const min = this.settings['min-open-connections'];
@@ -714,7 +525,7 @@ export class Drain {
     return longLivedMayBeLeft && count.drainable <= min ? 'long-lived-left' : undefined;
   }
 
-  private recordCount(count: ConnectionCount, sentAtMs: number, process: ProcessVerdict | 'pinned'): void {
+  private recordCount(count: ConnectionCount, sentAtMs: number, process: ReadProcess): void {
     this.lastCount = count;
     this.lastPollAtMs = this.clock.now();
     this.polls += 1;
@@ -731,7 +542,7 @@ export class Drain {
         elapsed_ms: sentAtMs - started,
         remaining_ms: Math.max(0, started + this.settings['drain-timeout'] - this.clock.now()),
         by_listener: count.byListener,
-        // The mark of the process that answered (src/envoy/identity.ts): which Envoy this count is of.
+        // The mark of the process that answered (src/envoy/process/identity.ts): which Envoy this count is of.
         admin_connections: count.adminConnectionsTotal,
         process,
         ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
@@ -752,7 +563,6 @@ export class Drain {
     );
   }
 
-  /** Once per drain: a quiet period that cannot observe anything must say so, at the first read. */
   /**
    * Once per drain and set of blind spots: what of the load balancer letting go the drain cannot see, and what
    * protects it instead. Its lag is then not reported (never as 0): load-balancer.ts LoadBalancerReport.sight.
@@ -778,17 +588,6 @@ export class Drain {
     );
   }
 
-  private warnUnmarked(witnessed: boolean): void {
-    if (!this.warned.first('unmarked')) return;
-    this.log.warn(
-      { event: 'envoy_unmarked' },
-      "Envoy's stats do not report listener.admin.downstream_cx_total (a stats_matcher?): " +
-        (witnessed
-          ? 'only the connection this sidecar holds open to Envoy ties a count to the process being drained; a count it does not tie never ends the drain'
-          : 'an Envoy replaced during the drain cannot be told from the one being drained, so no count after the first ends the drain'),
-    );
-  }
-
   // --- telling Envoy to drain --------------------------------------------------------------------------
 
   /** The initiation calls not taken yet; a refusal ends the round (it is counted once per round). */
@@ -805,7 +604,7 @@ export class Drain {
       }
       if (this.isOver) return;
       step.done = true;
-      this.stepsSinceRead.push(step.id);
+      this.process.stepTaken(step.id);
       this.failures.stepAccepted();
       if (step.id === 'fail-health-checks') this.healthChecksFailedAtMs ??= this.clock.now();
       this.log.info({ event: 'drain_step', step: labelOf(step.id) }, `Envoy admin: ${labelOf(step.id)} done`);
@@ -833,7 +632,7 @@ export class Drain {
     if (this.isOver) return 'failed'; // cut by the end itself
     const failure = this.failures.record(error, action);
     const { kind } = failure;
-    if (kind === 'refused' && this.envoy.hasAnswered && this.failures.consecutiveRefusals >= this.settings['admin-refusals'] && this.exitProven(error)) {
+    if (kind === 'refused' && this.envoy.hasAnswered && this.failures.consecutiveRefusals >= this.settings['admin-refusals'] && this.process.exitProven(error, this.refusingForMs())) {
       this.settle('envoy-exited');
       return 'refused';
     }
@@ -841,33 +640,10 @@ export class Drain {
     return kind === 'refused' ? 'refused' : 'failed';
   }
 
-  /**
-   * Whether refusals may be read as Envoy gone: not while the witness connection is open (the process holding it
-   * lives: the address was unlinked or moved, not closed); yes once the process drained let go of a witness that
-   * spoke for it (identity.ts letGoOfUs: not one held by the process before it, which a restart just before the
-   * drain's first read closes: FUZZ_SEED=108 at the brisk pace), or, before any read was pinned, once the latest
-   * witness was closed by the other end; otherwise only after refusals lasting REFUSALS_WITHOUT_EVIDENCE_MS. A
-   * refusal without evidence at all (a target that keeps no witness) is taken as before.
-   */
-  private exitProven(error: unknown): boolean {
-    const evidence: WitnessEvidence | undefined = error instanceof AdminRefusedError ? error.evidence : undefined;
-    if (evidence === undefined) return true;
-    if (evidence.witness !== null) {
-      this.warnAliveRefusing(error as AdminRefusedError);
-      return false;
-    }
-    const pinnedRead = this.pinned.latest;
-    if (pinnedRead === undefined ? evidence.lastClosed : letGoOfUs(pinnedRead, evidence)) return true;
-    return this.clock.now() - (this.failures.refusalsSinceMs ?? this.clock.now()) >= REFUSALS_WITHOUT_EVIDENCE_MS;
-  }
-
-  /** Once per drain: the admin address refuses while the process drained holds our connection, so it lives. */
-  private warnAliveRefusing(error: AdminRefusedError): void {
-    if (!this.warned.first('alive-refusing')) return;
-    this.log.warn(
-      { event: 'envoy_admin_address_lost', error_message: error.message, path_state: error.pathState ?? null, envoy_admin: this.envoy.address },
-      `Envoy's admin address refuses connections (${error.message}), but the connection this sidecar holds open to Envoy is still open: Envoy runs, and its connections cannot be counted any more; the drain holds to its deadline`,
-    );
+  /** How long admin calls have been refused in a row; 0 when the last call was not refused. */
+  private refusingForMs(): number {
+    const now = this.clock.now();
+    return now - (this.failures.refusalsSinceMs ?? now);
   }
 
   private outcomeNow(reason: DrainEndReason): DrainOutcome {
@@ -889,7 +665,7 @@ export class Drain {
       availableListeners: this.lastCount?.availableListeners ?? [],
       unconfirmedSteps: this.failures.unconfirmedSteps((id) => this.stepDone(id)),
       loadBalancer: this.loadBalancerReport(),
-      hotRestarts: [...this.hotRestarts],
+      hotRestarts: this.process.hotRestartsSeen,
     };
   }
 

@@ -13,7 +13,7 @@
  *   and a new Envoy process after a drain re-arms it (/drain shows idle again).
  * - `recover()` runs once at start: an Envoy found left draining is brought back (see recovery.ts).
  *
- * Processes are told apart by their mark (src/envoy/identity.ts), in one place: `trail` follows the process last
+ * Processes are told apart by their mark (src/envoy/process/identity.ts), in one place: `trail` follows the process last
  * read, every read of the supervisor is compared with it (one read at a time: `readMark`), and a drain that ends
  * hands its own last read over. `trust` (whether marks follow our connections at this address) is shared with
  * every drain.

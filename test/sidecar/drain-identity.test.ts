@@ -1,5 +1,5 @@
 /**
- * Which Envoy process a read came from (src/envoy/identity.ts), on the paths a review of the drain found wrong:
+ * Which Envoy process a read came from (src/envoy/process/identity.ts), on the paths a review of the drain found wrong:
  * a connection Envoy closes at accept, a proxy in front of the admin API, two reads in flight at once, steps taken
  * before the process was identified, a /shutdown once stopping. Real sockets where the admin client is involved.
  */

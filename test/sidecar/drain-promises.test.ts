@@ -3,7 +3,7 @@
  * interface: the built sidecar as the image runs it (`node dist/entry.cjs mode=sidecar`), against the fault admin
  * server on a real loopback socket, which logs every call it received and which Envoy process received it.
  * Items tested elsewhere: strangers on the serve port and aggregate logs (server-abuse.test.ts), each admin fault
- * of the client (test/envoy/admin-client-faults.test.ts), an unusable --state-dir (state-dir.test.ts), a clock step
+ * of the client (test/envoy/admin-call.test.ts), an unusable --state-dir (state-dir.test.ts), a clock step
  * (drain.test.ts on virtual time, and the model search, drain-model.test.ts). `npm run build` first.
  */
 import assert from 'node:assert/strict';

@@ -1,6 +1,6 @@
 /**
  * The drain state machine on virtual time (exact timings on any machine), against a scripted Envoy whose
- * admin counter marks its process as real Envoy's does (src/envoy/identity.ts). The spawned sidecar against
+ * admin counter marks its process as real Envoy's does (src/envoy/process/identity.ts). The spawned sidecar against
  * real sockets is in sidecar-process.test.ts and drain-promises.test.ts.
  */
 import assert from 'node:assert/strict';

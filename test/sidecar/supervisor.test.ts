@@ -29,7 +29,7 @@ class ModelEnvoy implements SupervisedEnvoy {
   private startedAtMs: number;
   private healthFailed = false;
   listenersDrained = false;
-  /** listener.admin.downstream_cx_total: +1 per call, 0 in a new process (see src/envoy/identity.ts). */
+  /** listener.admin.downstream_cx_total: +1 per call, 0 in a new process (see src/envoy/process/identity.ts). */
   private adminConnections = 1_000;
   /** When set, stats reads wait this long (an overloaded admin API). */
   slowStatsMs = 0;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { MarkTrust, ProcessTrail, holderEpochOf, witnessVouches, type OwnConnections, type ReadEvidence } from '../../src/envoy/process/identity.js';
+import { MarkTrust, ProcessTrail, holderEpochOf, witnessVouches, type OwnConnections, type ReadEvidence } from '../../../src/envoy/process/identity.js';
 
 /** This sidecar's connections as a script sets them: every socket created is answered. */
 class ScriptedConnections implements OwnConnections {
