@@ -125,6 +125,15 @@ export async function postReview(webhook: RunningWebhook, review: unknown): Prom
   });
 }
 
+/** The AdmissionReview the API server sends when `pod` is created. */
+export function podCreateReview(pod: unknown, uid = 'f0e1d2c3-b4a5-4697-8877-665544332211'): Record<string, any> {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object: pod },
+  };
+}
+
 /** An AdmissionReview answer, and the pod as its patch leaves it (the pod as sent when there is none). */
 export interface Admission {
   /** Free-form JSON, as the tests navigate it (like HttpsResult.json). */
