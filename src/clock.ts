@@ -80,3 +80,12 @@ export class OwnedTimer {
     this.timer = undefined;
   }
 }
+
+/** `promise`, or `fallback` after `ms`, whichever first; the timer is owned and cleared here. */
+export function within<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: OwnedTimer | undefined;
+  const late = new Promise<T>((resolve) => {
+    timer = new OwnedTimer(ms, () => resolve(fallback));
+  });
+  return Promise.race([promise, late]).finally(() => timer?.clear());
+}

@@ -34,6 +34,11 @@ export function reportFailure(error: unknown, program = 'envoy-shutdown-manager'
   process.exitCode = exitCode;
 }
 
+/** An error's message, or what was thrown, as text. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** The innermost reason a connection failed (ECONNREFUSED, a certificate error...), for the API server, Prometheus and a manifest's URL alike. */
 export function causeOf(error: unknown): string {
   let current: unknown = error;

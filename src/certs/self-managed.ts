@@ -21,6 +21,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../clock.js';
+import { messageOf } from '../errors.js';
 import { KubeApiError } from '../kube/errors.js';
 import type { CallOptions } from '../kube/store.js';
 import type { TlsMaterial } from './material.js';
@@ -76,10 +77,6 @@ export const SELF_MANAGED_DEFAULTS = {
 
 export function isRetryable(error: unknown): boolean {
   return (error instanceof KubeApiError || error instanceof SelfManagedTlsError) && error.retryable;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;

@@ -401,7 +401,7 @@ function lagFindings(row: WorkloadDrain, window: string, heldByTraffic: boolean)
   return findings;
 }
 
-/** What each missing stat costs a drain (the sidecar's own words: src/sidecar/supervisor.ts checkNeededStats). */
+/** What each missing stat costs a drain (the sidecar's own words: src/sidecar/needed-stats.ts checkNeededStats). */
 const MISSING_STAT_COST: Readonly<Record<string, string>> = {
   'listener.<listener>.downstream_cx_active': 'no connection can be counted, so a drain ends only at its deadline or when Envoy exits',
   'listener.admin.downstream_cx_total': 'a drain cannot tell the drained process from a replacement but by the connection it holds open',

@@ -9,7 +9,8 @@ import { ADMIN_FAILURE_KINDS } from '../envoy/admin-errors.js';
 import type { AdminCallCounts } from './admin-calls.js';
 import { heldByTraffic, type DrainState } from './drain-outcome.js';
 import type { DrainServerCounters } from './server.js';
-import { NEEDED_STATS, type DrainSupervisor, type RecoveryAction } from './supervisor.js';
+import { NEEDED_STATS } from './needed-stats.js';
+import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
 
 /**
  * The three classes this needs, from their own files: prom-client's index also loads its cluster aggregator,

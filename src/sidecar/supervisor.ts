@@ -13,25 +13,24 @@
  *   and a new Envoy process after a drain re-arms it (/drain shows idle again).
  * - `recover()` runs once at start: an Envoy found left draining is brought back (see recovery.ts).
  *
- * Processes are told apart by their mark (src/envoy/process/identity.ts), in one place: `trail` follows the process last
- * read, every read of the supervisor is compared with it (one read at a time: `readMark`), and a drain that ends
- * hands its own last read over. `trust` (whether marks follow our connections at this address) is shared with
- * every drain.
+ * Which process answers is the follower's business (process-follower.ts): every read of the supervisor goes through
+ * it, and a drain that ends hands its own last read over.
  *
  * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
  */
-import { AdminRefusedError, failureKindOf, type AdminFailureKind } from '../envoy/admin-errors.js';
+import type { AdminFailureKind } from '../envoy/admin-errors.js';
 import type { EnvoyProcessInfo } from '../envoy/admin-client.js';
-import { markedRead, MarkTrust, ProcessTrail, type Expectation, type MarkedRead, type ProcessMark, type ReadEvidence } from '../envoy/process/identity.js';
-import { isObservable, summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch } from './load-balancer.js';
-import { isoAt, OwnedTimer, type Clock } from '../clock.js';
+import { isoAt, within, type Clock } from '../clock.js';
+import { messageOf } from '../errors.js';
 import { Drain, type DrainLoopSettings, type DrainSnapshot, type EnvoyDrainTarget } from './drain.js';
-import { describeBlindSpots, type DrainOutcome, type DrainState } from './drain-outcome.js';
+import type { DrainOutcome, DrainState } from './drain-outcome.js';
 import type { DrainStepId } from './drain-steps.js';
 import type { DrainJournal, StepProgress } from './journal.js';
 import { Once, RateLimit } from './log-throttle.js';
+import { checkNeededStats, type StatsCheck } from './needed-stats.js';
+import { heldByAnother, ProcessFollower, whyUntold, type FollowVerdict, type MarkRead } from './process-follower.js';
 import type { SidecarLog } from './log.js';
 import { decideRecovery, type RecoveryAction, type RecoveryDecision } from './recovery.js';
 
@@ -97,42 +96,6 @@ export interface SupervisorSnapshot extends DrainSnapshot {
   readonly envoyStats: StatsCheck | null;
 }
 
-/** A stat the drain reads, by the name /metrics labels it with (shutdown_manager_envoy_stats_missing{stat}). */
-export type NeededStat = 'listener.<listener>.downstream_cx_active' | 'listener.admin.downstream_cx_total' | 'listener.<listener>.downstream_cx_total';
-
-export const NEEDED_STATS: readonly NeededStat[] = ['listener.<listener>.downstream_cx_active', 'listener.admin.downstream_cx_total', 'listener.<listener>.downstream_cx_total'];
-
-/** The stats the drain needs, as the first stats read after start found them: checked at pod start, not at deletion. */
-export interface StatsCheck {
-  readonly missing: readonly NeededStat[];
-  /** One sentence: what is missing and why the drain cannot be trusted without it; empty when nothing is. */
-  readonly detail: string;
-}
-
-/** What a stats answer lacks of what the drain needs, and what each lack costs the drain. */
-export function checkNeededStats(count: ConnectionCount): StatsCheck {
-  const missing: NeededStat[] = [];
-  const why: string[] = [];
-  if (count.availableListeners.length === 0) {
-    missing.push('listener.<listener>.downstream_cx_active');
-    why.push("no listener's downstream_cx_active gauge: the drain counts 0 connections whatever is open, so it can only end at its deadline or when Envoy exits");
-  }
-  if (count.adminConnectionsTotal === null) {
-    missing.push('listener.admin.downstream_cx_total');
-    why.push('no listener.admin.downstream_cx_total: only the connection the sidecar holds open to Envoy tells the drained process from a replacement, and a count it cannot tie to that process never ends the drain');
-  }
-  if (count.arrivals.watched.length > 0 && !isObservable(count.arrivals)) {
-    missing.push('listener.<listener>.downstream_cx_total');
-    why.push("no listener downstream_cx_total nor per-listener downstream_rq_completed: the load balancer letting go cannot be observed, so --quiet-period holds nothing and check-delay alone protects a drain");
-  } else if (count.arrivals.blindSpots.length > 0) {
-    // Issue 33, case 2: a stats_matcher that trims some of them blinds the rule where it does, and says so here.
-    missing.push('listener.<listener>.downstream_cx_total');
-    why.push(`${describeBlindSpots(summarizeBlindSpots(count.arrivals.blindSpots))}: the quiet period holds on what is seen, check-delay protects the rest, and the load balancer's lag is not reported`);
-  }
-  const detail = missing.length === 0 ? '' : `Envoy's stats lack what the drain needs (a stats_matcher?): ${why.join('; ')}`;
-  return { missing, detail };
-}
-
 /** Lags of ended drains kept for /metrics: a sidecar re-armed by a crash-looping Envoy must not grow without bound. */
 const SETTLED_LAGS_KEPT = 16;
 
@@ -155,18 +118,6 @@ const WATCH_RETRY_MIN_MS = 100;
 /** At most one line per this long about a failing watch, with the count since the last one. */
 const WATCH_LOG_EVERY_MS = 60_000;
 
-type ReadVerdict = ReturnType<ProcessTrail['observe']>;
-/** `restartEpoch`: the answer's `server.hot_restart_epoch` (null: it lacked the gauge, so a hot restart cannot be told). */
-type MarkRead =
-  | { readonly ok: true; readonly verdict: ReadVerdict; readonly restartEpoch: number | null }
-  | {
-      readonly ok: false;
-      readonly kind: AdminFailureKind;
-      readonly message: string;
-      /** Refused while this witness was open (null: none was): the process holding it lives, its address lost (a socket path). */
-      readonly openWitness?: number | null;
-    };
-
 export class DrainSupervisor {
   private drain: Drain;
   private rearmCount = 0;
@@ -174,8 +125,8 @@ export class DrainSupervisor {
   private pollsOfEndedDrains = 0;
   /** Settled load-balancer lags of the drains before this one (see SupervisorSnapshot). */
   private lagsOfEndedDrains: readonly number[] = [];
-  /** The Envoy process last read, followed read after read (see the header). */
-  private trail: ProcessTrail;
+  /** The Envoy process last read, followed read after read (process-follower.ts). */
+  private readonly follower: ProcessFollower;
   /** Its new clients between drains (noteTraffic): what a drain's silence is sized from. */
   private traffic = new LoadBalancerWatch(null);
   private envoyProcess: EnvoyProcessInfo | undefined;
@@ -190,14 +141,8 @@ export class DrainSupervisor {
     failing: null,
   };
   private watching = false;
-  /** Whether marks follow our connections at this admin address: one for the sidecar, shared with its drains. */
-  private readonly trust = new MarkTrust();
-  /** The read of Envoy in flight, if any: reads are one at a time, so that each is compared with the one before. */
-  private reading: Promise<MarkRead> | undefined;
-  /** Doubtful reads so far while marks are unproven (warnIfMarksUnproven). */
-  private unproven = 0;
-  /** The once-only lines: marks unproven after a few doubtful reads, a journal that cannot be written. */
-  private readonly warned = new Once<'marks-unproven' | 'journal'>();
+  /** The once-only line: a journal that cannot be written. */
+  private readonly warned = new Once<'journal'>();
   /** The stats check of the first stats read after start (see checkNeededStats). */
   private statsCheck: StatsCheck | null = null;
 
@@ -208,7 +153,12 @@ export class DrainSupervisor {
     private readonly log: SidecarLog,
     private readonly clock: Clock,
   ) {
-    this.trail = new ProcessTrail(envoy, this.trust);
+    this.follower = new ProcessFollower(envoy, log, {
+      readTimeoutMs: options.readTimeoutMs,
+      stopping: this.stopping.signal,
+      clock,
+      onCount: (count, verdict, sentAtMs) => this.noteCount(count, verdict, sentAtMs),
+    });
     this.drain = this.newDrain();
   }
 
@@ -313,7 +263,7 @@ export class DrainSupervisor {
         return; // stopping
       }
       if (this.drain.current === 'draining' || this.deciding !== undefined) continue; // the drain reads Envoy itself
-      const read = await this.readMark();
+      const read = await this.follower.read();
       if (this.stopping.signal.aborted) return;
       this.noteWatch(read);
       if (read.ok) {
@@ -361,12 +311,12 @@ export class DrainSupervisor {
    * process's counter can grow past an old mark given time.
    */
   private newDrain(previous?: Drain): Drain {
-    const read = this.trail.latest;
+    const read = this.follower.latest;
     return new Drain(this.envoy, this.options.drain, this.log, this.clock, {
       ...(previous === undefined || read === undefined ? {} : { previous: { read, healthChecksFailedAtMs: previous.healthChecksFailedAt, loadBalancer: previous.loadBalancer } }),
       priorTraffic: () => this.traffic.priorTraffic(this.clock.now()),
       onStep: (step, progress) => this.onStep(step, progress),
-      trust: this.trust,
+      trust: this.follower.trust,
     });
   }
 
@@ -379,7 +329,7 @@ export class DrainSupervisor {
         if (this.drain !== drain) return;
         // Follow on from the drain's last read: whichever process gave it is the one running now.
         const latest = drain.latestRead;
-        if (latest !== undefined) this.trail = new ProcessTrail(this.envoy, this.trust, latest);
+        if (latest !== undefined) this.follower.handOver(latest);
         // The process drained is gone and another runs: the next /shutdown must drain that one.
         if (reason === 'envoy-replaced') this.rearm('another Envoy process took the admin port during the drain', false);
       },
@@ -395,7 +345,7 @@ export class DrainSupervisor {
    */
   private async drainIfNewProcess(arrivedAtMs: number): Promise<DrainOutcome> {
     const ended = this.drain;
-    const read = await this.readMark();
+    const read = await this.follower.read();
     // The watch re-armed meanwhile: the new drain still counts from this /shutdown's arrival.
     if (this.drain !== ended) return this.drain.current === 'idle' ? this.startDrain(arrivedAtMs) : this.drain.start();
     // No Envoy: nothing to drain. Unless a witness other than the one the drained process held is still open: then
@@ -445,86 +395,20 @@ export class DrainSupervisor {
 
   // --- reading Envoy -----------------------------------------------------------------------------------
 
-  /**
-   * A stats read for the mark of the process that answers, compared with the process followed (and followed
-   * from then on unless another one answered), bounded by the read timeout whatever the call does.
-   */
-  private async readMark(): Promise<MarkRead> {
-    // One at a time: a /shutdown deciding while the watch reads waits for that read, then reads afresh.
-    for (let waited = 0; this.reading !== undefined && waited < 2; waited += 1) await this.reading;
-    const read = this.readMarkNow();
-    this.reading = read;
-    try {
-      return await read;
-    } finally {
-      if (this.reading === read) this.reading = undefined;
-    }
-  }
-
-  private async readMarkNow(): Promise<MarkRead> {
-    const cancel = new AbortController();
-    const stop = (): void => cancel.abort();
-    this.stopping.signal.addEventListener('abort', stop, { once: true });
-    const expected = this.trail.expect();
-    const trail = this.trail;
-    const sentAtMs = this.clock.now();
-    const read = this.envoy.countOpenConnections(cancel.signal).then(
-      (count): MarkRead => {
-        this.checkStatsOnce(count);
-        const verdict = this.follow(trail, count.adminConnectionsTotal, expected, count.evidence);
-        this.noteTraffic(verdict, count, sentAtMs);
-        return { ok: true, verdict, restartEpoch: count.hotRestart?.epoch ?? null };
-      },
-      (error: unknown): MarkRead => ({
-        ok: false,
-        kind: failureKindOf(error),
-        message: messageOf(error),
-        openWitness: error instanceof AdminRefusedError ? (error.evidence?.witness ?? null) : null,
-      }),
-    );
-    const answer = await within(read, this.options.readTimeoutMs, {
-      ok: false,
-      kind: 'timeout',
-      message: `no answer within ${this.options.readTimeoutMs} ms`,
-    } satisfies MarkRead);
-    cancel.abort();
-    this.stopping.signal.removeEventListener('abort', stop);
-    return answer;
+  /** Each read the follower took: the stats checked at the first, the traffic of the process running. */
+  private noteCount(count: ConnectionCount, verdict: FollowVerdict, sentAtMs: number): void {
+    this.checkStatsOnce(count);
+    this.noteTraffic(verdict, count, sentAtMs);
   }
 
   /**
    * The traffic of the process running, read by read between drains: the next drain sizes its silence from it
    * (load-balancer.ts PriorTraffic). Only reads tied to the process followed; another process starts it anew.
    */
-  private noteTraffic(verdict: ReadVerdict, count: ConnectionCount, sentAtMs: number): void {
+  private noteTraffic(verdict: FollowVerdict, count: ConnectionCount, sentAtMs: number): void {
     if (verdict === 'replaced') this.traffic = new LoadBalancerWatch(null);
     if (verdict === 'doubtful' || verdict === 'unknown') return;
     this.traffic.observe(count.arrivals, sentAtMs, this.clock.now(), undefined);
-  }
-
-  /** Observes a read on `trail`; another process answering is followed from then on. */
-  private follow(trail: ProcessTrail, mark: ProcessMark, expected: Expectation, evidence: ReadEvidence | undefined): ReadVerdict {
-    const verdict = trail.observe(mark, expected, evidence);
-    if (verdict === 'replaced' && trail === this.trail) {
-      this.trail = new ProcessTrail(this.envoy, this.trust, markedRead(mark, this.envoy.connectionMarker(), evidence));
-    }
-    this.warnIfMarksUnproven(verdict, mark);
-    return verdict;
-  }
-
-  /**
-   * Reads that answer with a mark but never once grow as our own connections do: the admin address is not
-   * Envoy's own listener (a proxy, such as Contour's read-only 127.0.0.1:9001), and a replaced Envoy can then be
-   * told only by a counter that goes down.
-   */
-  private warnIfMarksUnproven(verdict: ReadVerdict, mark: ProcessMark): void {
-    if (this.trust.verified || mark === null || verdict !== 'doubtful') return;
-    this.unproven += 1;
-    if (this.unproven < 3 || !this.warned.first('marks-unproven')) return;
-    this.log.warn(
-      { event: 'admin_marks_unproven', envoy_admin: this.envoy.address },
-      `Envoy's admin counter at ${this.envoy.address} does not grow with this sidecar's own calls: is the admin address a proxy in front of Envoy? A replaced Envoy can then be told only by a counter that goes down`,
-    );
   }
 
   /**
@@ -641,41 +525,4 @@ export class DrainSupervisor {
   }
 }
 
-/** `promise`, or `fallback` after `ms`, whichever first; the timer is owned and cleared here. */
-function within<T>(promise: Promise<T>, ms: number, fallback: T): Promise<T> {
-  let timer: OwnedTimer | undefined;
-  const late = new Promise<T>((resolve) => {
-    timer = new OwnedTimer(ms, () => resolve(fallback));
-  });
-  return Promise.race([promise, late]).finally(() => timer?.clear());
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 export type { RecoveryAction };
-
-/**
- * Why a read after an ended drain cannot say that the drained process still runs, for the re-arm's log line. A reset
- * without a restart epoch is what a hot restart looks like while its parent holds this sidecar's witness: as a running
- * drain does (drain.ts resendStepsAfterBlindReset), the next drain fails the health checks of whatever answers.
- */
-/** Whether a refused read came while a witness was open that the drained process's last read was not spoken for by. */
-function heldByAnother(read: Extract<MarkRead, { ok: false }>, drained: MarkedRead | undefined): boolean {
-  const open = read.openWitness ?? null;
-  return open !== null && open !== (drained?.witness ?? null);
-}
-
-function whyUntold(read: MarkRead): string {
-  if (!read.ok && (read.openWitness ?? null) !== null) return "Envoy's admin address refuses while a connection held to a process behind it stays open: that process lives, its address lost";
-  if (!read.ok) return `Envoy's admin API did not say which process runs (${read.kind}): it may be a new one`;
-  switch (read.verdict) {
-    case 'reset':
-      return "Envoy's counters went down with no restart epoch in its stats: a counter reset or a hot restart, which nothing here can tell apart, so it is drained again";
-    case 'doubtful':
-      return "Envoy's admin counter did not grow as this sidecar's own connections say, and no connection held to the drained process tells whether it is the same one, reset, or another: it is drained again";
-    default:
-      return "Envoy's admin API did not say which process runs (no earlier read to compare with): it may be a new one";
-  }
-}
