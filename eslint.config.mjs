@@ -1,8 +1,9 @@
 /**
  * The lint `npm test` runs first (`npm run lint`): ESLint's and typescript-eslint's recommended rules, without
- * type information, plus the project's own promises below. Versions: eslint 9 (10 needs Node 20.19) and
- * typescript-eslint ~8.55 (8.56 on depends on eslint-visitor-keys 5, which needs Node 20.19): the project's floor
- * is 20.18.1, held by test/release/node-version.test.ts.
+ * type information, plus the project's own promises below: the sidecar's start path, the emulator kept out of the
+ * product, and the sizes issue 34 set (no file of src/ over 600 lines, no function over 80). Versions: eslint 9
+ * (10 needs Node 20.19) and typescript-eslint ~8.55 (8.56 on depends on eslint-visitor-keys 5, which needs Node
+ * 20.19): the project's floor is 20.18.1, held by test/release/node-version.test.ts.
  *
  * Off, and why:
  * - the type-aware rules (recommendedTypeChecked): about a minute of CPU on this tree instead of 15 s, and some
@@ -32,6 +33,15 @@ const NOT_AT_SIDECAR_START = ['http', 'crypto', 'util', 'net'].flatMap((name) =>
   { name: `node:${name}`, allowTypeImports: true, message: `not on the sidecar's start path: take it with process.getBuiltinModule('node:${name}') where it is needed (see src/envoy/admin-client.ts).` },
   { name, allowTypeImports: true, message: `not on the sidecar's start path (and spell it node:${name}): see src/envoy/admin-client.ts.` },
 ]);
+
+/**
+ * The Envoy emulator (src/emulator/, see its README.md) stands in for Envoy in the tests, the demo, the proof and the
+ * benches; the product never runs it, and the image leaves it out (tsconfig.build.json). So no other module of src/
+ * imports it, type imports included: a product module that did would ship, or lean on, a stand-in for Envoy.
+ */
+const NOT_THE_EMULATOR = [
+  { regex: String.raw`^\.{1,2}/(?:.*/)?emulator(?:/|$)`, message: 'the Envoy emulator is for the tests, the demo, the proof and the benches, never the product: see src/emulator/README.md.' },
+];
 
 /**
  * The modules src/sidecar/command.ts (the bundle's entry) reaches by static imports, besides src/sidecar/ itself.
@@ -90,8 +100,34 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   {
+    name: 'the product, apart from the emulator',
+    files: ['src/**'],
+    ignores: ['src/emulator/**'],
+    rules: { 'no-restricted-imports': ['error', { patterns: NOT_THE_EMULATOR }] },
+  },
+  {
     name: 'sidecar start path',
     files: SIDECAR_START_PATH,
-    rules: { 'no-restricted-imports': ['error', { paths: NOT_AT_SIDECAR_START }] },
+    // A later block's options replace an earlier one's for the same rule: the emulator's patterns are repeated here.
+    rules: { 'no-restricted-imports': ['error', { paths: NOT_AT_SIDECAR_START, patterns: NOT_THE_EMULATOR }] },
+  },
+  {
+    name: 'sizes (issue 34)',
+    files: ['src/**'],
+    rules: {
+      // Lines of the file as `wc -l` counts them, comments and blank lines included.
+      'max-lines': ['error', { max: 600, skipBlankLines: false, skipComments: false }],
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
+    },
+  },
+  {
+    name: 'sizes: being split (issue 34)',
+    files: ['src/sidecar/drain.ts', 'src/sidecar/supervisor.ts'],
+    rules: { 'max-lines': 'off' },
+  },
+  {
+    name: 'sizes: startSidecar being split (issue 34)',
+    files: ['src/sidecar/main.ts'],
+    rules: { 'max-lines-per-function': 'off' },
   },
 );

@@ -1,15 +1,9 @@
 /**
- * Time, for every part of the sidecar (the drain, the supervisor's watch for a new Envoy, the start-up probe,
- * the admin client, the server's connection limits, the journal) and for the self-managed certificate loop:
- * one abstraction, so that a reader finds in one place why a wall-clock step cannot move a deadline.
- *
- * - `now()` is **monotonic**: every duration, deadline and interval is measured on it. It is the kernel's
- *   CLOCK_MONOTONIC (process.hrtime), which NTP steps and `date -s` never move and which every process on a
- *   node shares, so that a restarted sidecar can compare it with what an earlier one wrote in its journal.
- * - `wallNow()` is the wall clock, for timestamps shown to people (logs, /drain) and nothing else.
- *
- * Production reads the real clocks; tests drive a virtual one (test/support/virtual-clock.ts, which can also
- * step its wall clock) or fire timers by hand (test/support/manual-timers.ts).
+ * Time, for every part of the sidecar and for the self-managed certificate loop: one abstraction, so that a reader
+ * finds in one place why a wall-clock step cannot move a deadline. `now()` is monotonic (the kernel's
+ * CLOCK_MONOTONIC, shared by every process on a node): every duration, deadline and interval is measured on it.
+ * `wallNow()` is the wall clock, for timestamps shown to people and nothing else. Production reads the real clocks;
+ * tests drive a virtual one or fire timers by hand. Why: docs/design.md#what-the-drain-promises (after the promises).
  */
 export interface Clock {
   /** Monotonic milliseconds from an arbitrary origin: for durations, deadlines and intervals only. */

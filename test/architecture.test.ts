@@ -7,7 +7,9 @@
  * - the modules the sidecar loads at start (what src/sidecar/command.ts, the bundle's entry, reaches by static
  *   imports) are all under eslint.config.mjs's rule against importing node:http and node:crypto there, and the
  *   version and image name (src/version.ts) are not among them: the sidecar's --version is main.js's
- *   (test/sidecar/bundle.test.ts).
+ *   (test/sidecar/bundle.test.ts);
+ * - no module of the product imports the Envoy emulator (src/emulator/README.md), and the lint rule that says so
+ *   covers every module of src/ but the emulator's.
  *
  * Dynamic import() is left out of both: it loads on demand, which is what it is there for (the sidecar's
  * metrics, the commands' chunks).
@@ -158,5 +160,27 @@ describe("the sidecar's start path", () => {
       if (!(paths?.includes('node:http') === true && paths.includes('node:crypto'))) uncovered.push(module);
     }
     assert.deepEqual(uncovered, [], 'on the start path but not in SIDECAR_START_PATH: add them there');
+  });
+});
+
+describe('the Envoy emulator (src/emulator/README.md)', () => {
+  const isEmulator = (module: string): boolean => module.startsWith('src/emulator/');
+
+  test('no module of the product imports it, type imports included', () => {
+    const importing = [...GRAPH].filter(([module, imports]) => !isEmulator(module) && imports.some(isEmulator)).map(([module]) => module);
+    assert.deepEqual(importing, [], 'these product modules import the emulator, a stand-in for Envoy the tests use');
+  });
+
+  test("eslint.config.mjs forbids it in src/ outside src/emulator/, the sidecar's start path included (a control on the rule)", async () => {
+    const eslint = new ESLint({ cwd: REPO_ROOT });
+    const lint = async (file: string, specifier: string): Promise<string[]> => {
+      const [result] = await eslint.lintText(`export type { EnvoyEmulatorOptions } from '${specifier}';\n`, { filePath: join(REPO_ROOT, file) });
+      return (result?.messages ?? []).map((message) => message.ruleId ?? '');
+    };
+    assert.deepEqual(await lint('src/check/drains.ts', '../emulator/types.js'), ['no-restricted-imports'], 'a product module');
+    assert.deepEqual(await lint('src/sidecar/drain.ts', '../emulator/types.js'), ['no-restricted-imports'], "a module on the sidecar's start path");
+    assert.deepEqual(await lint('src/main.ts', './emulator/types.js'), ['no-restricted-imports'], 'the entry');
+    assert.deepEqual(await lint('src/emulator/cli.ts', './types.js'), [], 'the emulator itself');
+    assert.deepEqual(await lint('test/emulator/drain.test.ts', '../../src/emulator/types.js'), [], 'a test');
   });
 });

@@ -1,16 +1,10 @@
 /**
- * The pass that self-managed TLS (self-managed.ts) runs at start-up and on every check: idempotent, and the
- * same on every replica.
- *   1. Secret: GET. Missing → issue and CREATE; AlreadyExists → another replica won, GET and use its.
- *      Unusable or due for renewal → issue and UPDATE with the resourceVersion read; Conflict → another
- *      replica renewed first, GET and use its if it is valid.
- *   2. Configuration: every webhook of it must hold the Secret's ca.crt as caBundle, and its annotation
- *      shutdown-manager.io/serving-certificate the Secret's tls.crt (the certificate every replica serves once it
- *      has switched to it; PEM, never the key), which `check` verifies against the caBundle without reading the
- *      Secret. One JSON patch sets what differs, nothing when nothing does.
- * It resolves with the Secret's certificate; serving it, and when, is the loop's decision.
- *
- * No leader election is needed: the API server's optimistic concurrency picks one writer per change.
+ * The pass that self-managed TLS (self-managed.ts) runs at start-up and on every check: idempotent, and the same on
+ * every replica. 1. The Secret: created if missing, updated (guarded by the resourceVersion read) when unusable or due
+ * for renewal; a replica that loses the race (AlreadyExists, Conflict) reads and uses the winner's. 2. The
+ * configuration: one JSON patch sets what differs of each webhook's caBundle (the Secret's ca.crt) and the annotation
+ * shutdown-manager.io/serving-certificate (its tls.crt). It resolves with the Secret's certificate; serving it, and
+ * when, is the loop's decision. No leader election is needed: see docs/operations/self-managed-tls.md#how-it-keeps-trust.
  */
 import type { Logger } from 'pino';
 import { UserFacingError } from '../errors.js';

@@ -1,22 +1,11 @@
 /**
- * Self-managed TLS (--self-signed-certs): the webhook keeps its own CA and serving certificate in a Secret
- * shared by all replicas and gives the CA to the API server through the caBundle, so cert-manager is not
- * needed.
+ * Self-managed TLS (--self-signed-certs): the webhook keeps its own CA and serving certificate in a Secret shared by
+ * all replicas and gives the CA to the API server through the caBundle, so cert-manager is not needed. Every replica
+ * runs the same idempotent pass (reconcile.ts) at start-up and every checkIntervalMs, checks the caBundle between
+ * passes (every caBundleCheckIntervalMs), and serves a new certificate only once the caBundle holds its CA and
+ * trustPropagationMs has passed. Start-up (obtain) is bounded by startupBudgetMs in all.
  *
- * Every replica runs the same idempotent pass (reconcile.ts: the Secret, then the caBundle) at startup,
- * then every checkIntervalMs, and serves the Secret's certificate if it is not already the one served:
- * only once the caBundle holds its CA, and after trustPropagationMs so that every API server instance has
- * seen the new caBundle. The certificate being replaced stays trusted meanwhile, because ca.crt still holds
- * its CA (see stored.ts).
- *
- * Between those passes, every caBundleCheckIntervalMs, one GET of the configuration checks that its caBundle
- * is still the one last written: `kubectl replace` or a GitOps sync of the bare manifest wipes it, and with
- * failurePolicy Ignore new Envoy pods are admitted without the sidecar until it is back. When it differs,
- * the full pass runs at once (it reads the Secret first, so a bundle renewed by another replica is never
- * overwritten with an older one).
- *
- * Start-up (obtain) is bounded by startupBudgetMs in all, request timeouts included, so that the pod says
- * why it gave up before the startupProbe of manifests/self-signed runs out.
+ * Why each of these: docs/operations/self-managed-tls.md#how-it-keeps-trust.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';

@@ -1,15 +1,12 @@
 /**
- * What the self-signed certificate Secret holds, and whether it can be served.
+ * What the self-signed certificate Secret holds, and whether it can be served:
  *
  *   tls.crt  serving certificate, for every name of serviceDnsNames()
  *   tls.key  its private key
  *   ca.crt   the trust bundle: the CA that signed tls.crt first, then the previous CA while it is still
  *            valid. The MutatingWebhookConfiguration's caBundle is exactly this text.
  *
- * No CA key is stored: every renewal makes a fresh CA (generateCertificates), and keeping the previous
- * CA in the bundle covers the replicas that still serve the previous certificate. That is the same
- * rollover on every renewal, so the path that keeps trust continuous is exercised every time, not once
- * a decade when a long-lived CA expires.
+ * No CA key is stored: every renewal makes a fresh CA (docs/operations/self-managed-tls.md#how-it-keeps-trust).
  */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { generateCertificates } from './generate.js';

@@ -1,34 +1,11 @@
 /**
- * The drains of each workload, beside the load balancer's lag its pods' drains observed: the time from Envoy's
- * health-check failure to the last new client that still reached it (the sidecar's
+ * The drains of each workload, beside the load balancer's lag its pods' drains observed (the sidecar's
  * shutdown_manager_load_balancer_lag_seconds, the largest over a window, read from Prometheus by read.ts). Pure:
  * the pods, their workloads and the samples in; one row per workload and the findings out.
  *
- * Two verdicts, both warnings (the pods are protected; their drains are at risk):
- *
- * - **Near the deadline** (`drains.lag-near-deadline`): the last client arrived after 80 % of the drain's
- *   deadline (drain-delay + lag >= 0.8 x deadline, both counted from the drain's start, as the sidecar counts
- *   them). A drain waits for such clients, and a load balancer a little slower next time makes the drain cut
- *   them at the deadline. The deadline is the sidecar's --drain-timeout (the injector sets it to the grace
- *   period minus its margin), or the grace period itself when that was shortened below it (then the kubelet
- *   kills first; pods.grace-period reports that).
- * - **Beyond the check-delay, with the quiet-period rule off** (`drains.lag-beyond-check-delay`): the sidecar
- *   started with --quiet-period=0s lets a drain end once connections are gone, from check-delay after the
- *   health-check failure on; a client that arrives later than that (one check-interval of slack: the count
- *   that can end the drain is taken every check-interval) may find Envoy gone, and its requests are lost.
- *   With the rule on (the default) the drain waits until clients stop arriving, so a long lag costs time, as far
- *   as the drain can see them arriving; where it could not, the next two say so.
- *
- * And two that the sidecars report themselves, each read by a query of its own (a failed one drops only its finding):
- *
- * - **Drains that could not see the load balancer** (`drains.unobserved`): listeners whose new clients a drain could
- *   not see arriving (shutdown_manager_load_balancer_unobserved_listeners, by reason). Their lag is not in the table
- *   (never a 0), and check-delay alone, or the quiet period on what was seen, protected them.
- * - **Drains held by a poller** (`drains.held-by-traffic`): a drain that reached its deadline with its connections
- *   gone, held only by new client traffic that never stopped (shutdown_manager_drain_held_by_traffic). A longer grace
- *   period cannot help, so the near-deadline warning of such a workload says so instead of asking for one. The gauge
- *   is 1 only from the drain's end to the pod's, so a scrape may miss it: the near-deadline warning names the cause
- *   as possible.
+ * Its findings are warnings (the pods are protected; their drains are at risk): drains.lag-near-deadline,
+ * drains.lag-beyond-check-delay, drains.unobserved and drains.held-by-traffic, each with its cause and fix in
+ * docs/operations/check.md; the words in docs/glossary.md#lag and docs/glossary.md#poller.
  */
 import { drainTimeoutMs as derivedDrainTimeoutMs, POD_DRAIN_SETTINGS } from '../config/drain.js';
 import { formatDuration } from '../config/duration.js';
@@ -126,7 +103,7 @@ export interface WorkloadDrain {
   readonly gracePeriodSeconds: number;
   /** The sidecar's --check-delay: the shortest. */
   readonly checkDelaySeconds: number;
-  /** The drain's deadline from its start: the shortest (see the header). */
+  /** The drain's deadline from its start: the shortest (the near-deadline finding, docs/operations/check.md). */
   readonly deadlineSeconds: number;
   /** The sidecar's --drain-delay (counts against the deadline): the longest. */
   readonly drainDelaySeconds: number;

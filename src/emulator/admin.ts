@@ -1,21 +1,10 @@
 /**
- * Envoy's admin API (source/server/admin/): the endpoints the shutdown manager and its peers rely on, with the
- * output formats of Envoy's documentation (docs/root/operations/admin.rst; see test/fixtures/envoy/), and
- * switchable faults. On a TCP port, or (`adminSocketPath`) only on a Unix socket, as Contour's bootstrap puts
- * it: SocketImpl::bind (source/common/network/socket_impl.cc) unlinks a file already at the path, binds,
- * then chmods to `pipe.mode` (Contour: 0644); "@name" is an abstract socket. Its stats keep the
- * `listener.admin.` / `http.admin.` names whatever its address (admin.cc, admin.h AdminListener).
+ * Envoy's admin API (source/server/admin/): the endpoints the shutdown manager and its peers rely on, with the output
+ * formats of Envoy's documentation (see test/fixtures/envoy/), and switchable faults; on a TCP port, or only on a
+ * Unix socket, as Contour's bootstrap puts it. Mutations are POST only; `/drain_listeners` follows the release
+ * (`drainListeners`); the emulator's own control paths `/emulator/*` serve a child process.
  *
- * - Mutations are POST only (`mutationOnGetStatus` for a GET: 400 as documented, 405 as recent sources say).
- * - `/healthcheck/fail` and `/healthcheck/ok` (server.cc InstanceImpl::failHealthcheck); `/ready` and
- *   `/server_info` (ServerInfoHandler, server_info_handler.cc; Utility::serverState, utils.cc).
- * - `/drain_listeners` (ListenersHandler::handlerDrainListeners, listeners_handler.cc) by release, see
- *   `drainListeners`.
- * - `/stats`, `/stats/prometheus` (StatsHandler, stats_handler.cc): `filter` (a JavaScript regex standing
- *   in for RE2, partial match), `usedonly`, `format`.
- * - `/quitquitquit` (ServerCmdHandler::handlerQuitQuitQuit, server_cmd_handler.cc): the answer, then exit.
- * - `/reset_counters` (StatsHandler::handlerResetCounters): every counter to 0, gauges untouched (CounterResets).
- * - The emulator's own control paths `/emulator/*` (faults, the requests received), for a child process.
+ * Each endpoint and the Envoy source it follows: docs/emulator.md#the-admin-api.
  */
 import http from 'node:http';
 import type net from 'node:net';

@@ -1,63 +1,12 @@
 /**
- * The Envoy emulator as a process, standing in for the Envoy container in end-to-end tests:
+ * The Envoy emulator as a process, standing in for the Envoy container in end-to-end tests and behind `npm run
+ * envoy-emulator`: `node --import tsx src/emulator/cli.ts [Envoy's own args] [emulator flags]`. It takes Envoy's flags
+ * as a pod spec passes them (the value as the next argument, after a space, or after `=`) and its own; prints one JSON
+ * line with its pid, ports and listener names once listening; and on SIGTERM, SIGINT or POST /quitquitquit cuts every
+ * connection, as Envoy does, and exits 0.
  *
- *   node --import tsx src/emulator/cli.ts [Envoy's own args] [emulator flags]
- *
- * Envoy's flags, so that a pod spec's Envoy container args can be passed straight through: `--flag value`
- * as two arguments or as one (Envoy's TCLAP parser splits an argument at its first space; Envoy Gateway
- * passes "--drain-strategy immediate"), and `--flag=value` too (which real Envoy would reject):
- *   --drain-strategy gradual|immediate   (default gradual; anything else fails, as Envoy does)
- *   --drain-time-s N                     (default 600)
- *   --concurrency N                      (worker count of the per-worker stats; default 2)
- *   --disable-hot-restart                (/server_info hot_restart_version "disabled")
- *   -c/--config-path, --config-yaml, -l/--log-level, --component-log-level, --log-format, --log-path,
- *   --service-cluster, --service-node, --service-zone, --base-id, --use-dynamic-base-id,
- *   --parent-shutdown-time-s, --mode       (only shown in /server_info command_line_options)
- *   Any other flag is ignored, with its value if the next argument is not a flag (Envoy takes no
- *   positional arguments); so are bare arguments.
- *
- * Emulator flags (same two forms):
- *   --admin-port=0 --http-port=0 --tcp-port=0 --host=127.0.0.1 --stat-address=0.0.0.0 --workers=2
- *   --http-drain-type=default|modify_only --tcp-drain-type=…   (listener drain_type; default default)
- *   --http-direction=inbound|outbound|unspecified --tcp-direction=…   (traffic_direction; default unspecified)
- *   --drain-time=<ms>                    (alias of --drain-time-s in milliseconds)
- *   --random-seed=N                      (deterministic gradual drain decisions)
- *   --started-at=<ms since epoch>        (the instant /server_info uptimes count from; default now)
- *   --fault=none|slow:<ms>|status:<code>|garbage|empty|down   --fault-paths=/stats,/healthcheck
- *   --upstream-port=N                    (route the HTTP listener's requests to this local port: a sidecar Envoy)
- *   --version=X.Y.Z                      (the Envoy release to behave as; default 1.36.2: /server_info `version`
- *                                         and drain_listeners' rules by release; 1.41.0-dev is Envoy's main
- *                                         branch, with its connection-level proactive drain. Real Envoy's `--version` is a
- *                                         switch that prints the version and exits; the emulator reuses the name
- *                                         with a value, so a pod spec's Envoy args never contain it)
- *   --admin-socket=PATH                  (serve the admin API on this Unix socket only, no TCP admin port, as
- *                                         Contour's bootstrap does; an existing file there is replaced, as Envoy
- *                                         does; "@name" is an abstract socket; excludes --admin-port)
- *   --admin-socket-mode=0644             (the socket file's mode, octal; default 0644, Contour's pipe.mode)
- *   --readonly-admin-port=N              (Contour's `envoy-admin` listener: GET-only read-only admin routes on
- *                                         <host>:N forwarded to the admin API; 0 for a free port)
- *   --http-drain-timeout=<ms>            (the HTTP connection manager's drain_timeout, default 5000: on an HTTP/2
- *                                         connection, the time from the shutdown-notice GOAWAY to the final one)
- *   --health-check-path=/healthz         (Envoy's HTTP health-check filter on the HTTP listener, non pass-through:
- *                                         that exact path is answered 200, or 503 once /healthcheck/fail was
- *                                         taken, never routed; off by default)
- *   --host=::1 binds every listener (admin, http, tcp, read-only) on IPv6 loopback only; listener stat
- *   names then follow Envoy's IPv6 form, e.g. `[__1]_10000` (and `--stat-address=::` gives `[__]_<port>`).
- *
- * The HTTP port speaks HTTP/1.1 and h2c (prior knowledge) and accepts WebSocket upgrades; its routes are `/`,
- * `/delay/<ms>`, `/stream?interval_ms=N&count=M` (see envoy-emulator.ts).
- *
- * Prints one JSON line on stdout once listening: {"pid":…,"host":"127.0.0.1","admin":…,"http":…,"tcp":…,
- * "listeners":{"http":"0.0.0.0_…","tcp":"0.0.0.0_…"},"startedAt":…,"drainStrategy":"gradual","drainTimeMs":…,
- * "version":"1.36.2"}; with --admin-socket also "admin":null,"adminSocket":"<path>"; with
- * --readonly-admin-port also "readonlyAdmin":<port> and "listeners":{…,"readonlyAdmin":"127.0.0.1_<port>"}.
- * On SIGTERM, SIGINT or POST /quitquitquit it closes every listener and connection at once, as Envoy does,
- * and exits 0. Restarting "the Envoy container" (a new process on the same --admin-port/--http-port/
- * --tcp-port right after the old one exited) works: libuv sets SO_REUSEADDR on every TCP listener
- * (src/unix/tcp.c uv__tcp_bind), so TIME_WAIT connections of the old process do not block the bind.
- * While running, its admin port (or socket) also answers POST /emulator/fault?fault=…[&paths=/stats,…][&for_ms=…]
- * (change the fault, optionally for a while: the only way back from `down`) and GET /emulator/requests
- * (the admin requests received, as JSON).
+ * Every flag, the JSON line, and the control paths /emulator/fault and /emulator/requests:
+ * docs/emulator.md#running-it.
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';

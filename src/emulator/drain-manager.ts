@@ -1,25 +1,12 @@
 /**
- * Envoy's drain manager (source/server/drain_manager_impl.cc DrainManagerImpl) as the listeners' connections
- * see it: the per-response drain-close decision (`drainClose`, with the gradual formula in
- * `gradualDrainClose`), drain sequences by direction (`startDrainSequence`, PR #37873 for directions), and,
- * on Envoy main only, the connection-level proactive drain (`pushConnectionDrain`, `drainConnection`;
- * runtime guard `envoy.reloadable_features.use_connection_event_drain`). A listener's `drain_type` and
+ * Envoy's drain manager (source/server/drain_manager_impl.cc DrainManagerImpl) as the listeners' connections see it:
+ * the per-response drain-close decision (`drainClose`, with the gradual formula in `gradualDrainClose`), drain
+ * sequences by direction (`startDrainSequence`, PR #37873 for directions), and, on Envoy main only, the
+ * connection-level proactive drain (`pushConnectionDrain`, `drainConnection`). A listener's `drain_type` and
  * `traffic_direction` (listener.proto) decide which decisions reach it.
  *
- * The source for main's proactive drain is Envoy's changelog alone, not its code (drain_manager_impl.cc and
- * conn_manager_impl.cc on main were not read). changelogs/current.yaml on main, latest wording:
- *
- *   "The HTTP connection manager now proactively drains connections with active streams in the last third
- *   of the listener drain time, rather than only checking the drain state when a response is sent. This
- *   spreads the closure of upgraded (e.g. WebSocket) and CONNECT streams across the drain window. Idle
- *   connections begin draining immediately. Proactive draining is skipped when --drain-time-s is too short
- *   to leave room for the connection manager's drain timeout. The proactive behavior can be temporarily
- *   reverted by setting the runtime guard envoy.reloadable_features.use_connection_event_drain to false."
- *
- * and an earlier entry: the drain event "is pushed to each connection when the drain sequence starts on the
- * main thread, rather than from polling the listener's DrainDecision on every response", and is "only
- * delivered to the listeners covered by the drain". See `pushConnectionDrain` for how the emulator reads
- * them and what it chose where they say nothing.
+ * Main's proactive drain follows Envoy's changelog alone, not its code: its wording, and how the emulator reads it,
+ * in docs/emulator.md#envoy-mains-proactive-drain; `pushConnectionDrain` makes the choices where it says nothing.
  */
 import { randomInt } from 'node:crypto';
 import type net from 'node:net';

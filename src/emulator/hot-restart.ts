@@ -1,34 +1,12 @@
 /**
- * Envoy's hot restart, between two emulator processes: the parent (the emulator that is asked to restart) and
- * a child it forks with the next `--restart-epoch`. What real Envoy does, and the source it follows
- * (docs/root/intro/arch_overview/operations/hot_restart.rst; source/server/hot_restarting_child.cc,
- * hot_restarting_parent.cc, server.cc InstanceImpl::shutdownAdmin and updateServerStats,
- * source/common/stats/stat_merger.cc):
+ * Envoy's hot restart, between two emulator processes: the parent (the emulator that is asked to restart) and a
+ * child it forks with the next `--restart-epoch`, handed the parent's listen sockets over the fork's IPC channel. The
+ * child shuts the parent's admin down and binds its address, tells the parent to drain, merges the parent's stats at
+ * each flush (the first when its workers start), and terminates it after `--parent-shutdown-time-s`; the parent's
+ * admin connections stay open until it exits. `server.hot_restart_epoch` is each process's `--restart-epoch`.
  *
- * 1. The child initializes, then asks the parent for copies of its listen sockets
- *    (HotRestartingChild::duplicateParentListenSocket: the file descriptors, passed over a Unix socket). Here:
- *    the parent's listening servers, passed over the fork's IPC channel, which passes them the same way.
- * 2. The child asks the parent to shut its admin down (shutdownParentAdmin): the parent's
- *    InstanceImpl::shutdownAdmin stops its stats flush, stops its listeners and closes its admin listen socket.
- *    Only the listen socket: admin connections the parent accepted stay open (nothing closes them) until the
- *    parent exits. The child then binds the admin address.
- * 3. The child tells the parent to drain its listeners (drainParentListeners): the parent stops accepting and
- *    starts its drain sequence; its open connections go on being served, and drain-closed as any drain does.
- * 4. Each stats flush of the child (stats_flush_interval, 5 s by default) merges the parent's stats. The first merge
- *    comes when the child's workers start (InstanceBase::startWorkers calls updateServerStats), after its init, not
- *    when it binds the admin address: until then its gauges leave the parent's connections out, and its
- *    `server.uptime` and `server.parent_connections` are still 0 (here: the first merge one flush interval after the
- *    child is ready). After it, `server.uptime` counts from the parent's original start (shutdownParentAdmin hands
- *    the child the parent's original_start_time_). Each merge
- *    (mergeParentStatsIfAny) adds gauges to the child's own (Accumulate, the default import mode of the
- *    listener and connection manager gauges; the `server.*` gauges are not imported), counters by the
- *    parent's deltas since the previous merge; `server.parent_connections` is the parent's open connections
- *    and `server.total_connections` both processes'. Once the parent is gone, the merge gives 0s and the
- *    parent's contributions are dropped.
- * 5. After `--parent-shutdown-time-s` (900 s by default) the child terminates the parent (terminateParent),
- *    which exits: the kernel closes every socket it held, its admin connections too.
- *
- * `server.hot_restart_epoch` is the `--restart-epoch` of each process (0 for a first start).
+ * The five steps and the Envoy source each follows: docs/emulator.md#hot-restart; the word:
+ * docs/glossary.md#hot-restart.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import type net from 'node:net';
@@ -143,7 +121,7 @@ export class ParentStatsMerger {
   private latest: ParentStats | undefined;
   private firstCounters: Readonly<Record<string, number>> | undefined;
   private parentGone = false;
-  /** Whether the first merge has happened (the child's workers have started: see the header). */
+  /** Whether the first merge has happened (the child's workers have started: docs/emulator.md#hot-restart, step 4). */
   mergedOnce = false;
   /** Whether this child has terminated its parent (after which the parent's going away is expected). */
   terminatedParent = false;

@@ -1,19 +1,12 @@
 /**
- * The HTTP listener: one HTTP connection manager (stat prefix `ingress_http` by default, codec_type AUTO;
- * source/common/http/conn_manager_impl.cc, conn_manager_utility.cc) speaking HTTP/1.1 (http1.ts) and h2c
- * (http2.ts) on one port, with WebSocket upgrades (upgrades.ts), Envoy's HTTP health-check filter when
- * configured (health-check-filter.ts), and its routes: anything answers a tiny fixed response, like a
- * `direct_response` route; `/delay/<ms>` answers that much later (a slow upstream); `/stream?interval_ms=N&
- * count=M` is a long server stream (a gRPC server-streaming call). Or, with `upstreamPort`, every request is
- * routed to an upstream on loopback (router.ts), as a sidecar Envoy's inbound route to its application.
+ * The HTTP listener: one HTTP connection manager (stat prefix `ingress_http` by default, codec_type AUTO) speaking
+ * HTTP/1.1 (http1.ts) and h2c (http2.ts) on one port, with WebSocket upgrades (upgrades.ts), Envoy's HTTP
+ * health-check filter when configured (health-check-filter.ts), and its routes: a tiny fixed response, `/delay/<ms>`,
+ * `/stream?interval_ms=N&count=M`, or, with `upstreamPort`, every request to an upstream on loopback (router.ts). It
+ * counts connections, requests and responses where Envoy's connection manager does.
  *
- * Codec choice (ConnectionManagerUtility::determineNextProtocol): a connection whose data starts with
- * Http2::CLIENT_MAGIC_PREFIX "PRI * HTTP/2" is HTTP/2, any other HTTP/1.1; createCodec counts it in
- * `http.<prefix>.downstream_cx_http2_total`/`_active` or `…_http1_…`; a connection that has sent nothing is
- * only in `downstream_cx_active` and the listener stats (http_conn_man/stats.rst). The connection manager is
- * a network filter created at accept, so every connection counts in `http.<prefix>.downstream_cx_total`
- * whether or not it sends a byte; every request in `downstream_rq_total` when its stream starts; every
- * response in the response counters when its headers are encoded (chargeStats, stats.ts).
+ * The codec choice and the counters, with their Envoy source:
+ * docs/emulator.md#codec-choice-and-the-connection-managers-counters.
  */
 import http from 'node:http';
 import net from 'node:net';

@@ -1,16 +1,12 @@
 /**
- * The HTTP/2 codec of the HTTP listener (h2c with prior knowledge; source/common/http/http2/codec_impl.cc,
- * Node's nghttp2 standing in for Envoy's) and the HTTP connection manager's HTTP/2 drain sequence
- * (source/common/http/conn_manager_impl.cc startDrainSequence, onDrainTimeout, checkForDeferredClose;
- * http2/codec_impl.cc shutdownNotice, goAway): the same per-response decision as HTTP/1.1; a yes, on a
- * connection not draining yet, counts `downstream_cx_drain_close` once for the connection, sends a GOAWAY
- * with last-stream-id 2^31-1 before the response's headers, and arms the HCM `drain_timeout`. At its end, a
- * GOAWAY naming the last stream processed; the connection closes once its streams end. Streams go on
- * throughout; the client's GOAWAY changes nothing (onGoAway is empty). An HTTP/2 connection with no response
- * encoded since the drain began gets nothing until Envoy exits; neither does one whose only stream is a long
- * one whose headers went out before (envoyproxy/envoy#14350, #42305). On Envoy main the proactive drain
- * reaches both (drain-manager.ts: an idle one at the drain's start, one with streams in its last third); the
- * codec counts its streams in the connection's `inFlight` for it.
+ * The HTTP/2 codec of the HTTP listener (h2c with prior knowledge; Node's nghttp2 standing in for Envoy's
+ * source/common/http/http2/codec_impl.cc) and the HTTP connection manager's HTTP/2 drain sequence: a GOAWAY with
+ * last-stream-id 2^31-1 on the first response the drain decision says yes to, the final GOAWAY at the HCM
+ * `drain_timeout`, and a close once the streams end. A connection with no response since the drain began gets
+ * nothing until Envoy exits; on Envoy main the proactive drain reaches it (drain-manager.ts), for which the codec
+ * counts its streams in the connection's `inFlight`.
+ *
+ * The sequence and its Envoy source: docs/emulator.md#the-http2-drain.
  */
 import http2 from 'node:http2';
 import type net from 'node:net';

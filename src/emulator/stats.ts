@@ -1,15 +1,10 @@
 /**
- * Envoy's stats as the emulator keeps and prints them.
+ * Envoy's stats as the emulator keeps and prints them: a listener's counters and gauges with their per-worker copies,
+ * an HTTP connection manager's gauge/counter pairs and response counters (charged as chargeStats charges them),
+ * listener stat names (`listenerStatName`), and the /stats formats: plain text, JSON, and Prometheus text format
+ * 0.0.4 with Envoy's default tag extraction (`prometheusSeries`).
  *
- * - Counters and gauges (source/common/stats): a listener's `downstream_cx_active`/`_total` and their
- *   per-worker copies `listener.<address>.worker_<n>.` (docs/root/configuration/listeners/stats.rst), an HTTP connection manager's gauge/counter pairs and response
- *   counters (docs/root/configuration/http/http_conn_man/stats.rst, ConnectionManagerNamedStats and the
- *   "Per listener statistics" ConnectionManagerListenerStats, charged by ConnectionManagerImpl::ActiveStream::
- *   chargeStats in source/common/http/conn_manager_impl.cc).
- * - Listener stat names (ListenerImpl's scope, Stats::Utility::sanitizeStatsName): `listenerStatName`.
- * - The /stats output formats (source/server/admin/stats_handler.cc, stats_render.cc; see
- *   test/fixtures/envoy/): plain text, JSON, and Prometheus text format 0.0.4 with Envoy's default tag
- *   extraction (source/common/config/well_known_names.cc): `prometheusSeries`.
+ * The stats and the Envoy source each follows: docs/emulator.md#stats and docs/emulator.md#arrival-counters.
  */
 
 /** One stat as /stats lists it; `used` is what `usedonly` keeps (a counter above 0, a gauge ever set). */

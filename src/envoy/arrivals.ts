@@ -1,46 +1,15 @@
 /**
- * New client traffic, as Envoy's counters show it: what the drain watches to learn when the load balancer has
- * stopped sending to this pod. Pure functions only: stats.ts gathers the counters, the drain compares two reads.
+ * New client traffic, as Envoy's counters show it: what the drain watches to learn when the load balancer has stopped
+ * sending to this pod. Pure functions only: stats.ts gathers the counters, the drain compares two reads.
  *
- * What is a client arrival, per watched listener (every counted listener but those serving the kubelet's probes):
- *
- * - **On a listener with an HTTP connection manager, a request that is not a health check.** Envoy counts every
- *   response per listener and connection manager in `listener.<L>.http.<prefix>.downstream_rq_completed`
- *   (docs/root/configuration/http/http_conn_man/stats.rst, "Per listener statistics"), and a request its HTTP
- *   health-check filter marked as a health check never reaches that counter: ActiveStream::chargeStats
- *   (source/common/http/conn_manager_impl.cc) returns before charging `downstream_rq_completed` and its
- *   `_<N>xx` classes when `streamInfo().healthCheck()` is set, in every release that has the per-listener stats.
- *   So a load balancer's HTTP checks answered by the filter (503 once /healthcheck/fail was taken) are not in
- *   the count at all. The filter's own `http.<prefix>.health_check.request_total`
- *   (docs/root/configuration/http/http_filters/health_check_filter.rst, recent releases) is read for the report
- *   only. A check that the filter does not answer (routed to an upstream) is a request like any: it counts.
- *   A new connection alone is no arrival here: a load balancer's TCP health check is a connection that carries
- *   no request (`listener.<L>.downstream_cx_total` grows, no request counter does). A client's connection carries
- *   a request, counted when its response completes; until then it is an open connection, which holds the drain.
- * - **On a listener without one (a TCP proxy), a new connection** (`listener.<L>.downstream_cx_total`,
- *   docs/root/configuration/listeners/stats.rst): Envoy's tcp_proxy counts per stat prefix, not per listener, and
- *   nothing tells a load balancer's TCP check from a client that connects. Such checks hold the drain.
- *
- * - **The kubelet's probes** on a listener's port (--probe-ports, with each probe's period) are a connection, and a
- *   request unless the health-check filter answers them, every period: on such a listener, up to that many new
- *   connections and requests are the probes' (a token bucket in load-balancer.ts), and only what comes beyond is a
- *   client. So a probe on a traffic port neither hides that listener's clients nor holds the drain; a client that
- *   comes while the bucket holds a probe's token is taken for the probe (at most the bucket's burst of them).
- *
- * - **Declared pollers** (--pollers, with each one's period): a load balancer's check of a routed path, an uptime
- *   monitor, a scrape through Envoy. A client to Envoy's stats, and nothing a load balancer's letting go stops: up to
- *   one request per period on an HTTP listener (on a connection of its own or not), or one new connection on a TCP
- *   proxy, is the poller's (a second token bucket in load-balancer.ts), taken out after the probes'. Undeclared, a
- *   poller holds the drain to its deadline, which the drain then names (drain-outcome.ts heldByTraffic).
- *
- * What it cannot see, and says so (BlindSpot): a listener whose stats lack both counters (a stats_matcher), and an
- * HTTP listener whose stats lack downstream_cx_total (requests are seen, new clients and the gaps between them are
- * not). A load balancer that still routes to the pod but has nothing to send (a quiet client) looks like one that
- * let go. Counters that went down (`POST /reset_counters`, a listener replaced) are taken as an arrival: waiting one
- * more quiet period is the safe mistake.
+ * An arrival, per watched listener, is a request that is not a health check on an HTTP listener, or a new connection
+ * on a TCP proxy; the kubelet's probes and declared pollers are taken out at their periods (token buckets in
+ * load-balancer.ts); a counter that went down counts as one. A listener whose stats cannot show arrivals is a blind
+ * spot, and says so. The words: docs/glossary.md#client-arrival, docs/glossary.md#poller, docs/glossary.md#blind-spot;
+ * which counters, and why: docs/design.md#the-load-balancer-letting-go-observed.
  */
 
-/** Why a counted listener's clients cannot be seen arriving (see the header). */
+/** Why a counted listener's clients cannot be seen arriving (docs/glossary.md#blind-spot). */
 export type BlindReason =
   /** Neither `downstream_cx_total` nor a per-listener `downstream_rq_completed`: nothing arriving is seen. */
   | 'arrival-counters-missing'

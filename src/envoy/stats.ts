@@ -1,19 +1,12 @@
 /**
- * Envoy's /stats output, parsed, and the count of open downstream connections derived from it.
- * Pure functions only: the admin client fetches, this module decides what the numbers mean.
+ * Envoy's /stats output, parsed, and the count of open downstream connections derived from it. Pure functions only:
+ * the admin client fetches, this module decides what the numbers mean. The count is
+ * `listener.<name>.downstream_cx_active` summed over every listener but admin (our own polling connections), the
+ * per-worker copies and Envoy-internal listeners; `http.<prefix>.downstream_cx_active` is never added (those are
+ * listener connections too), only read to split the total into drainable and long-lived (splitLongLived). Only JSON is
+ * read: a text or HTML answer is an error, never "0 connections".
  *
- * What is counted, and why:
- * - `listener.<name>.downstream_cx_active` counts every accepted connection of a listener, HTTP or
- *   TCP proxy alike (Contour's `http.ingress_http.*` misses TCP proxies).
- * - `listener.admin.*` is Envoy's admin listener: our own polling connections live there.
- * - `listener.<name>.worker_<n>.*` are per-worker copies of the same connections.
- * - `envoy_internal` listeners carry connections that already entered through a real listener.
- * - `http.<prefix>.downstream_cx_active` is NOT added to the total: those connections are also listener
- *   connections. It is read to split the total into what Envoy can drain and what it cannot (drainable and
- *   long-lived, below: see splitLongLived).
- *
- * Only the JSON format is read: the admin client asks for it, and a text or HTML answer must be an
- * error, never "0 connections".
+ * Why: docs/design.md#what-the-drain-promises (how connections are counted), docs/design.md#long-lived-connections.
  */
 import { isJsonObject, jsonDepthExceeds } from '../json.js';
 import { blindReasonOf, portOfListener, type ArrivalTally, type BlindSpot, type ProbeRate } from './arrivals.js';

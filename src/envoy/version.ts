@@ -1,26 +1,11 @@
 /**
- * Envoy's release, read from `/server_info`, and the one admin call whose meaning depends on it:
- * `drain_listeners`.
+ * Envoy's release, read from `/server_info`, and the one admin call whose meaning depends on it: `drain_listeners`.
+ * The drain needs it to drain-close every connection and keep accepting until the sidecar lets the pod go: what
+ * `graceful&skip_exit` means from Envoy 1.29 on, on both sides of envoy PR #47042 (1.40). Before 1.29 `graceful` is
+ * sent alone, with a warning. `skip_exit` alone is never sent: a 1.29 to 1.39 Envoy refuses it, and a version read
+ * from /server_info may be a custom build's.
  *
- * What the drain needs from that call: drain-close every connection gracefully (`Connection: close`, GOAWAY)
- * and keep accepting new connections until the sidecar lets the pod go (a load balancer may still send some).
- * What each spelling means, from ListenersHandler::handlerDrainListeners (source/server/admin/
- * listeners_handler.cc) and the admin docs (docs/root/operations/admin.rst) of each release:
- *
- * | call                 | before 1.29 (no skip_exit)       | 1.29 to 1.39 (envoy PR #30003)     | 1.40 and later (envoy PR #47042)        |
- * |----------------------|----------------------------------|------------------------------------|-----------------------------------------|
- * | (none)               | stop accepting now, no drain     | stop accepting now, no drain       | drain, stop accepting now               |
- * | `graceful`           | drain, stop at end of drain time | drain, stop at end of drain time   | drain, stop at end of drain time        |
- * | `skip_exit`          | stop accepting now (ignored)     | 400 "skip_exit requires graceful"  | drain, never stop accepting             |
- * | `graceful&skip_exit` | as `graceful` (ignored)          | drain, never stop accepting        | drain, never stop accepting             |
- *
- * PR #47042 (merged 2026-08-27, behind the runtime guard `non_graceful_drain_notifies_connections`) changed
- * only the branch without `graceful`: `graceful&skip_exit` means the same on both sides of it, and is what the
- * drain needs from 1.29 on. Before 1.29 nothing keeps the listeners open past Envoy's drain time: `graceful`
- * is sent alone (what it means there anyway) and the sidecar warns; the injector fits --drain-time-s into the
- * deadline (src/inject/envoy-drain-flags.ts). `skip_exit` alone, which the 1.40 docs list for "never stop
- * accepting", is never sent: a 1.29 to 1.39 Envoy refuses it, and a version read from /server_info may be
- * a custom build's.
+ * Each spelling by release, from Envoy's source and admin docs: docs/distributions.md#envoys-release.
  */
 
 /** A release number, as `/server_info` `version` carries it: `<sha>/1.36.2/Clean/RELEASE/BoringSSL`. */

@@ -1,15 +1,8 @@
 /**
- * The JSON patch is the diff between the original and the mutated pod, as Istio's injector does it:
- * escaping of keys such as "shutdown-manager.io/status" and adding missing maps are then never hand-written.
- *
- * The diff is fast-json-patch's `compare`, operation for operation and in the same order, less one thing: it
- * does not deep-clone the values it adds or replaces. `compare` copies each one with a JSON round trip, which
- * cost a sixth of the webhook's CPU (the whole sidecar container is one added value). Here an operation's value
- * is the mutated pod's own node. That is safe because of how the patch is used: the injector builds every node
- * it adds afresh (or takes it from a frozen template, see sidecar.ts), and callers serialize the operations at
- * once (the webhook) or copy them into a YAML document (the inject command); nothing writes to them.
- * The walk returns at once on a subtree that the copy-on-write injector shares with the original (same
- * object), so only the path to each change is visited. test/inject/injector.property.test.ts checks that the
+ * The JSON patch is the diff between the original and the mutated pod, as Istio's injector does it: escaping of keys
+ * such as "shutdown-manager.io/status" and adding missing maps are then never hand-written. The diff is
+ * fast-json-patch's `compare`, operation for operation and in the same order, less its deep clone of the values it
+ * adds (see `diff`: why that is safe, and what it saves). test/inject/injector.property.test.ts checks that the
  * operations equal `compare`'s and apply to the mutated pod, on generated pods.
  */
 import type { AddOperation, Operation, RemoveOperation, ReplaceOperation } from 'fast-json-patch';
@@ -25,7 +18,15 @@ export function podPatch(original: object, mutated: object): Operation[] {
 
 type Node = Record<string, unknown> | unknown[];
 
-/** fast-json-patch 3.1.1 `_generate` (duplex.js), with `invertible` false and values taken as they are. */
+/**
+ * fast-json-patch 3.1.1 `_generate` (duplex.js), with `invertible` false and values taken as they are: `compare`
+ * copies each value it adds or replaces with a JSON round trip, which cost a sixth of the webhook's CPU (the whole
+ * sidecar container is one added value). An operation's value is the mutated pod's own node instead. That is safe
+ * because of how the patch is used: the injector builds every node it adds afresh (or takes it from a frozen template,
+ * see sidecar.ts), and callers serialize the operations at once (the webhook) or copy them into a YAML document (the
+ * inject command); nothing writes to them. The walk returns at once on a subtree that the copy-on-write injector
+ * shares with the original (same object), so only the path to each change is visited.
+ */
 function diff(mirror: Node, node: Node, operations: Operation[], path: string): void {
   if (node === mirror) return;
   const object = hasToJSON(node) ? (node.toJSON() as Node) : node;

@@ -1,15 +1,12 @@
 /**
- * The drain journal: one small JSON file in a directory that outlives the sidecar container but not the
- * pod (the injector mounts an emptyDir). For each drain step the drain records, for the Envoy process it
- * touches, first that the step is *intended* (written before the call: the call may reach Envoy even if
- * this process dies before the answer, or the answer never comes) and then that Envoy *accepted* it
- * (answered OK). A sidecar that starts later reads it back to tell "only the health checks were failed"
- * (undone by POST /healthcheck/ok) from "the listeners may be draining" (irreversible: Envoy must be
- * restarted). Envoy itself does not say which: `drain_listeners` leaves `/server_info` as it was, and no
- * stat shows it.
+ * The drain journal (docs/glossary.md#journal): one small JSON file in a directory that outlives the sidecar
+ * container but not the pod (the injector mounts an emptyDir). For each drain step, for the Envoy process it touches,
+ * it records first that the step is *intended* (written before the call, which may reach Envoy even if this process
+ * dies before the answer) and then that Envoy *accepted* it, so that a later sidecar can tell "only the health checks
+ * were failed" from "the listeners may be draining" (docs/design.md#the-other-paths-restarts-and-an-envoy-left-draining).
  *
- * The directory is checked when the journal is opened, at sidecar start: one that cannot be used is a
- * StateDirError there (the sidecar exits with a message naming it), never a surprise during a drain.
+ * The directory is checked when the journal is opened, at sidecar start: one that cannot be used is a StateDirError
+ * there (the sidecar exits with a message naming it), never a surprise during a drain.
  */
 // Synchronous calls: a few hundred bytes, twice per step, in an in-memory emptyDir, and node:fs/promises (with
 // the readline and watcher modules it loads) would be loaded by every sidecar at start for them.

@@ -1,38 +1,13 @@
 /**
  * The load balancer letting go, observed: after Envoy fails its health checks, load balancers keep sending new
- * connections and requests for a lag nobody configures (health-check interval x unhealthy threshold, plus their
- * control plane's and kube-proxy's propagation). This watch follows new client traffic on the drained listeners
- * from one stats read to the next (src/envoy/arrivals.ts says what counts), so that the drain
+ * connections and requests for a lag nobody configures. This watch follows new client traffic on the drained
+ * listeners from one stats read to the next (arrivals.ts says what counts), so that the drain ends by its count only
+ * once no client traffic has arrived for the quiet period (`quietFromMs`, scaled to the evidence by `neededQuietMs`)
+ * and no client that came after the failure is still connected (`newConnectionsOpen`), and reports the lag it saw
+ * (`report`). It only ever adds to check-delay's rule.
  *
- * - ends by its count only once no client traffic has arrived for the quiet period (`quietFromMs`), and
- * - reports the lag it saw: from /healthcheck/fail to the last new client arrival (`report`).
- *
- * The quiet period scales with the evidence (`neededQuietMs`). A silence means the load balancer let go only if it
- * is long against the gaps between the pod's new clients while the balancer was still sending them: behind an
- * NLB-like balancer (docs/proof.md) a pod's new clients came every few seconds right after the failure (its own
- * clients reconnecting), then 20-34 s apart as the rollout's new pods took their share, and a fixed 10 s silence, or
- * one scaled to the average rate since the failure, let pods go in such a gap and lost what came after. So the
- * silence waited for is at least GAP_FACTOR times the longest gap seen between new clients (Arrivals.newClients) since
- * the failure, the failure itself counting as the first: a record that is a few times the longest before it is rare
- * while a balancer still sends (for gaps drawn at one rate, GAP_FACTOR 3 after 10 gaps: about 1 in 1,000), and gaps
- * that grow slowly grow the silence with them. A busy pod stays at --quiet-period; a pod that got no new client after
- * the failure is not held (the quiet client, the rule's stated limit); requests on connections opened before the
- * failure (idle keep-alive clients coming back) restart the silence but are no gap.
- *
- * A client that comes after the failure is seen when its response completes; until then it is an open connection,
- * which min-open-connections may allow (it is meant for stragglers: connections from before the failure). So a
- * connection accepted after the failure holds the drain while it is open, whatever that minimum (issue 33, case 3):
- * per HTTP listener, the open connections beyond the fewest seen since the last read before the failure
- * (`newConnectionsOpen`). Connections from before only close, so the fewest bounds them; what is open beyond it came
- * after. A lower bound: an old connection that closes while a new one opens hides it (no stat ties a connection to
- * when it was accepted), and one accepted before the first read is taken for an old one. On a draining listener Envoy
- * closes an HTTP/1 connection after its response and sends HTTP/2 a GOAWAY, so a new connection open is a request in
- * flight. TCP-proxy listeners are left to the silence and long-lived-grace: their connections are whole sessions.
- *
- * Time is the reads' own: an arrival seen by a read happened after the previous read was sent and before this
- * one's answer came; "quiet since" is the answer of the last read that saw one, or of the first read (nothing is
- * known before it). A read of another process, or one whose process is in doubt, is never compared: the drain
- * ends on such a read or ignores it, and the next read of the pinned process is compared with the last of it.
+ * The words: docs/glossary.md#the-observed-rule, docs/glossary.md#quiet-period, docs/glossary.md#lag; the rule, its
+ * evidence and its limits: docs/design.md#the-load-balancer-letting-go-observed.
  */
 import { arrivalsBetween, hasClientTraffic, isObservable, summarizeBlindSpots, type ArrivalTally, type BlindSpotSummary, type ProbeRate } from '../envoy/arrivals.js';
 
@@ -68,7 +43,7 @@ export interface LoadBalancerReport {
   readonly quietPeriodMs: number | null;
   /**
    * The silence needed now: the quiet period, or GAP_FACTOR times the longest gap between new clients since the
-   * health checks failed (see the header); null when off.
+   * health checks failed (docs/glossary.md#quiet-period); null when off.
    */
   readonly neededQuietMs: number | null;
   /** The longest gap between new clients since the health-check failure (the failure counting as the first); null before one. */
@@ -106,7 +81,8 @@ export interface LoadBalancerReport {
   readonly quiet: boolean;
   /**
    * At the last read, connections accepted after the health checks failed and still open (their requests in flight),
-   * at least (see the header): they hold the drain whatever min-open-connections says. 0 before the failure.
+   * at least ("A new client still connected" in docs/design.md#the-load-balancer-letting-go-observed): they hold the
+   * drain whatever min-open-connections says. 0 before the failure.
    */
   readonly newConnectionsOpen: number;
   /**
@@ -141,7 +117,7 @@ export class LoadBalancerWatch {
   private newClientsBefore: { readonly atMs: number; readonly count: number }[] = [];
   private firstAnsweredAtMs: number | undefined;
   private prior: PriorTraffic | null = null;
-  /** Per HTTP listener, the fewest connections open at a read since the last one before the failure (see the header). */
+  /** Per HTTP listener, the fewest connections open at a read since the last one before the failure (see newConnectionsOpen). */
   private fewestOpen = new Map<string, number>();
   private openedSinceFailure = 0;
   /** The TCP-proxy listeners of the last tally, as a set (thousands of listeners: no array search per listener). */
@@ -230,7 +206,7 @@ export class LoadBalancerWatch {
   }
 
   /**
-   * The silence that means the balancer let go (see the header); null when the rule is off. With the traffic seen
+   * The silence that means the balancer let go (docs/glossary.md#quiet-period); null when the rule is off. With the traffic seen
    * before the drain, at least the silence that clients at that rate leave with SILENCE_RISK at most.
    */
   neededQuietMs(): number | null {
@@ -264,8 +240,8 @@ export class LoadBalancerWatch {
   }
 
   /**
-   * Connections accepted after the failure and open at the last read, at least (see the header): the open
-   * connections of each HTTP listener beyond the fewest seen since the last read before the failure.
+   * Connections accepted after the failure and open at the last read, at least: the open connections of each HTTP
+   * listener beyond the fewest seen since the last read before the failure (docs/design.md#the-load-balancer-letting-go-observed).
    */
   get newConnectionsOpen(): number {
     return this.openedSinceFailure;

@@ -27,8 +27,6 @@ import Counter from 'prom-client/lib/counter.js';
 import Histogram from 'prom-client/lib/histogram.js';
 type Registry = PromClient.Registry;
 
-/** From a kube-proxy sync to an IP-target cloud load balancer's minutes (see docs on the load balancer's lag). */
-
 const STATES: readonly DrainState[] = ['idle', 'draining', 'drained', 'timed-out', 'interrupted'];
 
 const RECOVERY_ACTIONS: readonly Exclude<RecoveryAction, 'none'>[] = ['pass-health-checks', 'restart-envoy'];
@@ -83,18 +81,37 @@ function snapshotPerScrape(drain: Pick<DrainSupervisor, 'snapshot'>): () => Retu
   };
 }
 
+/** The drain as the metrics read it: one snapshot per scrape (snapshotPerScrape), and the sidecar's readiness. */
+interface ScrapedDrain {
+  snapshot(): ReturnType<DrainSupervisor['snapshot']>;
+  readiness(): ReturnType<DrainSupervisor['readiness']>;
+}
+
+const OPEN_CONNECTIONS = 'shutdown_manager_open_connections';
+
 /**
  * The sidecar's metrics. Every series is read at the scrape, from one snapshot of the drain, except those of
  * shutdown_manager_open_connections, which change only at a poll: they are rendered once per poll (the drain
- * makes a new object of counts at each poll and never changes it).
+ * makes a new object of counts at each poll and never changes it). The order of registration is the order of
+ * the exposition (and of docs/reference/metrics.md).
  */
 export function sidecarMetrics(
   supervisor: Pick<DrainSupervisor, 'snapshot' | 'readiness'>,
   adminCalls: () => AdminCallCounts,
   server: () => DrainServerCounters,
 ): SidecarExposition {
-  const drain = { snapshot: snapshotPerScrape(supervisor), readiness: () => supervisor.readiness() };
+  const drain: ScrapedDrain = { snapshot: snapshotPerScrape(supervisor), readiness: () => supervisor.readiness() };
   const registry = new Registry();
+  registerDrainProgress(registry, drain);
+  registerLoadBalancer(registry, drain);
+  registerEnvoyAdmin(registry, drain, adminCalls);
+  registerEnvoyLifecycle(registry, drain);
+  registerServePort(registry, server);
+  return exposition(registry, drain);
+}
+
+/** Where the drain stands: its state, the connections it waits for, its time spent and left. */
+function registerDrainProgress(registry: Registry, drain: ScrapedDrain): void {
   new Gauge({
     name: 'shutdown_manager_drain_state',
     help: 'The drain state, one series per state with value 1 for the current one (drained, timed-out: how it ended).',
@@ -105,9 +122,8 @@ export function sidecarMetrics(
       for (const name of STATES) this.set({ state: name }, name === state ? 1 : 0);
     },
   });
-  const openConnections = 'shutdown_manager_open_connections';
   new Gauge({
-    name: openConnections,
+    name: OPEN_CONNECTIONS,
     help: `Envoy's active downstream connections at the last poll, by listener (absent before the first poll); past ${MAX_LISTENER_SERIES} listeners, the ${MAX_LISTENER_SERIES} with the most and the rest summed under listener="${OTHER_LISTENERS}".`,
     labelNames: ['listener'] as const,
     registers: [registry],
@@ -145,6 +161,10 @@ export function sidecarMetrics(
       this.set(remainingMs === null ? Infinity : remainingMs / 1000);
     },
   });
+}
+
+/** The load balancer letting go, as the drain observed it (docs/design.md#the-load-balancer-letting-go-observed). */
+function registerLoadBalancer(registry: Registry, drain: ScrapedDrain): void {
   // The load balancer's deregistration time, measured by every drain: the number check-delay used to guess.
   new Gauge({
     name: 'shutdown_manager_load_balancer_lag_seconds',
@@ -191,6 +211,10 @@ export function sidecarMetrics(
       for (const lagMs of drain.snapshot().settledLoadBalancerLagsMs) this.observe(lagMs / 1000);
     },
   });
+}
+
+/** Envoy's admin API as the sidecar reaches it: the polls, whether it answers, what its stats lack. */
+function registerEnvoyAdmin(registry: Registry, drain: ScrapedDrain, adminCalls: () => AdminCallCounts): void {
   new Counter({
     name: 'shutdown_manager_drain_polls_total',
     help: 'Polls of Envoy for open connections during the drain.',
@@ -239,6 +263,10 @@ export function sidecarMetrics(
       for (const kind of ADMIN_FAILURE_KINDS) this.inc({ kind }, failures[kind]);
     },
   });
+}
+
+/** What the sidecar did about Envoy processes beyond the drain: re-arming after a restart, recovering one left draining. */
+function registerEnvoyLifecycle(registry: Registry, drain: ScrapedDrain): void {
   new Counter({
     name: 'shutdown_manager_drain_rearms_total',
     help: 'Times the drain was re-armed because Envoy was restarted after a drain had ended.',
@@ -262,7 +290,10 @@ export function sidecarMetrics(
       }
     },
   });
-  // Strangers on the serve port are counted, not logged one line each (src/sidecar/server/shutdown-token.ts, connection-guard.ts).
+}
+
+/** Strangers on the serve port are counted, not logged one line each (src/sidecar/server/shutdown-token.ts, connection-guard.ts). */
+function registerServePort(registry: Registry, server: () => DrainServerCounters): void {
   new Counter({
     name: 'shutdown_manager_unauthorized_requests_total',
     help: '/shutdown and /wait calls refused (401) for want of the pod\'s token.',
@@ -282,10 +313,14 @@ export function sidecarMetrics(
       for (const [reason, count] of Object.entries(server().connectionsClosed)) this.inc({ reason }, count);
     },
   });
+}
+
+/** Registry.metrics(), but for shutdown_manager_open_connections, rendered once per poll and kept. */
+function exposition(registry: Registry, drain: ScrapedDrain): SidecarExposition {
   let listeners: { readonly counts: ListenerCounts | null; readonly text: Promise<string> } | undefined;
   const listenersText = (counts: ListenerCounts | null): Promise<string> => {
     if (listeners?.counts !== counts) {
-      const text = registry.getSingleMetricAsString(openConnections);
+      const text = registry.getSingleMetricAsString(OPEN_CONNECTIONS);
       listeners = { counts, text };
       text.catch(() => {
         if (listeners?.text === text) listeners = undefined; // the next scrape renders them again
@@ -295,13 +330,12 @@ export function sidecarMetrics(
   };
   return {
     contentType: registry.contentType,
-    // Registry.metrics(), but for the one metric rendered once per poll.
     async metrics() {
       // The same snapshot as every collect() that follows: they are all called in this synchronous pass.
       const counts = drain.snapshot().openConnectionsByListener;
       const texts = registry
         .getMetricsAsArray()
-        .map((metric) => (metric.name === openConnections ? listenersText(counts) : registry.getSingleMetricAsString(metric.name)));
+        .map((metric) => (metric.name === OPEN_CONNECTIONS ? listenersText(counts) : registry.getSingleMetricAsString(metric.name)));
       return `${(await Promise.all(texts)).join('\n\n')}\n`;
     },
     getMetricsAsArray: () => registry.getMetricsAsArray(),

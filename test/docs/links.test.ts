@@ -1,4 +1,8 @@
-/** Every relative link and anchor of the README and the docs tree leads somewhere (issue 30). */
+/**
+ * Every relative link and anchor of the README, the docs tree and the notes in src/ (src/emulator/README.md) leads
+ * somewhere (issue 30), and so does every `docs/….md#anchor` a module of src/ names (issue 34: short module headers
+ * point into docs/glossary.md and docs/design.md).
+ */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -42,8 +46,10 @@ function relativeLinks(markdown: string): string[] {
 }
 
 const files = [join(root, 'README.md'), ...(existsSync(join(root, 'docs')) ? markdownFiles(join(root, 'docs')) : [])];
+/** Notes that live beside the code they describe; checked like the docs, but not required to be reached from the README. */
+const sourceNotes = markdownFiles(join(root, 'src'));
 
-for (const file of files) {
+for (const file of [...files, ...sourceNotes]) {
   test(`${relative(root, file)}: every relative link and anchor resolves`, () => {
     const text = readFileSync(file, 'utf8');
     const broken: string[] = [];
@@ -94,6 +100,34 @@ test('every page of docs/ is reached from the README, through the links of the R
   );
 });
 
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? sourceFiles(path) : /\.c?ts$/.test(name) ? [path] : [];
+  });
+}
+
+/** `docs/<page>.md` and `docs/<page>.md#anchor` as a module's comments name them (Envoy's own docs are .rst: not matched). */
+function docReferences(text: string): { page: string; anchor: string | undefined }[] {
+  return [...text.matchAll(/\bdocs\/([\w./-]+?\.md)(?:#([\w-]+))?/g)].map((match) => ({ page: match[1] ?? '', anchor: match[2] }));
+}
+
+test('every docs/ page and anchor a module of src/ names exists: docs/glossary.md#… and docs/design.md#… above all', () => {
+  const broken: string[] = [];
+  const anchored = new Map<string, number>();
+  for (const file of sourceFiles(join(root, 'src'))) {
+    for (const { page, anchor } of docReferences(readFileSync(file, 'utf8'))) {
+      const destination = join(root, 'docs', page);
+      const where = `${relative(root, file)}: docs/${page}${anchor === undefined ? '' : `#${anchor}`}`;
+      if (!existsSync(destination)) broken.push(`${where}: no such page`);
+      else if (anchor !== undefined && !anchorsOf(readFileSync(destination, 'utf8')).has(anchor)) broken.push(`${where}: no heading with that anchor`);
+      if (anchor !== undefined) anchored.set(page, (anchored.get(page) ?? 0) + 1);
+    }
+  }
+  assert.ok((anchored.get('glossary.md') ?? 0) >= 5, `src/ names ${anchored.get('glossary.md') ?? 0} glossary anchors: the pattern finds them`);
+  assert.deepEqual(broken, []);
+});
+
 test('the anchor rule, and a broken link is caught (a control on the checker)', () => {
   assert.deepEqual([...anchorsOf("## What the drain promises\n## Envoy's release\n## `/shutdown`, protected\n## A\n## A")], [
     'what-the-drain-promises',
@@ -103,4 +137,8 @@ test('the anchor rule, and a broken link is caught (a control on the checker)', 
     'a-1',
   ]);
   assert.deepEqual(relativeLinks('see [x](docs/missing.md#y), [z](https://example.com) and `[c](code.md)`'), ['docs/missing.md#y']);
+  assert.deepEqual(docReferences(' * see docs/glossary.md#witness, docs/design.md. (docs/root/operations/admin.rst)'), [
+    { page: 'glossary.md', anchor: 'witness' },
+    { page: 'design.md', anchor: undefined },
+  ]);
 });

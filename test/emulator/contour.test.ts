@@ -1,7 +1,7 @@
 /**
  * The Envoy emulator as Contour runs Envoy, and across Envoy releases: the admin API on a Unix socket,
  * Contour's read-only `envoy-admin` listener, IPv6 loopback, and `drain_listeners` by `version`. The Envoy
- * and Contour source each behaviour follows is named in envoy-emulator.ts.
+ * and Contour source each behaviour follows is named in docs/emulator.md.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * Fidelity of the Envoy emulator's drain paths to real Envoy (see the comment atop envoy-emulator.ts for
+ * Fidelity of the Envoy emulator's drain paths to real Envoy (docs/emulator.md names
  * the Envoy source each behaviour follows). Time-dependent decisions run on an injected clock and a
  * seeded random source, so that nothing here waits for real seconds or depends on luck.
  */

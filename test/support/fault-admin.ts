@@ -16,7 +16,7 @@
  * start on its own wall clock (`stepWallClock` moves that clock, so uptimes can go negative), its admin
  * listener's connection counter, and the open connections of each listener.
  *
- * Fidelity, per envoy-emulator.ts's notes and shared/reference/envoy-admin.md:
+ * Fidelity, per docs/emulator.md and shared/reference/envoy-admin.md:
  * - `listener.admin.downstream_cx_total` counts accepted admin connections (+1 at accept, before the request
  *   is read; 0 for a new process). `listener.<name>.downstream_cx_active` is the listener's total, with
  *   per-worker copies `listener.<name>.worker_<n>.downstream_cx_active` (connections spread round robin) and
@@ -31,7 +31,7 @@
  *   POST; a GET is 405 "Method GET not allowed, POST required." as recent Envoy (the docs say 400). After
  *   `/quitquitquit` the process exits once its answer is written: the port then refuses, until `restart()`.
  * - Not modelled: keep-alive (every answer closes its connection; the client uses none), request bodies,
- *   other endpoints (404), INITIALIZING, drain timing and drain close (see envoy-emulator.ts).
+ *   other endpoints (404), INITIALIZING, drain timing and drain close (see docs/emulator.md).
  *
  * When a call takes effect (`FaultCall.effect`): a mutation takes effect when Envoy's handler runs, which is
  * when its answer is decided. 'answer', 'reset' and 'endless' run the handler (the answer was being sent):
