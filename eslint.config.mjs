@@ -121,11 +121,6 @@ export default tseslint.config(
     },
   },
   {
-    name: 'sizes: being split (issue 34)',
-    files: ['src/sidecar/drain.ts', 'src/sidecar/supervisor.ts'],
-    rules: { 'max-lines': 'off' },
-  },
-  {
     name: 'sizes: startSidecar being split (issue 34)',
     files: ['src/sidecar/main.ts'],
     rules: { 'max-lines-per-function': 'off' },

@@ -1,40 +1,25 @@
 /**
- * The drain, as a state machine that knows Envoy only through the three calls it needs and nothing of HTTP
- * routes: idle → draining → drained | timed-out | interrupted. Its promises, each kept in one place:
- *
- * - **It ends by its deadline, whatever Envoy does.** The outcome is a promise settled once, by `settle`, and
- *   the deadline timer settles it on its own (`armTimers`): no pending admin call is awaited by the callers,
- *   so an admin answer that never ends cannot hold a /shutdown, a /wait or a SIGTERM.
- * - **It drains the process it started on.** Every stats read carries the mark of the process that answered
- *   (src/envoy/process/identity.ts); the first read pins it (`observeProcess`), and an answer from another process
- *   ends the drain at once: the pinned one has exited, and another process's count must not end its drain.
- * - **A clock step cannot move it.** Every instant is on the monotonic Clock.now(); the wall clock is only
- *   read to show times to people (src/clock.ts).
- * - **It never says "drained" with drainable connections open**: only a whole count from the pinned process,
- *   check-delay after Envoy took /healthcheck/fail, ends it (`endOfDrainBy`); with long-lived-grace, the
- *   connections Envoy cannot drain (upgraded, TCP proxy: src/envoy/stats.ts) stop counting once the grace is
- *   over, and the outcome says how many were left to be cut (`long-lived-left`).
- * - **It lets go only once the load balancer has**: with a quiet period, no count ends it before no new client
- *   traffic has reached the drained listeners for that long (src/sidecar/load-balancer.ts): the observed rule
- *   only ever adds to check-delay's (`countMayEndFromMs`), and the lag it saw is in every outcome.
- * - **It reports what happened**: refused, timed out and answered-but-not-as-Envoy are told apart, and
- *   listeners named but not found are named, with the ones Envoy has.
- *
- * Started once (single flight): the kubelet delivers preStop hooks at least once and calls both containers'
- * hooks at the same time, so every caller awaits the same outcome.
+ * The drain (docs/glossary.md#drain): a state machine, idle → draining → drained | timed-out | interrupted, that knows
+ * Envoy through three admin calls and nothing of HTTP routes. Its promises (docs/design.md#what-the-drain-promises),
+ * each kept in one place:
+ * - it ends by its deadline whatever Envoy does: `settle`, once, and the deadline's own timer (`armTimers`);
+ * - it never confuses two Envoys: which process a read came from is drain-process.ts's to say;
+ * - a clock step cannot move it: every instant is on the monotonic Clock.now() (src/clock.ts);
+ * - it never says "drained" with drainable connections open: `endOfDrainBy`, after check-delay and the observed
+ *   rule (`countMayEndFromMs`, docs/glossary.md#the-observed-rule);
+ * - it is started once (docs/glossary.md#single-flight), and its outcome says what happened (drain-outcome.ts).
  */
-import { summarizeBlindSpots } from '../envoy/arrivals.js';
 import { MarkTrust, type MarkedRead, type OwnConnections, type ProcessMark, type ReadEvidence } from '../envoy/process/identity.js';
 import { DrainedProcess, type PreviousDrain, type ReadDecision, type ReadProcess } from './drain-process.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch, type LoadBalancerReport, type PriorTraffic } from './load-balancer.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
-import { OnChange } from './log-throttle.js';
+import { DrainLog } from './drain-log.js';
+import { quietPeriodOf, type DrainLoopSettings } from './drain-settings.js';
 import type { SidecarLog } from './log.js';
-import type { SidecarConfig } from '../config/sidecar.js';
 import { labelOf, type DrainActionId, type DrainStepId } from './drain-steps.js';
 import { AdminFailureLedger } from './drain-admin-failures.js';
-import { describeBlindSpots, describeOutcome, heldByTraffic, loadBalancerFields, stateAfter, type AdminFailureReport, type DrainEndReason, type DrainOutcome, type DrainState, type HotRestartSeen } from './drain-outcome.js';
+import { describeOutcome, heldByTraffic, loadBalancerFields, stateAfter, type AdminFailureReport, type DrainEndReason, type DrainOutcome, type DrainState, type HotRestartSeen } from './drain-outcome.js';
 
 // The outcome's types, for the modules that know them as the drain's (their wording is in drain-outcome.ts).
 export type { AdminFailureReport, DrainEndReason, DrainOutcome, DrainState, HotRestartSeen } from './drain-outcome.js';
@@ -50,20 +35,6 @@ export interface EnvoyDrainTarget extends OwnConnections {
   /** With `evidence`, what the witness connection showed (EnvoyAdminClient); absent from a target that keeps none. */
   countOpenConnections(signal: AbortSignal): Promise<ConnectionCount & { readonly evidence?: ReadEvidence }>;
 }
-
-/**
- * The sidecar's settings the drain loop reads, under their flag names. admin-refusals: consecutive refused
- * admin connections after which Envoy is taken as exited (at least 1); only once the admin API has answered
- * before, or a wrong admin port would pass for an exited Envoy.
- */
-export type DrainLoopSettings = Pick<
-  SidecarConfig,
-  'drain-delay' | 'check-delay' | 'check-interval' | 'min-open-connections' | 'drain-timeout' | 'admin-refusals'
-> &
-  /** Absent or null: off, the flag's default (callers that predate it need not name it). */
-  Partial<Pick<SidecarConfig, 'long-lived-grace'>> &
-  /** Absent or 0: off, check-delay alone lets the count end the drain. */
-  Partial<Pick<SidecarConfig, 'quiet-period'>>;
 
 /** What /drain shows: enough to understand a pod stuck in Terminating. */
 export interface DrainSnapshot {
@@ -148,10 +119,8 @@ export class Drain {
   private polls = 0;
   /** Failed admin calls: counts, the last one, the run of refusals, the steps that timed out, their warnings. */
   private readonly failures: AdminFailureLedger;
-  /** The missing listeners last logged (warnMissingListeners); '' before any. */
-  private readonly missingLine = new OnChange('');
-  /** The sight and blind spots last warned about (warnIfBlind); '' before any. */
-  private readonly blindLine = new OnChange('');
+  /** The drain's own log lines (drain-log.ts). */
+  private readonly drainLog: DrainLog;
   /** The admin call in flight, if any: named when the deadline cuts it. */
   private pendingCall: DrainActionId | undefined;
   /** When POST /healthcheck/fail succeeded: load balancers start deregistering the pod from then on. */
@@ -170,6 +139,7 @@ export class Drain {
   ) {
     this.onStep = options.onStep ?? (async () => undefined);
     this.failures = new AdminFailureLedger(envoy, log, clock);
+    this.drainLog = new DrainLog(log, settings);
     this.process = new DrainedProcess(envoy, log, options.trust ?? new MarkTrust(), options.previous);
     this.loadBalancerWatch = new LoadBalancerWatch(quietPeriodOf(settings));
     this.steps = [
@@ -339,7 +309,7 @@ export class Drain {
    * (sleeps and admin calls get `ended.signal`), and every round is at least a millisecond after the last.
    */
   private async run(): Promise<void> {
-    this.logStarted();
+    this.drainLog.started(isoAtOrNull(this.clock, (this.startedAtMs ?? 0) + this.settings['drain-timeout']));
     while (!this.isOver) {
       const roundAtMs = this.clock.now();
       await this.round();
@@ -468,7 +438,7 @@ export class Drain {
     // Only reads of the pinned process are compared: a doubtful one waits for the next read to settle it. After a
     // reset the arrival counters went down too, which the watch counts as new traffic (load-balancer.ts): it waits.
     if (attributed) this.loadBalancerWatch.observe(count.arrivals, sentAtMs, this.clock.now(), this.healthChecksFailedAtMs, count.byListener);
-    this.warnIfBlind(count);
+    this.drainLog.blindness(count, this.loadBalancerWatch.sight);
     this.recordCount(count, sentAtMs, process);
     // A count that cannot be attributed to the pinned process never ends the drain.
     const ending = attributed ? this.endOfDrainBy(count, sentAtMs) : undefined;
@@ -529,63 +499,14 @@ export class Drain {
     this.lastCount = count;
     this.lastPollAtMs = this.clock.now();
     this.polls += 1;
-    if (count.missingListeners.length > 0) this.warnMissingListeners(count);
     const started = this.startedAtMs ?? 0;
     const mayEnd = this.countMayEndFromMs();
-    this.log.info(
-      {
-        event: 'poll',
-        open_connections: count.total,
-        drainable_connections: count.drainable,
-        long_lived_connections: count.longLived,
-        min_connections: this.settings['min-open-connections'],
-        elapsed_ms: sentAtMs - started,
-        remaining_ms: Math.max(0, started + this.settings['drain-timeout'] - this.clock.now()),
-        by_listener: count.byListener,
-        // The mark of the process that answered (src/envoy/process/identity.ts): which Envoy this count is of.
-        admin_connections: count.adminConnectionsTotal,
-        process,
-        ...(count.missingListeners.length > 0 ? { missing_listeners: count.missingListeners } : {}),
-        ...(mayEnd === undefined || sentAtMs < mayEnd ? { check_delay_pending: true } : {}),
-      },
-      'polled open connections',
-    );
-  }
-
-  /** Once per set of missing names: the count of such a drain can never end it, so say why, with the fix. */
-  private warnMissingListeners(count: ConnectionCount): void {
-    const key = count.missingListeners.join(',');
-    if (!this.missingLine.changed(key)) return;
-    this.log.error(
-      { event: 'listeners_missing', missing_listeners: count.missingListeners, available_listeners: count.availableListeners },
-      `--listeners names ${count.missingListeners.join(', ')}, which Envoy does not have (it has: ${count.availableListeners.join(', ') || 'none'}): ` +
-        'their connections cannot be counted, so only the deadline or Envoy exiting ends this drain; fix the shutdown-manager.io/listeners annotation',
-    );
-  }
-
-  /**
-   * Once per drain and set of blind spots: what of the load balancer letting go the drain cannot see, and what
-   * protects it instead. Its lag is then not reported (never as 0): load-balancer.ts LoadBalancerReport.sight.
-   */
-  private warnIfBlind(count: ConnectionCount): void {
-    if (quietPeriodOf(this.settings) === null || count.arrivals.watched.length === 0) return;
-    const sight = this.loadBalancerWatch.sight;
-    const spots = summarizeBlindSpots(count.arrivals.blindSpots);
-    const key = `${sight} ${JSON.stringify(spots)}`;
-    if (sight === 'whole' || !this.blindLine.changed(key)) return;
-    if (sight === 'none') {
-      this.log.warn(
-        { event: 'load_balancer_unobservable', watched_listeners: count.arrivals.watched.length, blind_spots: spots },
-        "Envoy's stats report no downstream_cx_total nor per-listener downstream_rq_completed for the drained listeners (a stats_matcher?): " +
-          "the load balancer letting go cannot be observed, so the quiet period holds nothing, check-delay alone protects this drain, and its lag is not reported",
-      );
-      return;
-    }
-    this.log.warn(
-      { event: 'load_balancer_partly_blind', blind_spots: spots },
-      `the drain cannot see every client arriving: ${describeBlindSpots(spots)}; ` +
-        'the quiet period holds on what it sees, check-delay protects the rest, and the load balancer\'s lag is not reported',
-    );
+    this.drainLog.poll(count, {
+      elapsedMs: sentAtMs - started,
+      remainingMs: Math.max(0, started + this.settings['drain-timeout'] - this.clock.now()),
+      process,
+      checkDelayPending: mayEnd === undefined || sentAtMs < mayEnd,
+    });
   }
 
   // --- telling Envoy to drain --------------------------------------------------------------------------
@@ -669,29 +590,4 @@ export class Drain {
     };
   }
 
-  private logStarted(): void {
-    const { 'drain-delay': drainDelayMs, 'check-delay': checkDelayMs, 'check-interval': checkIntervalMs } = this.settings;
-    this.log.info(
-      {
-        event: 'drain_started',
-        deadline: isoAtOrNull(this.clock, (this.startedAtMs ?? 0) + this.settings['drain-timeout']),
-        drain_timeout_ms: this.settings['drain-timeout'],
-        drain_delay_ms: drainDelayMs,
-        check_delay_ms: checkDelayMs,
-        check_interval_ms: checkIntervalMs,
-        min_connections: this.settings['min-open-connections'],
-        long_lived_grace_ms: this.longLivedGraceMs,
-        quiet_period_ms: quietPeriodOf(this.settings),
-      },
-      drainDelayMs > 0
-        ? `drain started: Envoy keeps serving for the drain delay of ${drainDelayMs} ms, then its health checks fail and its listeners drain`
-        : 'drain started: failing Envoy health checks and draining its listeners',
-    );
-  }
-}
-
-/** The drain's quiet period, null when off. */
-function quietPeriodOf(settings: DrainLoopSettings): number | null {
-  const quiet = settings['quiet-period'] ?? 0;
-  return quiet > 0 ? quiet : null;
 }

@@ -1,22 +1,11 @@
 /**
- * Owns the drain across the life of the sidecar process, which may see more than one Envoy process:
- *
- * - `shutdown()` (Envoy's preStop, GET /shutdown) starts the drain, or joins the one running. After a drain
- *   ended it asks which process answers now: the drained one (or none) gets the ended drain's answer again (the
- *   kubelet delivers hooks at least once); another one, or one that cannot be identified, is drained (draining
- *   an Envoy drained already costs nothing, skipping a new one loses its connections).
- * - `wait()` (the sidecar's own preStop, GET /wait) never starts a drain: it joins one that is running or that
- *   starts within a short window, or answers with the one that ended. So a kubelet restarting the sidecar
- *   alone leaves Envoy serving.
- * - `watch()` runs once Envoy's admin API has answered: it reads Envoy every watch interval (with backoff
- *   while it fails, every failure logged at a bounded rate), so that the admin API's reachability is known
- *   and a new Envoy process after a drain re-arms it (/drain shows idle again).
- * - `recover()` runs once at start: an Envoy found left draining is brought back (see recovery.ts).
- *
- * Which process answers is the follower's business (process-follower.ts): every read of the supervisor goes through
- * it, and a drain that ends hands its own last read over.
- *
- * HTTP routes and signals live elsewhere; this knows only Envoy's admin API, the journal and the clock.
+ * The supervisor (docs/glossary.md#supervisor): owns the drain across the life of the sidecar, which may see more than
+ * one Envoy process (docs/design.md#the-other-paths-restarts-and-an-envoy-left-draining). `shutdown()` (Envoy's
+ * preStop) starts the drain or joins it, and after an ended drain drains whatever new process answers; `wait()` (the
+ * sidecar's own preStop) never starts one; `watch()` reads Envoy between drains and re-arms for a new process
+ * (docs/glossary.md#re-arm); `recover()` brings back an Envoy left draining (recovery.ts). Which process answers is
+ * process-follower.ts's to say. It knows only Envoy's admin API, the journal and the clock: routes and signals live
+ * elsewhere.
  */
 import type { AdminFailureKind } from '../envoy/admin-errors.js';
 import type { EnvoyProcessInfo } from '../envoy/admin-client.js';
@@ -24,7 +13,8 @@ import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch } from './load-balancer.js';
 import { isoAt, within, type Clock } from '../clock.js';
 import { messageOf } from '../errors.js';
-import { Drain, type DrainLoopSettings, type DrainSnapshot, type EnvoyDrainTarget } from './drain.js';
+import { Drain, type DrainSnapshot, type EnvoyDrainTarget } from './drain.js';
+import type { DrainLoopSettings } from './drain-settings.js';
 import type { DrainOutcome, DrainState } from './drain-outcome.js';
 import type { DrainStepId } from './drain-steps.js';
 import type { DrainJournal, StepProgress } from './journal.js';

@@ -9,7 +9,8 @@ import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../sr
 import { EMPTY_TALLY, type ArrivalTally } from '../../src/envoy/arrivals.js';
 import { GAP_FACTOR, LoadBalancerWatch } from '../../src/sidecar/load-balancer.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
-import { Drain, type DrainLoopSettings, type DrainOptions, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { Drain, type DrainOptions, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import type { DrainLoopSettings } from '../../src/sidecar/drain-settings.js';
 import { describeOutcome } from '../../src/sidecar/drain-outcome.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { VirtualClock } from '../support/virtual-clock.js';

@@ -14,7 +14,7 @@ import type { EnvoyProcessInfo, EnvoyServerState } from '../../src/envoy/admin-c
 import { EMPTY_TALLY } from '../../src/envoy/arrivals.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
 import { systemClock } from '../../src/clock.js';
-import type { DrainLoopSettings } from '../../src/sidecar/drain.js';
+import type { DrainLoopSettings } from '../../src/sidecar/drain-settings.js';
 import { openJournal, type DrainJournal } from '../../src/sidecar/journal.js';
 import { DrainSupervisor, type SupervisedEnvoy } from '../../src/sidecar/supervisor.js';
 import { MemoryLog } from '../support/memory-log.js';

@@ -1,82 +1,12 @@
 /**
- * Which Envoy process answered: the one a drain is pinned to, or another one that took its admin port.
+ * Which Envoy process answered a read: the one a drain is pinned to, or another that took its admin port. Pure rules
+ * over two kinds of evidence, the mark (docs/glossary.md#mark: the admin listener's connection counter, read in the
+ * same answer as the counts) and the witness (docs/glossary.md#witness: a connection only its process holds).
  *
- * Two kinds of evidence, the connection first:
- *
- * **The witness** (EnvoyAdminClient): one connection to the admin address, kept open and never sent a request.
- * A connection ends at the one process that accepted it, no other process can answer on it, and the kernel
- * closes it when that process exits. So two reads both answered while the same witness stayed open, at an
- * address that still names the socket it connected to, come from the process holding it: the same process,
- * whatever the counter says (a counter that went down meanwhile was reset: `POST /reset_counters`), and even
- * with no counter at all (a `stats_matcher` that trims it). Verdict 'same', or 'reset' when the counter did
- * not grow as our connections say it must. The witness decides only once marks have proved to follow our
- * connections at this address (MarkTrust: then our connections, the witness too, end at Envoy's own admin
- * listener), or when a read carries no mark at all; behind a proxy whose counter does not follow ours, the
- * witness ends at the proxy and proves nothing of Envoy, and the counter alone decides, as below.
- *
- * **The mark** `listener.admin.downstream_cx_total`, read in the same answer as the connection counts (see
- * CONNECTION_STATS_FILTER), so that a count and the process it belongs to can never come from two processes.
- * A counter only grows within one process and starts again at 0 in a new one, unless reset. Between two reads
- * of one process it grows by at least the connections this sidecar opened to the admin port in between and
- * that the port answered on (proof that Envoy accepted and counted them): the sockets created after the
- * earlier answer arrived and answered before the later read was sent, plus the later read's own
- * (`OwnConnections`). One that grew that much is the same process. One that went down, or grew by less, is
- * another process or the same one reset, which the counter alone cannot tell apart; so it is 'replaced' only
- * with evidence that the process of the earlier read let go of us: the witness open at that read (or, if none
- * was, one opened after it) has been closed by the other end since (`letGoOfUs`). Without that evidence, or before marks have proved to follow our connections
- * at this address (MarkTrust: a proxy in front of the admin API grows its own counter, not ours), it is
- * 'doubtful', and a doubtful count never ends a drain. A mark that appears where the earlier read had none, or
- * goes, is another process's (a stats_matcher is fixed for a process's life): 'replaced' on the same evidence, else
- * 'doubtful'. Two reads without a mark and no witness linking them are 'unknown': not replaced, never followed, and
- * the count never ends a drain either.
- *
- * The rule: **a count ends a drain only when it is linked to the pinned process by the witness or by a mark
- * that grew as our connections say; the pinned process is taken as gone only when the witness it held was
- * closed by the other end, and then no later read is its own, whatever its counter.** (src/sidecar/drain.ts applies the same evidence to refused connections.)
- *
- * What it cannot see:
- * - A proxy in a process of its own in front of the admin API, with Envoy's stats trimmed of the counter (with
- *   the counter, its growth shows the proxy and the witness is not used): the witness then ends at the proxy,
- *   which outlives an Envoy replaced behind it, and the new Envoy is followed as the same one. The replaced one
- *   has exited, so "drained" is still true of the process drained; its successor was not told to drain.
- * - Reads before witnesses are kept: one opens once the address has answered as Envoy does (the start-up probe's
- *   GET /ready, or a second stats read), so the first reads are judged by the counter alone, and a reset then
- *   is a doubt (the drain holds to its deadline), never a replacement. From then on no read is sent until a witness
- *   has connected (admin-client.ts witnessConnected), so a read is unwitnessed only when none could connect, or when
- *   the one it connected to is not the process answering (a hot restart in between: holderEpochOf; a Unix socket path
- *   bound again). Such a read is tied to a later, witnessed one by nothing but the counter, which a successor's can
- *   match after a reset (FUZZ_SEED=707): 'doubtful', unless a hot restart child's epoch ties them.
- * - A hot restart: the child takes the admin address after asking the parent to shut its admin down, and the
- *   parent keeps serving its connections and keeps the admin connections it accepted, the witness among them
- *   (InstanceImpl::shutdownAdmin closes only the listen socket). So the child's reads arrive while the parent holds
- *   the witness, and the parent's exit closes it. A witness therefore speaks only for reads of its holder's restart
- *   epoch (holderEpochOf, witnessVouches; the admin client lets go of one that speaks for no read and opens another),
- *   and a read of a higher epoch than the earlier one's is another process ('replaced', though the parent lives on:
- *   the supervisor drains it anew after an ended drain; a drain follows it, drain.ts followHotRestart). Without the
- *   epoch (a stats_matcher trims it in both processes) it reads as a reset, and the drain sends its steps again
- *   (drain.ts resendStepsAfterBlindReset; after an ended drain, the supervisor re-arms).
- * - An idle admin connection closed by something else while Envoy lives (a proxy's idle timeout, Envoy's
- *   proactive drain of idle connections on a listener that proxies to the admin API): that close, with a counter
- *   reset in the same interval, reads as a replacement.
- * - Ordering: an exiting process's close of the witness is taken to reach this process before any answer of a
- *   process started after it (the kernel sends it at exit, before a successor can bind the address); a sidecar
- *   whose event loop stalls through both could read them in either order.
- * - A target without a witness (the tests' fakes: `evidence` absent) keeps the counter-only rule: a counter
- *   that went down is another process.
- *
- * Why not `/server_info`'s `uptime_current_epoch`: Envoy computes it from its wall clock, so a step of the
- * node's clock moves it as a restart would (backwards, even below zero), and a drain that took a clock step for
- * a new Envoy would say "drained" while the old one still holds its connections. Uptimes still serve where a
- * wrong guess costs nothing (the journal and recovery: see recovery.ts).
- *
- * The one way to fool the mark: a new process that, before our first read of it, took more connections (from
- * others, or ours it never answered) than the old one had taken in its whole life up to our earlier read. The old
- * one's counter includes every read of ours (one every check-interval since the sidecar started), so a new
- * process loses that race unless the old one was seconds old; and a read of the new process that grew too
- * little is kept as a doubt that the next read settles (see ProcessTrail). test/support/drain-model.ts searches
- * for such paths with processes seconds old. A witness that spoke for the earlier read closes that path: its close
- * makes every later read another process's (FUZZ_SEED=404, where a read sent before the witness reconnected was
- * tied to nothing but its counter).
+ * The rule: a count ends a drain only when it is linked to the pinned process by the witness or by a mark that grew
+ * as our connections say; the pinned process is taken as gone only when the witness it held was closed by the other
+ * end, and then no later read is its own, whatever its counter. Why, and what it cannot see:
+ * docs/design.md#the-evidence-the-mark-and-the-witness, #trails-trust-and-verdicts and #what-it-cannot-see.
  */
 
 /** A process's mark at one read; null when Envoy did not report the counter (then nothing can be told). */
@@ -228,7 +158,7 @@ export function epochChanged(earlier: number | null | undefined, later: number |
 
 /**
  * Whether a mark that did not grow as expected may be taken for another process: only once the process of the
- * earlier read has closed the witness it held then (see the header). `undefined` evidence (no witness kept at
+ * earlier read has closed the witness it held then (docs/design.md#trails-trust-and-verdicts). `undefined` evidence (no witness kept at
  * all): the counter alone decides, as before witnesses.
  */
 export function letGoOfUs(earlier: MarkedRead, evidence: ReadEvidence | undefined): boolean {
@@ -290,7 +220,7 @@ export class ProcessTrail {
 
   /**
    * After the read answered: its verdict against the reads it was expected from ('first' when there was none),
-   * and `evidence`, what the witness connection showed (see the header; undefined for a target without one).
+   * and `evidence`, what the witness connection showed (undefined for a target without one).
    * A replaced or doubtful process is not followed; an older read answered late never takes a newer one's place.
    */
   observe(mark: ProcessMark, expected: Expectation, evidence?: ReadEvidence): ProcessVerdict | 'first' {
