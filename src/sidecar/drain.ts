@@ -103,7 +103,6 @@ interface InitiationStep {
 }
 
 export class Drain {
-  private state: DrainState = 'idle';
   private outcome: Promise<DrainOutcome> | undefined;
   private resolveOutcome: ((outcome: DrainOutcome) => void) | undefined;
   private rejectOutcome: ((error: unknown) => void) | undefined;
@@ -160,7 +159,6 @@ export class Drain {
         this.resolveOutcome = resolve;
         this.rejectOutcome = reject;
       });
-      this.state = 'draining';
       this.startedAtMs = startedAtMs ?? this.clock.now();
       this.loadBalancerWatch.setPriorTraffic(this.options.priorTraffic?.() ?? null);
       this.armTimers();
@@ -171,11 +169,13 @@ export class Drain {
 
   /** Ends a running drain now (the sidecar is stopping); its callers get an 'interrupted' outcome. */
   interrupt(): void {
-    if (this.state === 'draining') this.settle('interrupted');
+    if (this.current === 'draining') this.settle('interrupted');
   }
 
+  /** The state, from the two facts that make it: whether the drain started, and how it ended. */
   get current(): DrainState {
-    return this.state;
+    if (this.outcome === undefined) return 'idle';
+    return this.endReason === null ? 'draining' : stateAfter(this.endReason);
   }
 
   /** When the process drained had its health checks failed: for a drain that may find it again. */
@@ -209,7 +209,7 @@ export class Drain {
     const deadline = started === undefined ? undefined : started + this.settings['drain-timeout'];
     const end = this.finishedAtMs ?? now;
     return {
-      state: this.state,
+      state: this.current,
       reason: this.endReason,
       startedAt: isoAtOrNull(this.clock, started),
       deadline: isoAtOrNull(this.clock, deadline),
@@ -268,7 +268,6 @@ export class Drain {
     if (this.isOver) return;
     this.endReason = reason;
     this.finishedAtMs = atMs;
-    this.state = stateAfter(reason);
     if (this.pendingCall !== undefined && reason !== 'interrupted') this.failures.noteCutCall(this.pendingCall);
     this.ended.abort(reason);
     const outcome = this.outcomeNow(reason);
@@ -296,7 +295,6 @@ export class Drain {
     if (this.isOver) return;
     this.endReason = 'interrupted';
     this.finishedAtMs = this.clock.now();
-    this.state = 'interrupted';
     this.ended.abort(error);
     this.rejectOutcome?.(error);
   }
