@@ -38,8 +38,10 @@ import type { SupervisedEnvoy } from '../../src/sidecar/supervisor.js';
 /** A stats read as the admin client gives it: the count and, from a client that keeps a witness, its evidence. */
 export type CountRead = ConnectionCount & { readonly evidence?: ReadEvidence };
 
-/** An answer; a failure; or a function called once Envoy took the call (its connection accepted), answering what it returns. */
-export type Scripted<T> = T | Error | 'hang' | 'stuck' | (() => T | Error | 'hang' | 'stuck' | Promise<T | Error | 'hang' | 'stuck'>);
+/** An answer, or a failure: an Error to reject with, 'hang' (rejects once aborted), 'stuck' (never settles). */
+type Outcome<T> = T | Error | 'hang' | 'stuck';
+/** An outcome, or a function called once Envoy took the call (its connection accepted), answering what it returns. */
+export type Scripted<T> = Outcome<T> | (() => Outcome<T> | Promise<Outcome<T>>);
 
 export interface Answers {
   /** GET /stats: open connections (all drainable), or what to report (filled in by countOf). */
@@ -113,9 +115,11 @@ export class ScriptedEnvoy implements SupervisedEnvoy {
   readonly delayMs: Partial<Record<CallName, number>>;
   /** listener.admin.downstream_cx_total of the process answering now. */
   mark: number;
+  /** Which process answers: 1, one more for each replace(). */
   process = 1;
   /** Nothing listens on the admin port: every call is refused (after /quitquitquit, until replace()). */
   down = false;
+  /** Whether the process answering took /healthcheck/fail (and no /healthcheck/ok since): its state DRAINING. */
   healthChecksFailed = false;
   /** Reported by every stats read unless its answer says otherwise. */
   hotRestart: HotRestartState | undefined;
