@@ -9,15 +9,13 @@ import type { AddressInfo, Socket } from 'node:net';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../../src/clock.js';
 import { AdminTimeoutError } from '../../src/envoy/admin-errors.js';
-import type { EnvoyProcessInfo } from '../../src/envoy/admin-client.js';
 import { WitnessedAdminClient } from '../../src/envoy/process/witnessed-admin.js';
-import { EMPTY_TALLY } from '../../src/envoy/arrivals.js';
-import type { ConnectionCount } from '../../src/envoy/stats.js';
-import { Drain, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { Drain } from '../../src/sidecar/drain.js';
 import type { DrainLoopSettings } from '../../src/sidecar/drain-settings.js';
 import { openJournal } from '../../src/sidecar/journal.js';
-import { DrainSupervisor, type SupervisedEnvoy } from '../../src/sidecar/supervisor.js';
+import { DrainSupervisor } from '../../src/sidecar/supervisor.js';
 import { MemoryLog } from '../support/memory-log.js';
+import { ScriptedEnvoy } from '../support/scripted-envoy.js';
 
 const SETTINGS: DrainLoopSettings = { 'drain-delay': 0, 'check-delay': 0, 'check-interval': 40, 'min-open-connections': 0, 'drain-timeout': 1_200, 'admin-refusals': 3 };
 
@@ -89,53 +87,12 @@ describe('the admin counter tells processes apart, and only when it can', () => 
   });
 });
 
-/** One Envoy process that never restarts; its counter is read when the (delayed) stats answer is written. */
-class OneEnvoy implements SupervisedEnvoy {
-  readonly address = '127.0.0.1:9001';
-  hasAnswered = true;
-  private total = 1_000;
-  private own = 0;
-  readonly mutations: string[] = [];
-
-  connectionMarker(): number {
-    return this.own;
-  }
-  connectedSince(marker: number): number {
-    return this.own - marker;
-  }
-  async serverInfo(): Promise<EnvoyProcessInfo> {
-    this.accept();
-    const now = systemClock.now();
-    return { state: 'LIVE', uptimeSeconds: 100, version: null, restartEpoch: 0, startedAtMs: now - 100_000, readAtMs: now };
-  }
-  async failHealthChecks(): Promise<void> {
-    this.accept();
-    this.mutations.push('fail');
-  }
-  async passHealthChecks(): Promise<void> {
-    this.accept();
-  }
-  async drainListeners(): Promise<void> {
-    this.accept();
-    this.mutations.push('drain');
-  }
-  async quit(): Promise<void> {
-    this.accept();
-  }
-  async countOpenConnections(): Promise<ConnectionCount> {
-    this.accept();
-    await new Promise((resolve) => setTimeout(resolve, 15));
-    return { total: 0, byListener: { ingress: 0 }, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: this.total, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
-  }
-  private accept(): void {
-    this.total += 1;
-    this.own += 1;
-  }
-}
+/** One Envoy process that never restarts, whose stats answers come 15 ms late (its mark read when the answer is written). */
+const oneEnvoy = (): ScriptedEnvoy => new ScriptedEnvoy({ delayMs: { count: 15 } });
 
 describe('the supervisor compares each read with the one before it', () => {
   test('repeated /shutdowns after a drain, overlapping the watch reads of the same process, re-arm nothing', async () => {
-    const envoy = new OneEnvoy();
+    const envoy = oneEnvoy();
     const supervisor = new DrainSupervisor(envoy, { drain: SETTINGS, recoverEnvoy: false, watchIntervalMs: 20, readTimeoutMs: 500 }, openJournal(''), new MemoryLog(), systemClock);
     const first = await supervisor.shutdown();
     const watching = supervisor.watch();
@@ -149,48 +106,31 @@ describe('the supervisor compares each read with the one before it', () => {
   });
 
   test('a /shutdown once the sidecar is stopping starts no drain: nothing is sent to Envoy', async () => {
-    const envoy = new OneEnvoy();
+    const envoy = oneEnvoy();
     const supervisor = new DrainSupervisor(envoy, { drain: SETTINGS, recoverEnvoy: false, watchIntervalMs: 20, readTimeoutMs: 500 }, openJournal(''), new MemoryLog(), systemClock);
     supervisor.stop();
     const outcome = await supervisor.shutdown();
     assert.equal(outcome.state, 'interrupted');
     await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.deepEqual(envoy.mutations, []);
+    assert.deepEqual(envoy.mutations(), []);
   });
 });
 
 describe('the drain counts only the process whose health checks it failed', () => {
   test('steps taken before the first read that answered are sent again to the process that answered', async () => {
-    let process = 1;
-    let total = 5_000;
-    let own = 0;
-    let reads = 0;
-    const failedOn: number[] = [];
-    const envoy: EnvoyDrainTarget = {
-      address: '127.0.0.1:9001',
-      hasAnswered: true,
-      connectionMarker: () => own,
-      connectedSince: (marker) => own - marker,
-      failHealthChecks: async () => {
-        own += 1;
-        total += 1;
-        failedOn.push(process);
+    const envoy = new ScriptedEnvoy({ mark: 5_000 });
+    envoy.answers.count = [new AdminTimeoutError('GET /stats', 'no complete answer within 300 ms'), 0];
+    // Replaced right after taking the steps: the first /drain_listeners is the first process's last call.
+    envoy.answers.drain = [
+      () => {
+        envoy.replace();
+        return 'ok';
       },
-      drainListeners: async () => {
-        own += 1;
-        total += 1;
-        if (process === 1) [process, total] = [2, 0]; // replaced right after taking the steps
-      },
-      countOpenConnections: async () => {
-        own += 1;
-        total += 1;
-        reads += 1;
-        if (reads === 1) throw new AdminTimeoutError('GET /stats', 'no complete answer within 300 ms');
-        return { total: 0, byListener: { ingress: 0 }, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: total, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
-      },
-    };
+      'ok',
+    ];
     const log = new MemoryLog();
     const outcome = await new Drain(envoy, { ...SETTINGS, 'check-delay': 30 }, log, systemClock).start();
+    const failedOn = envoy.calls.filter((call) => call.name === 'fail').map((call) => call.process);
     assert.deepEqual(failedOn, [1, 2], 'the process pinned got its own /healthcheck/fail');
     assert.equal(outcome.reason, 'connections-closed');
     assert.equal(log.events('drain_steps_resent').length, 1);

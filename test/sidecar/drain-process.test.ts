@@ -1,49 +1,24 @@
 /**
  * The process a drain drains, as a state machine of its own (src/sidecar/drain-process.ts): unpinned, pinned to an
- * epoch, awaiting a hot restart child's merge. Read by read, with this sidecar's connections scripted; the drain's
- * own tests (drain*.test.ts, hot-restart.test.ts, the drain model) hold the same rules through the drain.
+ * epoch, awaiting a hot restart child's merge. Read by read, with this sidecar's connections those of
+ * test/support/scripted-envoy.ts and its answers built here; the drain's own tests (drain*.test.ts,
+ * hot-restart.test.ts, the drain model) hold the same rules through the drain.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { EMPTY_TALLY } from '../../src/envoy/arrivals.js';
 import { AdminRefusedError } from '../../src/envoy/admin-errors.js';
-import type { OwnConnections, ReadEvidence } from '../../src/envoy/process/identity.js';
-import type { ConnectionCount, HotRestartState } from '../../src/envoy/stats.js';
+import type { ReadEvidence } from '../../src/envoy/process/identity.js';
+import type { HotRestartState } from '../../src/envoy/stats.js';
 import { DrainedProcess } from '../../src/sidecar/drain-process.js';
 import { MemoryLog } from '../support/memory-log.js';
+import { countOf, ScriptedEnvoy, type CountRead } from '../support/scripted-envoy.js';
 
-/** Every read is one connection of ours, answered. */
-class ScriptedEnvoy implements OwnConnections {
-  readonly address = '127.0.0.1:9001';
-  private own = 0;
-  connectionMarker(): number {
-    return this.own;
-  }
-  connectedSince(marker: number): number {
-    return this.own - marker;
-  }
-  connect(): void {
-    this.own += 1;
-  }
-}
-
-function count(mark: number | null, hotRestart?: HotRestartState, evidence?: ReadEvidence): ConnectionCount & { readonly evidence?: ReadEvidence } {
-  return {
-    total: 0,
-    byListener: { ingress: 0 },
-    missingListeners: [],
-    availableListeners: ['ingress'],
-    adminConnectionsTotal: mark,
-    drainable: 0,
-    longLived: 0,
-    arrivals: EMPTY_TALLY,
-    ...(hotRestart === undefined ? {} : { hotRestart }),
-    ...(evidence === undefined ? {} : { evidence }),
-  };
+function count(mark: number | null, hotRestart?: HotRestartState, evidence?: ReadEvidence): CountRead {
+  return countOf({ adminConnectionsTotal: mark, ...(hotRestart === undefined ? {} : { hotRestart }), ...(evidence === undefined ? {} : { evidence }) });
 }
 
 /** One read: the expectation taken before it is sent, the connection it opens, then its answer observed. */
-function read(process: DrainedProcess, envoy: ScriptedEnvoy, answer: ConnectionCount & { readonly evidence?: ReadEvidence }) {
+function read(process: DrainedProcess, envoy: ScriptedEnvoy, answer: CountRead) {
   const expected = process.expect();
   envoy.connect();
   return process.observe(answer, expected);

@@ -1,105 +1,20 @@
 /**
- * The drain state machine on virtual time (exact timings on any machine), against a scripted Envoy whose
- * admin counter marks its process as real Envoy's does (src/envoy/process/identity.ts). The spawned sidecar against
- * real sockets is in sidecar-process.test.ts and drain-promises.test.ts.
+ * The drain state machine on virtual time (exact timings on any machine), against the scripted Envoy of
+ * test/support/scripted-envoy.ts, whose admin counter marks its process as real Envoy's does. The spawned sidecar
+ * against real sockets is in sidecar-process.test.ts and drain-promises.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { AdminRefusedError, AdminStatusError, AdminTimeoutError } from '../../src/envoy/admin-errors.js';
-import { EMPTY_TALLY, type ArrivalTally } from '../../src/envoy/arrivals.js';
+import type { ArrivalTally } from '../../src/envoy/arrivals.js';
 import { GAP_FACTOR, LoadBalancerWatch } from '../../src/sidecar/load-balancer.js';
 import type { ConnectionCount } from '../../src/envoy/stats.js';
-import { Drain, type DrainOptions, type EnvoyDrainTarget } from '../../src/sidecar/drain.js';
+import { Drain, type DrainOptions } from '../../src/sidecar/drain.js';
 import type { DrainLoopSettings } from '../../src/sidecar/drain-settings.js';
 import { describeOutcome } from '../../src/sidecar/drain-outcome.js';
 import { MemoryLog } from '../support/memory-log.js';
+import { ScriptedEnvoy, type Answers } from '../support/scripted-envoy.js';
 import { VirtualClock } from '../support/virtual-clock.js';
-
-/** Open connections of which `longLived` Envoy cannot drain (upgraded or TCP proxy; see ConnectionCount). */
-interface SplitCount {
-  readonly open: number;
-  readonly longLived: number;
-}
-
-/** A count (all drainable, or split), an error, `hang` (settles only when aborted) or `stuck` (never settles, even when aborted). */
-type Answer = number | SplitCount | Error | 'hang' | 'stuck';
-
-/** A scripted Envoy: each call takes the next answer of its queue (the last one repeats); records every call. */
-class FakeEnvoy implements EnvoyDrainTarget {
-  readonly address = '127.0.0.1:9001';
-  readonly calls: { name: string; at: number }[] = [];
-  failAnswers: Answer[] = [0];
-  drainAnswers: Answer[] = [0];
-  /** As after the sidecar's start-up probe got an answer; false for an admin port that never answered. */
-  hasAnswered = true;
-  /** listener.admin.downstream_cx_total of the process answering now: +1 per call, 0 for a new process. */
-  private adminConnections = 100;
-  missingListeners: string[] = [];
-  /** The arrival counters Envoy reports at a (virtual) instant: none by default. */
-  tallyAt: (nowMs: number) => ArrivalTally = () => EMPTY_TALLY;
-
-  constructor(
-    private readonly countAnswers: Answer[],
-    private readonly clock: VirtualClock,
-  ) {}
-
-  /** Calls made: each is one connection of ours, accepted as soon as it is made (see OwnConnections). */
-  private ownConnections = 0;
-
-  /** Another Envoy process takes the admin port. */
-  replace(): void {
-    this.adminConnections = 0;
-  }
-
-  connectionMarker(): number {
-    return this.ownConnections;
-  }
-
-  connectedSince(marker: number): number {
-    return this.ownConnections - marker;
-  }
-
-  failHealthChecks(signal: AbortSignal): Promise<void> {
-    return this.answer('fail', this.failAnswers, signal).then(() => undefined);
-  }
-
-  drainListeners(signal: AbortSignal): Promise<void> {
-    return this.answer('drain', this.drainAnswers, signal).then(() => undefined);
-  }
-
-  async countOpenConnections(signal: AbortSignal): Promise<ConnectionCount> {
-    const answer = await this.answer('count', this.countAnswers, signal);
-    const { open: total, longLived } = typeof answer === 'number' ? { open: answer, longLived: 0 } : answer;
-    return {
-      total,
-      byListener: { ingress: total },
-      missingListeners: this.missingListeners,
-      availableListeners: ['ingress'],
-      adminConnectionsTotal: this.adminConnections,
-      drainable: total - longLived,
-      longLived,
-      arrivals: this.tallyAt(this.clock.now()),
-    };
-  }
-
-  names(): string[] {
-    return this.calls.map((call) => call.name);
-  }
-
-  private answer(name: string, queue: Answer[], signal: AbortSignal): Promise<number | SplitCount> {
-    this.calls.push({ name, at: this.clock.now() });
-    this.adminConnections += 1;
-    this.ownConnections += 1;
-    const answer = queue.length > 1 ? queue.shift() : queue[0];
-    if (answer === 'stuck') return new Promise(() => undefined);
-    if (answer === 'hang') {
-      return new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
-    }
-    if (answer instanceof Error) return Promise.reject(answer);
-    this.hasAnswered = true;
-    return Promise.resolve(answer ?? 0);
-  }
-}
 
 const SETTINGS: DrainLoopSettings = {
   'drain-delay': 0,
@@ -114,8 +29,8 @@ const refused = (): AdminRefusedError => new AdminRefusedError('GET /stats', 'co
 const timedOut = (): AdminTimeoutError => new AdminTimeoutError('GET /stats', 'no complete answer within 2000 ms');
 const status500 = (): AdminStatusError => new AdminStatusError('GET /stats', 500, 'upstream connect error');
 
-function makeDrain(countAnswers: Answer[], settings: Partial<DrainLoopSettings> = {}, options: DrainOptions = {}, clock = new VirtualClock()) {
-  const envoy = new FakeEnvoy(countAnswers, clock);
+function makeDrain(countAnswers: Answers['count'], settings: Partial<DrainLoopSettings> = {}, options: DrainOptions = {}, clock = new VirtualClock()) {
+  const envoy = new ScriptedEnvoy({ clock, answers: { count: countAnswers } });
   const log = new MemoryLog();
   const drain = new Drain(envoy, { ...SETTINGS, ...settings }, log, clock, options);
   const startedAt = clock.now();
@@ -153,7 +68,7 @@ describe('Drain: the happy path', () => {
 
   test('check-delay counts from the /healthcheck/fail Envoy took, however late', async () => {
     const { drain, envoy, timeline } = makeDrain([0], { 'check-delay': 3_000 });
-    envoy.failAnswers = [timedOut(), status500(), 0];
+    envoy.answers.fail = [timedOut(), status500(), 'ok'];
     const outcome = await drain.start();
     const fails = timeline().filter(([name]) => name === 'fail');
     assert.deepEqual(fails, [['fail', 0], ['fail', 1_000], ['fail', 2_000]]);
@@ -174,7 +89,7 @@ describe('Drain: the happy path', () => {
 
 describe('Drain: long-lived connections (upgraded or TCP proxy, which Envoy cannot drain) and long-lived-grace', () => {
   /** Three open connections, all long-lived: what a pod holding WebSockets or TCP-proxy connections shows. */
-  const LONG_LIVED_ONLY: SplitCount = { open: 3, longLived: 3 };
+  const LONG_LIVED_ONLY: Partial<ConnectionCount> = { total: 3, longLived: 3 };
 
   test('off (the default): long-lived connections hold the drain until the deadline, which names them and the setting', async () => {
     const { drain, log } = makeDrain([LONG_LIVED_ONLY], { 'drain-timeout': 30_000 });
@@ -204,7 +119,7 @@ describe('Drain: long-lived connections (upgraded or TCP proxy, which Envoy cann
 
   test('never before the grace, counted from the /healthcheck/fail Envoy took, however late', async () => {
     const { drain, envoy, timeline } = makeDrain([LONG_LIVED_ONLY], { 'long-lived-grace': 3_000 });
-    envoy.failAnswers = [status500(), status500(), 0];
+    envoy.answers.fail = [status500(), status500(), 'ok'];
     const outcome = await drain.start();
     assert.deepEqual(timeline().filter(([name]) => name === 'fail'), [['fail', 0], ['fail', 1_000], ['fail', 2_000]]);
     assert.deepEqual([outcome.reason, outcome.durationMs], ['long-lived-left', 5_000], 'taken at 2 s: not before 5 s');
@@ -217,15 +132,15 @@ describe('Drain: long-lived connections (upgraded or TCP proxy, which Envoy cann
   });
 
   test('never while drainable connections are above the minimum: the grace over, it waits for them', async () => {
-    const busy: SplitCount = { open: 5, longLived: 3 };
-    const { drain, log } = makeDrain([busy, busy, busy, busy, busy, { open: 4, longLived: 3 }, LONG_LIVED_ONLY], { 'long-lived-grace': 2_000 });
+    const busy: Partial<ConnectionCount> = { total: 5, longLived: 3 };
+    const { drain, log } = makeDrain([busy, busy, busy, busy, busy, { total: 4, longLived: 3 }, LONG_LIVED_ONLY], { 'long-lived-grace': 2_000 });
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs, outcome.longLivedConnections], ['long-lived-left', 6_000, 3]);
     assert.deepEqual(log.events('poll').map((poll) => poll['drainable_connections']), [2, 2, 2, 2, 2, 1, 0]);
   });
 
   test('min-open-connections applies to the drainable ones: at or below it with the grace over, the drain ends', async () => {
-    const { drain } = makeDrain([{ open: 5, longLived: 3 }], { 'long-lived-grace': 2_000, 'min-open-connections': 2 });
+    const { drain } = makeDrain([{ total: 5, longLived: 3 }], { 'long-lived-grace': 2_000, 'min-open-connections': 2 });
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs], ['long-lived-left', 2_000]);
     assert.match(describeOutcome(outcome), /^drained: 2 drainable connections open \(at most 2 allowed\) after 2\.0s; 3 long-lived connections/);
@@ -245,8 +160,7 @@ describe('Drain: long-lived connections (upgraded or TCP proxy, which Envoy cann
   });
 
   test('listeners named but missing: the count is not whole, and the grace does not end the drain', async () => {
-    const { drain, envoy } = makeDrain([LONG_LIVED_ONLY], { 'long-lived-grace': 1_000, 'drain-timeout': 10_000 });
-    envoy.missingListeners = ['0.0.0.0_9999'];
+    const { drain } = makeDrain([{ ...LONG_LIVED_ONLY, missingListeners: ['0.0.0.0_9999'] }], { 'long-lived-grace': 1_000, 'drain-timeout': 10_000 });
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs], ['deadline', 10_000]);
   });
@@ -255,7 +169,7 @@ describe('Drain: long-lived connections (upgraded or TCP proxy, which Envoy cann
 describe('Drain: it ends by its deadline, whatever Envoy does', () => {
   test('a read that never settles, even when aborted, cannot hold the outcome past the deadline', async () => {
     const { drain, envoy, log } = makeDrain([0, 'stuck'], { 'check-delay': 5_000, 'drain-timeout': 20_000 });
-    envoy.failAnswers = [0];
+    envoy.answers.fail = ['ok'];
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs], ['timed-out', 'deadline', 20_000]);
     assert.match(String(drain.snapshot().lastError), /count open connections: no answer from Envoy's admin API before the drain ended/);
@@ -264,7 +178,7 @@ describe('Drain: it ends by its deadline, whatever Envoy does', () => {
 
   test('a /healthcheck/fail that never settles: the deadline still answers, saying Envoy never took it', async () => {
     const { drain, envoy } = makeDrain([0], { 'drain-timeout': 7_000 });
-    envoy.failAnswers = ['stuck'];
+    envoy.answers.fail = ['stuck'];
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs, outcome.healthChecksFailed], ['deadline', 7_000, false]);
     assert.match(describeOutcome(outcome), /Envoy never took POST \/healthcheck\/fail/);
@@ -338,8 +252,7 @@ describe('Drain: it drains the process it started on', () => {
 
 describe('Drain: it never says drained with connections it could not count', () => {
   test('a listener named in --listeners that Envoy does not have: never counted as 0, logged once with the names Envoy has', async () => {
-    const { drain, envoy, log } = makeDrain([0], { 'drain-timeout': 8_000 });
-    envoy.missingListeners = ['ingres'];
+    const { drain, log } = makeDrain([{ missingListeners: ['ingres'] }], { 'drain-timeout': 8_000 });
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.reason, outcome.missingListeners], ['timed-out', 'deadline', ['ingres']]);
     assert.match(describeOutcome(outcome), /the listeners ingres named by --listeners do not exist \(Envoy has: ingress\)/);
@@ -361,7 +274,7 @@ describe('Drain: it reports what happened', () => {
   test('nothing listening on the admin port: ends after drain-delay + check-delay, not at the deadline, with one warning', async () => {
     const { drain, envoy, log } = makeDrain([refused()], { 'drain-delay': 1_000, 'check-delay': 4_000, 'drain-timeout': 290_000 });
     envoy.hasAnswered = false;
-    envoy.failAnswers = envoy.drainAnswers = [refused()];
+    envoy.answers.fail = envoy.answers.drain = [refused()];
     const outcome = await drain.start();
     assert.deepEqual([outcome.state, outcome.reason, outcome.durationMs, outcome.healthChecksFailed], ['timed-out', 'admin-unreachable', 5_000, false]);
     assert.equal(outcome.adminFailure?.kind, 'refused');
@@ -373,7 +286,7 @@ describe('Drain: it reports what happened', () => {
   test('an admin port that answers 500 to everything: reported with what it answered, ended at the same cutoff', async () => {
     const { drain, envoy } = makeDrain([status500()], { 'check-delay': 3_000 });
     envoy.hasAnswered = false;
-    envoy.failAnswers = envoy.drainAnswers = [status500()];
+    envoy.answers.fail = envoy.answers.drain = [status500()];
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs, outcome.adminFailure?.kind], ['admin-unreachable', 3_000, 'invalid-answer']);
     assert.match(describeOutcome(outcome), /answered, but never as Envoy does \(last: .*HTTP 500/);
@@ -382,7 +295,7 @@ describe('Drain: it reports what happened', () => {
   test('an admin that only times out may have taken the calls: held to the deadline, and said to be slow, not absent', async () => {
     const { drain, envoy } = makeDrain([timedOut()], { 'check-delay': 3_000, 'drain-timeout': 20_000 });
     envoy.hasAnswered = false;
-    envoy.failAnswers = envoy.drainAnswers = [timedOut()];
+    envoy.answers.fail = envoy.answers.drain = [timedOut()];
     const outcome = await drain.start();
     assert.deepEqual([outcome.reason, outcome.durationMs, outcome.adminFailure?.kind], ['admin-unreachable', 20_000, 'timeout']);
     assert.match(describeOutcome(outcome), /took connections but never answered in time/);
@@ -391,7 +304,7 @@ describe('Drain: it reports what happened', () => {
 
   test('admin failures are logged at most once per kind every 30 s, with the counts by kind', async () => {
     const { drain, envoy, log } = makeDrain([timedOut()], { 'check-interval': 100, 'drain-timeout': 10_000 });
-    envoy.failAnswers = [0];
+    envoy.answers.fail = ['ok'];
     const outcome = await drain.start();
     assert.equal(outcome.adminFailure?.counts.timeout, 100);
     assert.equal(log.events('admin_error').filter((line) => line['kind'] === 'timeout').length, 1);

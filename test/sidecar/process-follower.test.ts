@@ -1,49 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { EMPTY_TALLY } from '../../src/envoy/arrivals.js';
-import { AdminRefusedError } from '../../src/envoy/admin-errors.js';
-import type { ConnectionCount } from '../../src/envoy/stats.js';
-import type { EnvoyDrainTarget } from '../../src/sidecar/drain.js';
 import { heldByAnother, ProcessFollower, whyUntold, type FollowVerdict } from '../../src/sidecar/process-follower.js';
 import { MemoryLog } from '../support/memory-log.js';
-
-/** An admin counter that grows by each of our reads, or as scripted; every read is one connection of ours, answered. */
-class ScriptedEnvoy implements EnvoyDrainTarget {
-  readonly address = '127.0.0.1:9001';
-  readonly hasAnswered = true;
-  own = 0;
-  mark = 100;
-  /** Reads held until released: the next read's answer waits for it. */
-  hold: Promise<void> | undefined;
-  inFlight = 0;
-  maxInFlight = 0;
-  refuse = false;
-  connectionMarker(): number {
-    return this.own;
-  }
-  connectedSince(marker: number): number {
-    return this.own - marker;
-  }
-  failHealthChecks(): Promise<void> {
-    return Promise.resolve();
-  }
-  drainListeners(): Promise<void> {
-    return Promise.resolve();
-  }
-  async countOpenConnections(signal: AbortSignal): Promise<ConnectionCount> {
-    this.own += 1;
-    this.mark += 1;
-    this.inFlight += 1;
-    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-    try {
-      if (this.hold !== undefined) await Promise.race([this.hold, new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))]);
-      if (this.refuse) throw new AdminRefusedError('GET /stats', 'connection refused');
-      return { total: 0, byListener: {}, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: this.mark, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
-    } finally {
-      this.inFlight -= 1;
-    }
-  }
-}
+import { ScriptedEnvoy } from '../support/scripted-envoy.js';
 
 function setUp(readTimeoutMs = 1_000) {
   const envoy = new ScriptedEnvoy();
@@ -59,7 +18,7 @@ describe('ProcessFollower', () => {
     const { envoy, follower, seen } = setUp();
     assert.deepEqual(await follower.read(), { ok: true, verdict: 'first', restartEpoch: null }, 'the first read');
     assert.equal((await follower.read()).ok, true, 'the second read');
-    envoy.mark = 0; // another process: its counter starts again
+    envoy.replace(); // another process: its counter starts again
     await follower.read();
     await follower.read();
     assert.deepEqual(seen, ['first', 'same', 'replaced', 'same'], 'the new process is followed from its first read');
@@ -69,20 +28,20 @@ describe('ProcessFollower', () => {
   test('reads one at a time: a read asked for while one is in flight waits for it', async () => {
     const { envoy, follower } = setUp();
     let release!: () => void;
-    envoy.hold = new Promise((resolve) => (release = resolve));
+    const held = new Promise<void>((resolve) => (release = resolve));
+    envoy.answers.count = [() => held.then(() => 0)]; // every answer waits for release()
     const first = follower.read();
     const second = follower.read();
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(envoy.inFlight, 1, 'the second read is not sent yet');
     release();
-    envoy.hold = undefined;
     await Promise.all([first, second]);
     assert.equal(envoy.maxInFlight, 1, 'never two reads at once');
   });
 
   test('a read that does not answer in time is a timeout, and the call is cancelled', async () => {
     const { envoy, follower } = setUp(50);
-    envoy.hold = new Promise(() => undefined);
+    envoy.answers.count = ['hang'];
     const read = await follower.read();
     assert.deepEqual(read, { ok: false, kind: 'timeout', message: 'no answer within 50 ms' }, 'the fallback');
     await new Promise((resolve) => setImmediate(resolve));
@@ -91,17 +50,14 @@ describe('ProcessFollower', () => {
 
   test('marks that never grow as our connections do are said once, after a few doubtful reads', async () => {
     const { envoy, follower, log } = setUp();
-    envoy.countOpenConnections = async function () {
-      this.own += 1;
-      return { total: 0, byListener: {}, missingListeners: [], availableListeners: ['ingress'], adminConnectionsTotal: 100, drainable: 0, longLived: 0, arrivals: EMPTY_TALLY };
-    };
+    envoy.answers.count = [{ adminConnectionsTotal: 100 }]; // a proxy's counter, whatever our connections
     for (let read = 0; read < 6; read += 1) await follower.read();
     assert.equal(log.events('admin_marks_unproven').length, 1, 'a proxy in front of the admin API is suspected once');
   });
 
   test("a refusal tells whether another process's witness was open, and the re-arm says why", async () => {
     const { envoy, follower } = setUp();
-    envoy.refuse = true;
+    envoy.down = true;
     const read = await follower.read();
     assert.equal(read.ok, false, 'refused');
     assert.ok(!read.ok && read.kind === 'refused', 'of kind refused');

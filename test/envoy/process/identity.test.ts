@@ -1,22 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { MarkTrust, ProcessTrail, holderEpochOf, witnessVouches, type OwnConnections, type ReadEvidence } from '../../../src/envoy/process/identity.js';
+import { MarkTrust, ProcessTrail, holderEpochOf, witnessVouches, type ReadEvidence } from '../../../src/envoy/process/identity.js';
+import { ScriptedEnvoy } from '../../support/scripted-envoy.js';
 
-/** This sidecar's connections as a script sets them: every socket created is answered. */
-class ScriptedConnections implements OwnConnections {
-  created = 0;
-  connectionMarker(): number {
-    return this.created;
-  }
-  connectedSince(marker: number): number {
-    return this.created - marker;
-  }
-}
-
-/** One read as the admin client sends it: expected before its socket is created, observed once answered. */
-function read(trail: ProcessTrail, own: ScriptedConnections, mark: number, seen: ReadEvidence) {
+/**
+ * One read as the admin client sends it: expected before its socket is created, observed once answered. Our
+ * connections are the scripted Envoy's (each one answered), the marks and the witness's evidence the test's own.
+ */
+function read(trail: ProcessTrail, own: ScriptedEnvoy, mark: number, seen: ReadEvidence) {
   const expected = trail.expect();
-  own.created += 1;
+  own.connect();
   return trail.observe(mark, expected, seen);
 }
 
@@ -27,7 +20,7 @@ function evidence(witness: number | null, closedThrough: number, created: number
 
 /** A trail whose marks are proved to follow our connections, with a first read of mark 10 that witness 1 spoke for. */
 function verifiedTrail() {
-  const own = new ScriptedConnections();
+  const own = new ScriptedEnvoy();
   const trust = new MarkTrust();
   trust.verified = true;
   const trail = new ProcessTrail(own, trust);
@@ -44,7 +37,7 @@ describe('ProcessTrail: which process answered', () => {
 
   test('the witness that spoke for the earlier read closed by the other end: another process, whatever its counter (FUZZ_SEED=404)', () => {
     const { own, trail } = verifiedTrail();
-    own.created += 2;
+    own.connect(2);
     // A young successor that took our two failed calls and this read: its counter outgrew the pinned process's by just
     // what our connections predict.
     assert.equal(read(trail, own, 10 + 3, evidence(2, 1, 2)), 'replaced');
@@ -52,25 +45,25 @@ describe('ProcessTrail: which process answered', () => {
 
   test('control: the same growth with the witness still open is the same process', () => {
     const { own, trail } = verifiedTrail();
-    own.created += 2;
+    own.connect(2);
     assert.equal(read(trail, own, 10 + 3, evidence(1, 0, 1)), 'same');
   });
 
   test('before marks are proved to follow our connections, a closed witness is a doubt, never "same"', () => {
-    const own = new ScriptedConnections();
+    const own = new ScriptedEnvoy();
     const trail = new ProcessTrail(own, new MarkTrust());
     read(trail, own, 10, evidence(1, 0, 1));
     assert.equal(read(trail, own, 12, evidence(2, 1, 2)), 'doubtful');
   });
 
   test('an earlier read no witness spoke for, while one speaks for this one: a counter that grew enough is a doubt, never "same" (FUZZ_SEED=707); a hot restart child\'s epoch ties them', () => {
-    const own = new ScriptedConnections();
+    const own = new ScriptedEnvoy();
     const trust = new MarkTrust();
     trust.verified = true;
     const trail = new ProcessTrail(own, trust);
     // The earlier read: counters reset (mark 1), its process not the one holding witness 1 (a path bound again).
     assert.equal(read(trail, own, 1, evidence(null, 0, 1)), 'first');
-    own.created += 2;
+    own.connect(2);
     assert.equal(read(trail, own, 1 + 3 + 1, evidence(2, 1, 2)), 'doubtful', "a successor that counted our witness's connect and our calls");
     // Control: a read sent before witnesses were kept (the start-up probe that begins them answered meanwhile) is no
     // doubt: nothing was amiss then, and the counter ties it as it did before witnesses.
