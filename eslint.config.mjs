@@ -44,6 +44,54 @@ const NOT_THE_EMULATOR = [
 ];
 
 /**
+ * The layering: the pure cores decide, the edges do I/O, and a core imports no edge, so that it can be read, tested
+ * and reused without a server, a cluster or a socket (docs/development.md#the-source-tree). Types are data shapes
+ * and allowed (a V1Pod from @kubernetes/client-node); values are not.
+ * - PURE_CORES: the injector, the config module, the rules that tell Envoy processes apart, stats counting, the
+ *   outcome's wording, recovery's decision: no network, file, process or framework module at all.
+ * - DRAIN_CORE: the drain and the supervisor know Envoy's admin API through an interface, and nothing of HTTP
+ *   routes (the sidecar's server lives in src/sidecar/server/).
+ * Checked with typescript-eslint's no-restricted-imports, so that it composes with the core rule's blocks below.
+ */
+export const PURE_CORES = [
+  'src/inject/**/*.ts',
+  'src/config/**/*.ts',
+  'src/envoy/process/identity.ts',
+  'src/envoy/stats.ts',
+  'src/envoy/arrivals.ts',
+  'src/envoy/version.ts',
+  'src/sidecar/drain-outcome.ts',
+  'src/sidecar/drain-steps.ts',
+  'src/sidecar/drain-settings.ts',
+  'src/sidecar/needed-stats.ts',
+  'src/sidecar/recovery.ts',
+  'src/sidecar/load-balancer.ts',
+];
+export const DRAIN_CORE = [
+  'src/sidecar/drain.ts',
+  'src/sidecar/drain-process.ts',
+  'src/sidecar/drain-log.ts',
+  'src/sidecar/drain-admin-failures.ts',
+  'src/sidecar/supervisor.ts',
+  'src/sidecar/process-follower.ts',
+];
+const FRAMEWORKS = ['fastify', 'undici', 'pino', 'prom-client', '@kubernetes/client-node'];
+const IO_BUILTINS = ['http', 'https', 'http2', 'net', 'tls', 'dgram', 'dns', 'fs', 'fs/promises', 'child_process'];
+/** Relative imports that leave the module's folder for an edge, or reach the sidecar's server from src/sidecar/. */
+const EDGE_MODULES = [String.raw`^(?:\.\./)+(?:webhook|kube|cli|certs/(?!names)|sidecar/server)(?:/|\.js$)`, String.raw`^\./server(?:/|\.js$)`];
+const NOT_IN_A_PURE_CORE = {
+  paths: [
+    ...FRAMEWORKS.map((name) => ({ name, allowTypeImports: true, message: 'a pure core imports no framework: take what it needs as a parameter, or decide here and let an edge act.' })),
+    ...IO_BUILTINS.flatMap((name) => [`node:${name}`, name]).map((name) => ({ name, allowTypeImports: true, message: 'a pure core does no I/O: an edge reads and writes, the core decides.' })),
+  ],
+  patterns: EDGE_MODULES.map((regex) => ({ regex, allowTypeImports: true, message: 'a pure core imports no edge (the webhook, the Kubernetes client, the CLI, certificates, the sidecar server).' })),
+};
+const NOT_IN_THE_DRAIN = {
+  paths: ['fastify', 'undici', 'node:http', 'node:https', 'http', 'https'].map((name) => ({ name, allowTypeImports: true, message: 'the drain knows nothing of HTTP: it reaches Envoy through EnvoyDrainTarget (src/sidecar/drain.ts).' })),
+  patterns: [{ regex: String.raw`^\./server(?:/|\.js$)|^(?:\.\./)+webhook/`, allowTypeImports: true, message: 'the drain knows nothing of the routes that start it (src/sidecar/server/).' }],
+};
+
+/**
  * The modules src/sidecar/command.ts (the bundle's entry) reaches by static imports, besides src/sidecar/ itself.
  * test/architecture.test.ts walks the imports and fails when a module reached is not listed here.
  */
@@ -110,6 +158,16 @@ export default tseslint.config(
     files: SIDECAR_START_PATH,
     // A later block's options replace an earlier one's for the same rule: the emulator's patterns are repeated here.
     rules: { 'no-restricted-imports': ['error', { paths: NOT_AT_SIDECAR_START, patterns: NOT_THE_EMULATOR }] },
+  },
+  {
+    name: 'layering: pure cores',
+    files: PURE_CORES,
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', NOT_IN_A_PURE_CORE] },
+  },
+  {
+    name: 'layering: the drain',
+    files: DRAIN_CORE,
+    rules: { '@typescript-eslint/no-restricted-imports': ['error', NOT_IN_THE_DRAIN] },
   },
   {
     name: 'sizes (issue 34)',

@@ -9,7 +9,9 @@
  *   version and image name (src/version.ts) are not among them: the sidecar's --version is main.js's
  *   (test/sidecar/bundle.test.ts);
  * - no module of the product imports the Envoy emulator (src/emulator/README.md), and the lint rule that says so
- *   covers every module of src/ but the emulator's.
+ *   covers every module of src/ but the emulator's;
+ * - the layering: a pure core (the injector, the config module, the identity rules...) imports no framework, no I/O
+ *   and no edge, and the drain nothing of HTTP (eslint.config.mjs PURE_CORES and DRAIN_CORE, with controls here).
  *
  * Dynamic import() is left out of both: it loads on demand, which is what it is there for (the sidecar's
  * metrics, the commands' chunks).
@@ -182,5 +184,32 @@ describe('the Envoy emulator (src/emulator/README.md)', () => {
     assert.deepEqual(await lint('src/main.ts', './emulator/types.js'), ['no-restricted-imports'], 'the entry');
     assert.deepEqual(await lint('src/emulator/cli.ts', './types.js'), [], 'the emulator itself');
     assert.deepEqual(await lint('test/emulator/drain.test.ts', '../../src/emulator/types.js'), [], 'a test');
+  });
+});
+
+describe('the layering (eslint.config.mjs PURE_CORES and DRAIN_CORE)', () => {
+  /** The rules a re-export of `specifier` breaks in `file` (a re-export is checked as an import is, and uses nothing). */
+  async function lintReexport(file: string, specifier: string, typeOnly = false): Promise<string[]> {
+    const eslint = new ESLint({ cwd: REPO_ROOT });
+    const [result] = await eslint.lintText(`export ${typeOnly ? 'type ' : ''}{ Thing } from '${specifier}';\n`, { filePath: join(REPO_ROOT, file) });
+    return (result?.messages ?? []).map((message) => message.ruleId ?? '');
+  }
+  const LAYERING = '@typescript-eslint/no-restricted-imports';
+
+  test('a pure core imports no framework, no I/O and no edge; types are data shapes and allowed', async () => {
+    assert.deepEqual(await lintReexport('src/inject/injector.ts', 'node:fs'), [LAYERING], 'the injector reading a file');
+    assert.deepEqual(await lintReexport('src/inject/injector.ts', '@kubernetes/client-node'), [LAYERING], 'the injector calling the API server');
+    assert.deepEqual(await lintReexport('src/inject/injector.ts', '@kubernetes/client-node', true), [], "a V1Pod type is the pod's shape");
+    assert.deepEqual(await lintReexport('src/config/values.ts', '../kube/client.js'), [LAYERING], 'the config module and the Kubernetes client');
+    assert.deepEqual(await lintReexport('src/config/reference.ts', './webhook.js'), [], "the config module's own webhook settings are no edge");
+    assert.deepEqual(await lintReexport('src/envoy/process/identity.ts', 'node:fs'), [LAYERING], 'the identity rules reading a file');
+    assert.deepEqual(await lintReexport('src/sidecar/drain-outcome.ts', './server/routes.js'), [LAYERING], "the outcome's wording and the routes");
+  });
+
+  test('the drain and the supervisor know nothing of HTTP or of the routes that start them', async () => {
+    assert.deepEqual(await lintReexport('src/sidecar/drain.ts', './server/routes.js'), [LAYERING], 'the drain and the routes');
+    assert.deepEqual(await lintReexport('src/sidecar/supervisor.ts', 'undici'), [LAYERING], 'the supervisor and an HTTP client');
+    assert.deepEqual(await lintReexport('src/sidecar/drain.ts', '../envoy/admin-errors.js'), [], "the admin API's typed errors are the drain's to know");
+    assert.deepEqual(await lintReexport('src/webhook/server.ts', 'fastify'), [], 'an edge imports its framework');
   });
 });
