@@ -212,7 +212,6 @@ const WITHOUT_OWN_TEST: ReadonlyArray<readonly [string, string]> = [
   ['src/sidecar/command.ts', "the sidecar's command line: run by the test/sidecar/*-process tests"],
   ['src/sidecar/lag-buckets.ts', 'covered by test/cli/check-prometheus.test.ts'],
   ['src/sidecar/main.ts', "the sidecar's start: run by the test/sidecar/*-process tests"],
-  ['src/sidecar/metrics.ts', "no test of its own yet: the sidecar's metrics, checked by test/sidecar/sidecar-process.test.ts"],
   ['src/sidecar/prom-client-parts.d.ts', 'type declarations only'],
   ['src/sidecar/server/connection-guard.ts', 'no test of its own yet: exercised through test/sidecar/server-*.test.ts'],
   ['src/sidecar/server/connection-limits.ts', 'covered by test/sidecar/server-bounds.test.ts'],
