@@ -216,7 +216,6 @@ const WITHOUT_OWN_TEST: ReadonlyArray<readonly [string, string]> = [
   ['src/sidecar/server/connection-guard.ts', 'no test of its own yet: exercised through test/sidecar/server-*.test.ts'],
   ['src/sidecar/server/connection-limits.ts', 'covered by test/sidecar/server-bounds.test.ts'],
   ['src/sidecar/server/deadlines.ts', 'covered by test/sidecar/deadlines.test.ts'],
-  ['src/sidecar/server/parser-slices.ts', 'no test of its own yet: exercised through test/sidecar/server-*.test.ts'],
   ['src/sidecar/server/render-cache.ts', 'covered by test/sidecar/render-cache.test.ts'],
   ['src/sidecar/server/routes.ts', 'covered by test/sidecar/server-bounds.test.ts'],
   ['src/sidecar/server/shutdown-token.ts', 'covered by test/sidecar/shutdown-token.test.ts'],
