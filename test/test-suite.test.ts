@@ -213,7 +213,6 @@ const WITHOUT_OWN_TEST: ReadonlyArray<readonly [string, string]> = [
   ['src/sidecar/lag-buckets.ts', 'covered by test/cli/check-prometheus.test.ts'],
   ['src/sidecar/main.ts', "the sidecar's start: run by the test/sidecar/*-process tests"],
   ['src/sidecar/prom-client-parts.d.ts', 'type declarations only'],
-  ['src/sidecar/server/connection-guard.ts', 'no test of its own yet: exercised through test/sidecar/server-*.test.ts'],
   ['src/sidecar/server/connection-limits.ts', 'covered by test/sidecar/server-bounds.test.ts'],
   ['src/sidecar/server/deadlines.ts', 'covered by test/sidecar/deadlines.test.ts'],
   ['src/sidecar/server/render-cache.ts', 'covered by test/sidecar/render-cache.test.ts'],
