@@ -91,7 +91,14 @@ async function guarded(t: TestContext, limits: Partial<ConnectionLimits> = {}) {
     response.end(body);
     return true;
   };
-  return { guard, log, clock, received, connect, ask, answer };
+  /** A connection whose every request is answered, the answer not taken: stalled. */
+  const stalledConnection = async (): Promise<Connection> => {
+    const connection = await connect({ reads: false });
+    const [request] = await ask(connection, '/metrics');
+    answer(request!.response, UNTAKEN);
+    return connection;
+  };
+  return { guard, log, clock, connect, ask, answer, stalledConnection };
 }
 
 describe('ConnectionGuard: waiting and busy connections', () => {
@@ -135,10 +142,8 @@ describe('ConnectionGuard: waiting and busy connections', () => {
 
 describe('ConnectionGuard: room at maxConnections', () => {
   test('a new connection closes the oldest waiting one, else the oldest stalled one; when all are busy, it is refused', async (t) => {
-    const { guard, connect, ask, answer } = await guarded(t, { maxConnections: 3 });
-    const stalled = await connect({ reads: false });
-    const [big] = await ask(stalled, '/metrics');
-    answer(big!.response, UNTAKEN); // every request answered, the answer not taken: stalled
+    const { guard, connect, ask, stalledConnection } = await guarded(t, { maxConnections: 3 });
+    const stalled = await stalledConnection();
     const busy = await connect();
     await ask(busy, '/shutdown');
     const waiting = await connect();
@@ -203,13 +208,11 @@ describe('ConnectionGuard: what a client may leave pending', () => {
   });
 
   test('an answer not taken within writeWithinMs closes its connection; answers waiting behind a held request are not timed', async (t) => {
-    const { guard, clock, connect, ask, answer } = await guarded(t);
+    const { guard, clock, connect, ask, answer, stalledConnection } = await guarded(t);
     const behindHeld = await connect({ reads: false });
     const [, queued] = await ask(behindHeld, '/shutdown', '/metrics');
     answer(queued!.response, UNTAKEN); // written first: were it timed, it would expire first
-    const stalled = await connect({ reads: false });
-    const [untaken] = await ask(stalled, '/metrics');
-    answer(untaken!.response, UNTAKEN);
+    const stalled = await stalledConnection();
 
     clock.ms = 1_000;
     await closed(stalled, 'the stalled connection to be closed');
