@@ -1,18 +1,24 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { EnvoyEmulator } from '../../../src/emulator/envoy-emulator.js';
 import { AdminRefusedError } from '../../../src/envoy/admin-errors.js';
 import { WitnessedAdminClient } from '../../../src/envoy/process/witnessed-admin.js';
 import { freePorts } from '../../support/ports.js';
 import { waitUntil } from '../../support/wait.js';
 
+/** An emulated Envoy and a client of its admin API; `adminPort` for a successor that binds the same port. */
+async function envoyAndClient(t: TestContext, adminPort?: number): Promise<{ envoy: EnvoyEmulator; client: WitnessedAdminClient }> {
+  const envoy = await EnvoyEmulator.start(adminPort === undefined ? {} : { adminPort });
+  t.after(() => envoy.close());
+  const client = new WitnessedAdminClient({ address: '127.0.0.1', port: envoy.ports.admin, timeoutMs: 1_000 });
+  t.after(() => client.close());
+  return { envoy, client };
+}
+
 describe('WitnessedAdminClient', () => {
   test('once witnesses are kept, a read goes out only with one connected: the first read of a successor is witnessed (FUZZ_SEED=404)', { timeout: 10_000 }, async (t) => {
     const [adminPort] = (await freePorts(1)) as [number];
-    const first = await EnvoyEmulator.start({ adminPort });
-    t.after(() => first.close());
-    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: adminPort, timeoutMs: 1_000 });
-    t.after(() => client.close());
+    const { envoy: first, client } = await envoyAndClient(t, adminPort);
     await client.countOpenConnections();
     await client.countOpenConnections();
     const held = await client.countOpenConnections();
@@ -28,10 +34,7 @@ describe('WitnessedAdminClient', () => {
   });
 
   test('no witness before the address proved to be Envoy: one-off calls and a wrong address leave no connection behind', async (t) => {
-    const emulator = await EnvoyEmulator.start();
-    t.after(() => emulator.close());
-    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: emulator.ports.admin, timeoutMs: 1_000 });
-    t.after(() => client.close());
+    const { client } = await envoyAndClient(t);
     const first = await client.countOpenConnections();
     assert.equal(first.evidence.created, 0, 'the first read opens no witness');
     await client.serverState();
@@ -42,11 +45,7 @@ describe('WitnessedAdminClient', () => {
   });
 
   test('a refusal carries the witness evidence: the process that held the witness closed it as it exited', { timeout: 10_000 }, async (t) => {
-    const [adminPort] = (await freePorts(1)) as [number];
-    const envoy = await EnvoyEmulator.start({ adminPort });
-    t.after(() => envoy.close());
-    const client = new WitnessedAdminClient({ address: '127.0.0.1', port: adminPort, timeoutMs: 1_000 });
-    t.after(() => client.close());
+    const { envoy, client } = await envoyAndClient(t);
     await client.countOpenConnections();
     const held = await client.countOpenConnections();
     await waitUntil(() => client.witnessEvidence().witness !== null, 2_000, 'the witness connects');
