@@ -7,7 +7,8 @@
  * same way. The sidecar is started as the injector writes it into a pod: its args (sidecarArgs), a state
  * directory and a shutdown token, only its address and ports moved to free ones.
  *
- * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/sidecar.ts`.
+ * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/sidecar.ts`, and the start and
+ * idle memory alone: `node --import tsx bench/sidecar.ts --only start` (see the end of this file).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -16,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { parseWebhookConfig } from '../src/config/webhook.js';
 import { SIDECAR_ENV, sidecarArgs } from '../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
@@ -98,7 +100,7 @@ async function timeToReady(command: 'sidecar' | 'floor', adminPort: number, stat
   return { ms: readyAt - started, child, port: port as number };
 }
 
-async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenchProfile): Promise<Figure[]> {
+async function measureStartAndIdle(emulator: EnvoyEmulator, profile: Pick<SidecarBenchProfile, 'starts'>): Promise<Figure[]> {
   const times: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const idle: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const anonymous: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
@@ -131,9 +133,15 @@ async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenc
   }
   const start = { sidecar: median(times.sidecar), floor: median(times.floor) };
   const rss = { sidecar: median(idle.sidecar), floor: median(idle.floor) };
-  console.log(`  start → ready (ms): sidecar ${times.sidecar.map(Math.round).join('/')}; floor ${times.floor.map(Math.round).join('/')}`);
-  console.log(`  RSS idle (MiB): sidecar ${idle.sidecar.map((v) => v.toFixed(1)).join('/')}; floor ${idle.floor.map((v) => v.toFixed(1)).join('/')}`);
   const own = { sidecar: median(anonymous.sidecar), floor: median(anonymous.floor) };
+  const each = (values: readonly number[], digits: number): string => values.map((value) => value.toFixed(digits)).join('/');
+  console.log(
+    `  start → ready (ms): sidecar ${each(times.sidecar, 0)}; floor ${each(times.floor, 0)}; medians ${start.sidecar.toFixed(0)} vs ${start.floor.toFixed(0)} (${(start.sidecar / start.floor).toFixed(2)} ×)`,
+  );
+  console.log(
+    `  private (anonymous) memory idle (MiB): sidecar ${each(anonymous.sidecar, 1)}; floor ${each(anonymous.floor, 1)}; medians ${own.sidecar.toFixed(1)} vs ${own.floor.toFixed(1)} (${(own.sidecar / own.floor).toFixed(2)} ×)`,
+  );
+  console.log(`  RSS idle (MiB): sidecar ${each(idle.sidecar, 1)}; floor ${each(idle.floor, 1)}`);
   const shared = median(fileBacked.sidecar);
   return [
     {
@@ -383,6 +391,18 @@ export function sidecarFigureNames(): string[] {
   return [...STARTS_AND_IDLE, ...DRAINS, BIG_DRAIN, ...floods, KUBELET_UNDER_FLOOD];
 }
 
+/** The start → ready and idle memory figures alone, beside the floor (`bench/sidecar.ts --only start`). */
+export async function runStartBench(profile: Pick<SidecarBenchProfile, 'starts'>): Promise<Figure[]> {
+  console.log(`Sidecar start and idle memory: ${profile.starts} alternating starts with a bare node:http floor, Node ${process.version}; load average ${loadAverage()}`);
+  const emulator = await EnvoyEmulator.start();
+  try {
+    return await measureStartAndIdle(emulator, profile);
+  } finally {
+    await emulator.close();
+    console.log(`  load average ${loadAverage()} at the end`);
+  }
+}
+
 export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Figure[]> {
   const floods = profile.floodSeconds > 0 ? `, ${FLOODS.length * 2} floods of ${profile.floodSeconds} s` : '';
   console.log(`Sidecar: ${profile.starts} alternating starts with a bare node:http floor, ${profile.drains + 1} drains${floods}; load average ${loadAverage()}`);
@@ -402,7 +422,17 @@ export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Fig
   }
 }
 
+/**
+ * Alone: every sidecar figure, or with `--only start` the start → ready and idle memory figures alone, beside the
+ * floor (a few seconds instead of minutes: what to run while working on the sidecar's start). `--starts=N` sets
+ * how many alternating starts of each (11 by default; the memory is read in the first three).
+ */
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const { values } = parseArgs({ options: { only: { type: 'string' }, starts: { type: 'string', default: '11' } } });
+  const starts = Number(values.starts);
+  if (!Number.isInteger(starts) || starts < 1) throw new Error(`--starts=${values.starts}: a whole number of starts, 1 or more`);
+  if (values.only !== undefined && values.only !== 'start') throw new Error(`--only=${values.only}: only --only start is known`);
   const { printTable } = await import('./support.js');
-  printTable(await runSidecarBench({ starts: 11, drains: 9, floodSeconds: 4 }));
+  const profile = { starts, drains: 9, floodSeconds: 4 };
+  printTable(values.only === 'start' ? await runStartBench(profile) : await runSidecarBench(profile));
 }
