@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { REPO_ROOT } from './sbom.js';
 
 /** What the bundles are (tools/bundle.mjs writes them), copied under the same paths as in the image. */
-const PAYLOAD = ['dist/entry.cjs', 'dist/sidecar.cjs', 'dist/app', 'dist/licenses'] as const;
+const PAYLOAD = ['dist/entry.cjs', 'dist/sidecar.cjs', 'dist/sidecar-engine.cjs', 'dist/sidecar-metrics.cjs', 'dist/app', 'dist/licenses'] as const;
 
 interface ProjectManifest {
   readonly name: string;

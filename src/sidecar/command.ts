@@ -21,14 +21,24 @@ import { startSidecarFromArgs } from './main.js';
  * Node 20, whose V8 has no Maglev by default: 74 MiB with TurboFan, 65 MiB without.
  *
  * Neither flag is allowed in NODE_OPTIONS, and the image's entry point also serves the webhook, whose
- * throughput they would cost: they are set here, before the sidecar's code runs. V8 reads both when it decides
- * to optimize a function, so they take effect set after start: the figures above were measured so.
+ * throughput they would cost: they are set here, once the server listens (see runSidecarCommand). V8 reads both
+ * when it decides to optimize a function, so they take effect set after start: the figures above were measured so.
  */
 export const SIDECAR_V8_FLAGS = ['--no-maglev', '--no-turbofan'] as const;
 
 /** Resolves once the server listens (the process then runs until SIGTERM), or once a failure is reported. */
 export function runSidecarCommand(args: readonly string[]): Promise<void> {
-  const v8 = process.getBuiltinModule('node:v8');
-  for (const flag of SIDECAR_V8_FLAGS) v8.setFlagsFromString(flag);
-  return startSidecarFromArgs(args, process.env).catch(reportFailure);
+  return startSidecarFromArgs(args, process.env, {
+    // Not at start: every built-in module loaded after a V8 flag changes is compiled from its source, Node's code
+    // cache for it rejected (V8 checks a hash of the flags): the sidecar's start took 4 ms more CPU and 0.3 MiB
+    // more memory with the flags set before it (Node 24.22, bench/sidecar.ts --only start). Set before the
+    // engine (the drain's code), which is loaded before anything can get hot: at the first request that needs it,
+    // or 100 ms after listening (engine-loader.ts).
+    beforeEngine: () => {
+      const v8 = process.getBuiltinModule('node:v8');
+      for (const flag of SIDECAR_V8_FLAGS) v8.setFlagsFromString(flag);
+    },
+    // A sidecar that cannot drain must not pass for healthy: it exits, and the kubelet restarts it.
+    onEngineFailure: () => process.exit(1),
+  }).catch(reportFailure);
 }
