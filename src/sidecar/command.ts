@@ -1,8 +1,9 @@
 /**
- * `mode=sidecar` as a program, and the entry of the sidecar's bundle: `npm run build` bundles this module and
- * everything it imports into one CommonJS file, dist/sidecar.cjs (esbuild), which both dist/entry.cjs (the
- * image's entry point) and dist/main.js run. See src/entry.cts for why CommonJS, src/sidecar/main.ts for what
- * the sidecar may import; test/sidecar/bundle.test.ts checks what the bundle loads.
+ * `mode=sidecar` as a program, and the entry of the sidecar's start bundle: `npm run build` bundles this module and
+ * everything it imports statically into one CommonJS file, dist/sidecar.cjs (esbuild), which both dist/entry.cjs
+ * (the image's entry point) and dist/main.js run; it requires dist/sidecar-engine.cjs, the drain, once the server
+ * listens. See src/entry.cts for why CommonJS, src/sidecar/main.ts for what the sidecar may import;
+ * test/sidecar/bundle.test.ts checks what each bundle loads.
  */
 import { reportFailure } from '../errors.js';
 import { startSidecarFromArgs } from './main.js';

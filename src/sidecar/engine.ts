@@ -5,7 +5,8 @@
  * engine-loader.ts): the kubelet's first /healthz is answered without the drain's code loaded, parsed or run.
  *
  * `npm run build` bundles it apart from the rest of the sidecar, as dist/sidecar-engine.cjs, which
- * dist/sidecar.cjs requires at that moment (tools/bundle.mjs; test/sidecar/bundle.test.ts).
+ * dist/sidecar.cjs requires at that moment, and the metrics (prom-client) apart again, as dist/sidecar-metrics.cjs,
+ * required at the first scrape (tools/bundle.mjs; test/sidecar/bundle.test.ts).
  */
 import type { Clock } from '../clock.js';
 import type { SidecarConfig } from '../config/sidecar.js';

@@ -7,9 +7,10 @@
  * matter (no fastify, no undici: see src/envoy/admin-client.ts; no pino: see json-log.ts; prom-client
  * only once /metrics is first asked for). `npm run bench` holds it to a bare node:http server.
  *
- * `npm run build` bundles the sidecar into two CommonJS files (esbuild, tools/bundle.mjs): dist/sidecar.cjs,
+ * `npm run build` bundles the sidecar into CommonJS files (esbuild, tools/bundle.mjs): dist/sidecar.cjs,
  * src/sidecar/command.ts and what it imports statically (what the first /healthz needs), and
- * dist/sidecar-engine.cjs, engine.ts and what it imports, which the first required at `import('./engine.js')`.
+ * dist/sidecar-engine.cjs, engine.ts and what it imports, which the first requires at `import('./engine.js')`
+ * (and the metrics apart again: dist/sidecar-metrics.cjs).
  * The image's entry point requires them without Node's ES module loader (src/entry.cts): twenty-odd ESM
  * modules took a third of the sidecar's start-up to resolve and link, and enough calls to Node's URL helpers
  * to get them optimized by TurboFan, whose code alone is 3-4 MiB of resident memory.
