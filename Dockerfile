@@ -57,24 +57,17 @@ ENV NODE_ENV=production
 # The injected sidecar's container sets NODE_OPTIONS of its own (SIDECAR_ENV), which replaces this one.
 ENV NODE_OPTIONS=--max-semi-space-size=2
 # No node_modules: every mode is bundled (tools/bundle.mjs), so the runtime ships the
-# entry point, the sidecar's bundles (what it starts with, its drain, its metrics, and what writes their compile
-# cache) and the app's bundle with its chunks, and package.json, whose "type":
+# entry point, the sidecar's bundles (what it starts with, its drain, its metrics) and the app's bundle with its
+# chunks, and package.json, whose "type":
 # "module" makes Node load the app's chunks as ES modules. test/docker/runtime-payload.test.ts starts every
 # mode from exactly these files. They stay owned by root: the process (uid 65532) can read its code but not
 # change it.
 COPY package.json ./
-COPY --from=build /app/dist/entry.cjs /app/dist/sidecar.cjs /app/dist/sidecar-engine.cjs /app/dist/sidecar-metrics.cjs /app/dist/sidecar-compile-cache.cjs ./dist/
+COPY --from=build /app/dist/entry.cjs /app/dist/sidecar.cjs /app/dist/sidecar-engine.cjs /app/dist/sidecar-metrics.cjs ./dist/
 COPY --from=build /app/dist/app ./dist/app
 # What the bundles contain, for scanners and for the licences' sake (the image has no node_modules, so nothing else
 # tells): sbom.cdx.json (CycloneDX, every npm package bundled), THIRD_PARTY_NOTICES and this project's LICENSE.
 COPY --from=build /app/dist/licenses /licenses
-# The sidecar's compile cache, dist/compile-cache/ (src/sidecar-compile-cache.cts): V8's code of its bundles, for it
-# to start without compiling them (3-4 ms less CPU on Node 24), written by the node binary that runs it (a cache
-# is valid for that Node only) for each user it runs as: the image's, and Contour's Envoy user, whose admin socket
-# it connects to as that user (src/inject/admin-endpoint.ts). Root writes it, each user's part as that user (Node
-# keeps one directory per uid); read-only from here on. Exec form: this base has no shell.
-USER 0:0
-RUN ["/nodejs/bin/node", "/app/dist/sidecar-compile-cache.cjs", "65532", "65534"]
 # Numeric, so that the kubelet can enforce runAsNonRoot without looking the name up (65532 is the
 # conventional "nonroot" uid, also used by the manifests' securityContext).
 USER 65532:65532

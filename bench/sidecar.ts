@@ -10,12 +10,11 @@
  * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/sidecar.ts`, and the start and
  * idle memory alone: `node --import tsx bench/sidecar.ts --only start` (see the end of this file).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { copyFileSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -25,8 +24,7 @@ import { closeAll, httpRequest, openTcpConnections } from '../test/support/conne
 import { EnvoyEmulator } from '../src/emulator/envoy-emulator.js';
 import { timedCall } from '../test/support/abuse.js';
 import { floodWhileWatching, promptDrainPlan, type FloodSpec } from '../test/support/flood.js';
-import { REPO_ROOT } from '../test/support/process.js';
-import { parseDockerfile, runtimeFiles } from '../test/docker/dockerfile.js';
+import { BUILT_ENTRY } from '../test/support/process.js';
 import { spawnInjectedSidecar, spawnSidecar } from '../test/support/sidecar-process.js';
 import { LISTENER_COUNTS, runListenerFloodBench, runRequestCostBench } from './listener-flood.js';
 import { freePort, loadAverage, peakMemoryDuring, spawnEmulatorProcess, median, memoryShares, mib, residentMib, summarize, type Figure } from './support.js';
@@ -76,37 +74,8 @@ async function stop(child: ChildProcess): Promise<void> {
   await Promise.race([exited, sleep(3_000).then(() => child.kill('SIGKILL'))]);
 }
 
-/** The sidecar as the image holds it: its files, and where Node has one, the compile cache of this Node and user. */
-interface ImageSidecar {
-  readonly entry: string;
-  readonly compileCache: boolean;
-  remove(): Promise<void>;
-}
-
-/**
- * The files the Dockerfile's runtime stage copies from the build (those under dist/: the entry point and the
- * sidecar's bundles), laid out as under /app, and the compile cache its RUN writes (src/sidecar-compile-cache.cts),
- * here for the user running the bench: the sidecar starts as it starts in a pod.
- */
-async function imageSidecar(): Promise<ImageSidecar> {
-  const base = await mkdtemp(join(tmpdir(), 'esm-bench-image-'));
-  const dockerfile = parseDockerfile(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
-  for (const { built, shipped } of runtimeFiles(dockerfile)) {
-    if (!shipped.startsWith('/app/dist/') || !statSync(join(REPO_ROOT, built)).isFile()) continue;
-    const target = join(base, relative('/app', shipped));
-    mkdirSync(dirname(target), { recursive: true });
-    copyFileSync(join(REPO_ROOT, built), target);
-  }
-  const entry = join(base, 'dist', 'entry.cjs');
-  // Node 22.1+; @types/node 20 does not declare it.
-  const hasCompileCache = typeof ((await import('node:module')).default as { enableCompileCache?: unknown }).enableCompileCache === 'function';
-  const written = hasCompileCache && spawnSync(process.execPath, [join(base, 'dist', 'sidecar-compile-cache.cjs')], { stdio: 'ignore' }).status === 0;
-  if (hasCompileCache && !written) throw new Error('the compile cache could not be written: node dist/sidecar-compile-cache.cjs');
-  return { entry, compileCache: written, remove: () => rm(base, { recursive: true, force: true }) };
-}
-
 /** Spawn → first 200 on /healthz (the sidecar) or / (the floor). */
-async function timeToReady(command: 'sidecar' | 'floor' | 'floor after garbage', adminPort: number, stateDir: string, entry: string): Promise<{ ms: number; child: ChildProcess; port: number }> {
+async function timeToReady(command: 'sidecar' | 'floor' | 'floor after garbage', adminPort: number, stateDir: string): Promise<{ ms: number; child: ChildProcess; port: number }> {
   let port: number | undefined;
   let child: ChildProcess;
   let started: number;
@@ -123,7 +92,7 @@ async function timeToReady(command: 'sidecar' | 'floor' | 'floor after garbage',
     started = performance.now();
     // The container's environment as the injector writes it: SIDECAR_ENV (V8's young generation capped) and the token.
     const injected = Object.fromEntries(SIDECAR_ENV.map(({ name, value }) => [name, value]));
-    child = spawn(process.execPath, [entry, ...args], {
+    child = spawn(process.execPath, [BUILT_ENTRY, ...args], {
       stdio: 'ignore',
       env: { PATH: process.env.PATH, ...injected, SHUTDOWN_MANAGER_SHUTDOWN_TOKEN: 'bench-token-0123456789abcdef01234567' },
     });
@@ -145,12 +114,10 @@ async function measureStartAndIdle(emulator: EnvoyEmulator, profile: Pick<Sideca
   const scraped: number[] = [];
   const afterGarbage: number[] = [];
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-state-'));
-  const image = await imageSidecar();
-  console.log(`  the sidecar as the image holds it: compile cache ${image.compileCache ? 'built' : `none (Node ${process.versions.node} has none)`}`);
   try {
     for (let run = 0; run < profile.starts; run += 1) {
       for (const command of ['floor', 'sidecar'] as const) {
-        const { ms, child, port } = await timeToReady(command, emulator.ports.admin, stateDir, image.entry);
+        const { ms, child, port } = await timeToReady(command, emulator.ports.admin, stateDir);
         times[command].push(ms);
         if (run < 3) {
           await sleep(500); // let start-up garbage settle, as a pod sits idle
@@ -169,14 +136,13 @@ async function measureStartAndIdle(emulator: EnvoyEmulator, profile: Pick<Sideca
       }
     }
     for (let run = 0; run < Math.min(3, profile.starts); run += 1) {
-      const { child } = await timeToReady('floor after garbage', emulator.ports.admin, stateDir, image.entry);
+      const { child } = await timeToReady('floor after garbage', emulator.ports.admin, stateDir);
       await sleep(500);
       afterGarbage.push(memoryShares(child.pid as number).anonymous);
       await stop(child);
     }
   } finally {
     await rm(stateDir, { recursive: true, force: true });
-    await image.remove();
   }
   const start = { sidecar: median(times.sidecar), floor: median(times.floor) };
   const rss = { sidecar: median(idle.sidecar), floor: median(idle.floor) };

@@ -18,7 +18,6 @@ const firstIsWord = first !== '' && !first.startsWith('-') && !first.startsWith(
 const modeIndex = firstIsWord || args.includes('--version') ? -1 : args.findIndex((arg) => arg.startsWith('mode='));
 
 if (modeIndex !== -1 && args[modeIndex] === 'mode=sidecar') {
-  useCompileCache();
   const { runSidecarCommand } = require('./sidecar.cjs') as typeof import('./sidecar/command.js');
   void runSidecarCommand(args.filter((_arg, index) => index !== modeIndex));
 } else {
@@ -28,18 +27,4 @@ if (modeIndex !== -1 && args[modeIndex] === 'mode=sidecar') {
   // A path in a variable: the bundle is built after the compiler, which must not look for it.
   const bundle = './app/main.js';
   void import(bundle);
-}
-
-/**
- * The V8 code of the sidecar's bundles, compiled when the image was built (src/sidecar-compile-cache.cts writes it
- * into dist/compile-cache/): Node's module compile cache (module.enableCompileCache(), Node 22.1+; the Node docs'
- * "Module compile cache"). The sidecar's start took 3-4 ms less CPU from it on Node 24 (bench/sidecar.ts --only
- * start). Used only where that directory was built: Node keeps a directory per user inside it, and creates the
- * one of a user or a Node it has none for, which the image's read-only filesystem refuses (quietly: the sidecar
- * compiles as it would without); nor does it make one in a checkout. Node 20 has no compile cache.
- */
-function useCompileCache(): void {
-  const directory = `${__dirname}/compile-cache`;
-  const { enableCompileCache } = require('node:module') as { enableCompileCache?: (directory: string) => unknown };
-  if (enableCompileCache !== undefined && (require('node:fs') as typeof import('node:fs')).existsSync(directory)) enableCompileCache(directory);
 }

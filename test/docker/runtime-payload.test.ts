@@ -8,8 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import Module from 'node:module';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, parse, relative } from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
@@ -17,10 +16,10 @@ import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
 import { SIDECAR_ENV } from '../../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../support/connections.js';
 import { FakeKubeApi } from '../support/fake-kube-api.js';
-import { mountNamespaceLauncher, mountNamespaceProblem, readOnlyLauncher, runAsProblem } from '../support/mount-namespace.js';
+import { mountNamespaceLauncher, mountNamespaceProblem } from '../support/mount-namespace.js';
 import { REPO_ROOT, startNode, WEBHOOK_LISTENING, type LoggingProcess } from '../support/process.js';
 import { httpsRequest, loadReview } from '../support/webhook.js';
-import { execForm, parseDockerfile, runtimeEnv, runtimeFiles } from './dockerfile.js';
+import { parseDockerfile, runtimeEnv, runtimeFiles } from './dockerfile.js';
 
 /** Issue 22's target for everything the runtime stage adds on top of its base image. */
 const PAYLOAD_LIMIT_BYTES = 10 * 1024 * 1024;
@@ -32,8 +31,6 @@ let payloadBytes: number;
 const dockerfile = parseDockerfile(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8'));
 /** What the image's ENV gives every process (NODE_ENV, the webhook's NODE_OPTIONS); a pod's env adds to it or replaces it. */
 const IMAGE_ENV = runtimeEnv(dockerfile);
-/** The uid the image runs as: its last USER. */
-const IMAGE_USER = Number(dockerfile.stages.at(-1)?.instructions.filter((instruction) => instruction.keyword === 'USER').at(-1)?.args.split(':')[0]);
 
 /** Copies the runtime stage's files to a fresh /tmp/…/app, as the image lays them out under /app. */
 function installPayload(): { root: string; entry: string; bytes: number } {
@@ -134,40 +131,6 @@ describe('the runtime payload (what the image ships), every mode from it', () =>
     const metrics = await httpRequest(url('/metrics'));
     assert.equal(metrics.status, 200, metrics.body);
     assert.match(metrics.body, /^shutdown_manager_drain_state\{state="drained"\} 1$/m);
-  });
-
-  test("the sidecar starts from the compile cache the runtime stage writes, its user's, read-only", async (t) => {
-    if (typeof (Module as { enableCompileCache?: unknown }).enableCompileCache !== 'function') return t.skip(`Node ${process.versions.node} has no module compile cache (22.1+)`);
-    // The runtime stage's RUN of src/sidecar-compile-cache.cts, on a copy of the payload, as the image build runs it.
-    const [program, script, ...uids] =
-      dockerfile.stages
-        .at(-1)
-        ?.instructions.filter((instruction) => instruction.keyword === 'RUN')
-        .map((instruction) => execForm(instruction) ?? [])
-        .find((command) => command[1]?.endsWith('/sidecar-compile-cache.cjs')) ?? [];
-    assert.equal(program, '/nodejs/bin/node', "the runtime stage writes the sidecar's compile cache with the image's node");
-    assert.ok(uids.includes(String(IMAGE_USER)), `for the image's user, ${IMAGE_USER}`);
-    const copy = mkdtempSync(join(tmpdir(), 'esm-image-cache-'));
-    t.after(() => rmSync(copy, { recursive: true, force: true }));
-    cpSync(dirname(dirname(entry)), join(copy, 'app'), { recursive: true });
-    chmodSync(copy, 0o755); // mkdtemp's 0700 would keep the image's user out
-    const payloadEntry = join(copy, 'app', 'dist', 'entry.cjs');
-    // As root, exactly that; otherwise the cache of the user running the tests, and the sidecar as that user.
-    const asUser = runAsProblem(IMAGE_USER) === undefined ? IMAGE_USER : undefined;
-    const generated = spawnSync(process.execPath, [join(copy, relative('/', script ?? '')), ...(asUser === undefined ? [] : uids)], { encoding: 'utf8', timeout: 60_000 });
-    assert.equal(generated.status, 0, generated.stderr);
-    const readOnly = mountNamespaceProblem() === undefined ? readOnlyLauncher([copy], asUser === undefined ? undefined : { uid: asUser }) : undefined;
-    const sidecar = await startNode([payloadEntry, 'mode=sidecar', '--serve-address=127.0.0.1', '--serve-port=0', '--admin-port=1', '--state-dir='], {
-      ready: (line) => line['event'] === 'listening',
-      env: { ...IMAGE_ENV, ...Object.fromEntries(SIDECAR_ENV.map(({ name, value }) => [name, value])), NODE_DEBUG_NATIVE: 'COMPILE_CACHE' },
-      ...(readOnly === undefined ? (asUser === undefined ? {} : { uid: asUser, gid: asUser }) : { launcher: readOnly }),
-    });
-    t.after(() => sidecar.kill());
-    // /ready loads the drain (dist/sidecar-engine.cjs); 503: nothing answers on the admin port.
-    assert.equal((await httpRequest(`http://127.0.0.1:${String(sidecar.ready['port'])}/ready`, { timeoutMs: 10_000 })).status, 503);
-    for (const bundle of ['sidecar.cjs', 'sidecar-engine.cjs']) {
-      assert.match(sidecar.stderr(), new RegExp(`V8 code cache for CommonJS \\S+/dist/${bundle.replace('.', '\\.')} was accepted`), `${bundle} compiled from the cache`);
-    }
   });
 
   test('self-managed certificates: the webhook stores its CA in a Secret and patches the caBundle through the API server', async (t) => {

@@ -39,16 +39,6 @@ export function mountNamespaceLauncher(binds: readonly Bind[], user?: RunAs): st
   return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...binds.flatMap(({ source, target }) => [source, target]), '--', ...dropTo];
 }
 
-/**
- * The launcher that runs a command with `paths` read-only (each bound onto itself and remounted so) in a private
- * mount namespace, as a container's read-only root filesystem, then as `user`.
- */
-export function readOnlyLauncher(paths: readonly string[], user?: RunAs): string[] {
-  const script = 'while [ "$1" != -- ]; do { mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"; } || exit 97; shift; done; shift; exec "$@"';
-  const dropTo = user?.uid === undefined ? [] : ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid ?? user.uid}`, '--clear-groups'];
-  return ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, 'sh', ...paths, '--', ...dropTo];
-}
-
 /** A container's runAsUser and runAsGroup. */
 export interface RunAs {
   readonly uid?: number;
