@@ -23,7 +23,8 @@ import { startSidecarFromArgs } from './main.js';
  *
  * Neither flag is allowed in NODE_OPTIONS, and the image's entry point also serves the webhook, whose
  * throughput they would cost: they are set here, once the server listens (see runSidecarCommand). V8 reads both
- * when it decides to optimize a function, so they take effect set after start: the figures above were measured so.
+ * when it decides to optimize a function, so they take effect set after start: the figures above were measured with
+ * them set as the sidecar started, and npm run bench's floods measure them set as it loads its drain.
  */
 export const SIDECAR_V8_FLAGS = ['--no-maglev', '--no-turbofan'] as const;
 
@@ -31,10 +32,10 @@ export const SIDECAR_V8_FLAGS = ['--no-maglev', '--no-turbofan'] as const;
 export function runSidecarCommand(args: readonly string[]): Promise<void> {
   return startSidecarFromArgs(args, process.env, {
     // Not at start: every built-in module loaded after a V8 flag changes is compiled from its source, Node's code
-    // cache for it rejected (V8 checks a hash of the flags): the sidecar's start took 4 ms more CPU and 0.3 MiB
-    // more memory with the flags set before it (Node 24.22, bench/sidecar.ts --only start). Set before the
-    // engine (the drain's code), which is loaded before anything can get hot: at the first request that needs it,
-    // or 100 ms after listening (engine-loader.ts).
+    // cache for it refused (V8 checks a hash of its flags): a bare node:http server setting them before it loads
+    // node:http took 4 ms more CPU to its first answer and held 0.3 MiB more (Node 24.22, alternating starts), and
+    // so did the sidecar. Set before the engine (the drain's code) loads, which is before anything can get hot:
+    // at the first request that needs it, or 100 ms after listening (engine-loader.ts).
     beforeEngine: () => {
       const v8 = process.getBuiltinModule('node:v8');
       for (const flag of SIDECAR_V8_FLAGS) v8.setFlagsFromString(flag);
