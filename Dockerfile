@@ -57,12 +57,13 @@ ENV NODE_ENV=production
 # The injected sidecar's container sets NODE_OPTIONS of its own (SIDECAR_ENV), which replaces this one.
 ENV NODE_OPTIONS=--max-semi-space-size=2
 # No node_modules: every mode is bundled (tools/bundle.mjs), so the runtime ships the
-# entry point, the sidecar's bundle and the app's bundle with its chunks, and package.json, whose "type":
+# entry point, the sidecar's bundles (what it starts with, its drain, its metrics) and the app's bundle with its
+# chunks, and package.json, whose "type":
 # "module" makes Node load the app's chunks as ES modules. test/docker/runtime-payload.test.ts starts every
 # mode from exactly these files. They stay owned by root: the process (uid 65532) can read its code but not
 # change it.
 COPY package.json ./
-COPY --from=build /app/dist/entry.cjs /app/dist/sidecar.cjs ./dist/
+COPY --from=build /app/dist/entry.cjs /app/dist/sidecar.cjs /app/dist/sidecar-engine.cjs /app/dist/sidecar-metrics.cjs ./dist/
 COPY --from=build /app/dist/app ./dist/app
 # What the bundles contain, for scanners and for the licences' sake (the image has no node_modules, so nothing else
 # tells): sbom.cdx.json (CycloneDX, every npm package bundled), THIRD_PARTY_NOTICES and this project's LICENSE.

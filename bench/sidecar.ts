@@ -7,7 +7,8 @@
  * same way. The sidecar is started as the injector writes it into a pod: its args (sidecarArgs), a state
  * directory and a shutdown token, only its address and ports moved to free ones.
  *
- * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/sidecar.ts`.
+ * `npm run bench` runs it after a build; alone: `npm run build && node --import tsx bench/sidecar.ts`, and the start and
+ * idle memory alone: `node --import tsx bench/sidecar.ts --only start` (see the end of this file).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -16,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { parseWebhookConfig } from '../src/config/webhook.js';
 import { SIDECAR_ENV, sidecarArgs } from '../src/inject/sidecar.js';
 import { closeAll, httpRequest, openTcpConnections } from '../test/support/connections.js';
@@ -39,6 +41,12 @@ export interface SidecarBenchProfile {
 const CHECK_INTERVAL_MS = 100;
 const HELD_CONNECTIONS = 1_000;
 const FLOOR_SERVER = `require('node:http').createServer((q, r) => r.end('ok\\n')).listen(0, '127.0.0.1', function () { console.log(JSON.stringify({ port: this.address().port })); });`;
+/**
+ * The floor, having made 2 MiB of short-lived garbage once it listens: one young-generation collection, which
+ * touches the second half of the young generation (1 MiB on Node 20 and 24). The floor itself never collects, and
+ * any process that works does: printed beside the private memory, as what of the sidecar's excess that is.
+ */
+const FLOOR_AFTER_GARBAGE = FLOOR_SERVER.replace('function () {', 'function () { let n = 0; for (let i = 0; i < 20000; i++) n += JSON.stringify({ i, s: "x".repeat(50) }).length; globalThis.n = n;');
 /** As the injector flags them, less those the bench moves: where to listen, Envoy's admin port, the state directory. */
 const MOVED_FLAGS = ['--serve-address=', '--serve-port=', '--admin-port=', '--state-dir='];
 
@@ -67,7 +75,7 @@ async function stop(child: ChildProcess): Promise<void> {
 }
 
 /** Spawn → first 200 on /healthz (the sidecar) or / (the floor). */
-async function timeToReady(command: 'sidecar' | 'floor', adminPort: number, stateDir: string): Promise<{ ms: number; child: ChildProcess; port: number }> {
+async function timeToReady(command: 'sidecar' | 'floor' | 'floor after garbage', adminPort: number, stateDir: string): Promise<{ ms: number; child: ChildProcess; port: number }> {
   let port: number | undefined;
   let child: ChildProcess;
   let started: number;
@@ -91,19 +99,20 @@ async function timeToReady(command: 'sidecar' | 'floor', adminPort: number, stat
     port = servePort;
   } else {
     started = performance.now();
-    child = spawn(process.execPath, ['-e', FLOOR_SERVER], { stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env.PATH } });
+    child = spawn(process.execPath, ['-e', command === 'floor' ? FLOOR_SERVER : FLOOR_AFTER_GARBAGE], { stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env.PATH } });
     child.stdout?.once('data', (chunk: Buffer) => (port = (JSON.parse(chunk.toString()) as { port: number }).port));
   }
   const readyAt = await firstHealthy(() => port, command === 'sidecar' ? '/healthz' : '/');
   return { ms: readyAt - started, child, port: port as number };
 }
 
-async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenchProfile): Promise<Figure[]> {
+async function measureStartAndIdle(emulator: EnvoyEmulator, profile: Pick<SidecarBenchProfile, 'starts'>): Promise<Figure[]> {
   const times: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const idle: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const anonymous: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const fileBacked: Record<'sidecar' | 'floor', number[]> = { sidecar: [], floor: [] };
   const scraped: number[] = [];
+  const afterGarbage: number[] = [];
   const stateDir = await mkdtemp(join(tmpdir(), 'esm-bench-state-'));
   try {
     for (let run = 0; run < profile.starts; run += 1) {
@@ -126,14 +135,29 @@ async function measureStartAndIdle(emulator: EnvoyEmulator, profile: SidecarBenc
         await stop(child);
       }
     }
+    for (let run = 0; run < Math.min(3, profile.starts); run += 1) {
+      const { child } = await timeToReady('floor after garbage', emulator.ports.admin, stateDir);
+      await sleep(500);
+      afterGarbage.push(memoryShares(child.pid as number).anonymous);
+      await stop(child);
+    }
   } finally {
     await rm(stateDir, { recursive: true, force: true });
   }
   const start = { sidecar: median(times.sidecar), floor: median(times.floor) };
   const rss = { sidecar: median(idle.sidecar), floor: median(idle.floor) };
-  console.log(`  start → ready (ms): sidecar ${times.sidecar.map(Math.round).join('/')}; floor ${times.floor.map(Math.round).join('/')}`);
-  console.log(`  RSS idle (MiB): sidecar ${idle.sidecar.map((v) => v.toFixed(1)).join('/')}; floor ${idle.floor.map((v) => v.toFixed(1)).join('/')}`);
   const own = { sidecar: median(anonymous.sidecar), floor: median(anonymous.floor) };
+  const each = (values: readonly number[], digits: number): string => values.map((value) => value.toFixed(digits)).join('/');
+  console.log(
+    `  start → ready (ms): sidecar ${each(times.sidecar, 0)}; floor ${each(times.floor, 0)}; medians ${start.sidecar.toFixed(0)} vs ${start.floor.toFixed(0)} (${(start.sidecar / start.floor).toFixed(2)} ×)`,
+  );
+  console.log(
+    `  private (anonymous) memory idle (MiB): sidecar ${each(anonymous.sidecar, 1)}; floor ${each(anonymous.floor, 1)}; medians ${own.sidecar.toFixed(1)} vs ${own.floor.toFixed(1)} (${(own.sidecar / own.floor).toFixed(2)} ×)`,
+  );
+  console.log(
+    `  … a bare server after 2 MiB of short-lived garbage (one young-generation collection, which the floor never makes): ${each(afterGarbage, 1)} (${(median(afterGarbage) / own.floor).toFixed(2)} × floor)`,
+  );
+  console.log(`  RSS idle (MiB): sidecar ${each(idle.sidecar, 1)}; floor ${each(idle.floor, 1)}`);
   const shared = median(fileBacked.sidecar);
   return [
     {
@@ -383,6 +407,18 @@ export function sidecarFigureNames(): string[] {
   return [...STARTS_AND_IDLE, ...DRAINS, BIG_DRAIN, ...floods, KUBELET_UNDER_FLOOD];
 }
 
+/** The start → ready and idle memory figures alone, beside the floor (`bench/sidecar.ts --only start`). */
+export async function runStartBench(profile: Pick<SidecarBenchProfile, 'starts'>): Promise<Figure[]> {
+  console.log(`Sidecar start and idle memory: ${profile.starts} alternating starts with a bare node:http floor, Node ${process.version}; load average ${loadAverage()}`);
+  const emulator = await EnvoyEmulator.start();
+  try {
+    return await measureStartAndIdle(emulator, profile);
+  } finally {
+    await emulator.close();
+    console.log(`  load average ${loadAverage()} at the end`);
+  }
+}
+
 export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Figure[]> {
   const floods = profile.floodSeconds > 0 ? `, ${FLOODS.length * 2} floods of ${profile.floodSeconds} s` : '';
   console.log(`Sidecar: ${profile.starts} alternating starts with a bare node:http floor, ${profile.drains + 1} drains${floods}; load average ${loadAverage()}`);
@@ -402,7 +438,17 @@ export async function runSidecarBench(profile: SidecarBenchProfile): Promise<Fig
   }
 }
 
+/**
+ * Alone: every sidecar figure, or with `--only start` the start → ready and idle memory figures alone, beside the
+ * floor (a few seconds instead of minutes: what to run while working on the sidecar's start). `--starts=N` sets
+ * how many alternating starts of each (11 by default; the memory is read in the first three).
+ */
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const { values } = parseArgs({ options: { only: { type: 'string' }, starts: { type: 'string', default: '11' } } });
+  const starts = Number(values.starts);
+  if (!Number.isInteger(starts) || starts < 1) throw new Error(`--starts=${values.starts}: a whole number of starts, 1 or more`);
+  if (values.only !== undefined && values.only !== 'start') throw new Error(`--only=${values.only}: only --only start is known`);
   const { printTable } = await import('./support.js');
-  printTable(await runSidecarBench({ starts: 11, drains: 9, floodSeconds: 4 }));
+  const profile = { starts, drains: 9, floodSeconds: 4 };
+  printTable(values.only === 'start' ? await runStartBench(profile) : await runSidecarBench(profile));
 }

@@ -4,17 +4,19 @@
  * - no import circle, type imports included. A circle through types alone costs nothing at run time, but it
  *   says two modules are one: the shared types then belong to a module both can import (src/check/finding.ts,
  *   the interfaces in src/emulator/drain-manager.ts and upgrades.ts);
- * - the modules the sidecar loads at start (what src/sidecar/command.ts, the bundle's entry, reaches by static
- *   imports) are all under eslint.config.mjs's rule against importing node:http and node:crypto there, and the
- *   version and image name (src/version.ts) are not among them: the sidecar's --version is main.js's
- *   (test/sidecar/bundle.test.ts);
+ * - the modules the sidecar loads (what src/sidecar/command.ts, the start bundle's entry, and
+ *   src/sidecar/engine.ts, the drain's, reach by static imports) are all under eslint.config.mjs's rule against
+ *   importing node:http and node:crypto there, and the version and image name (src/version.ts) are not among
+ *   them: the sidecar's --version is main.js's (test/sidecar/bundle.test.ts);
+ * - what the sidecar runs before its first /healthz (what command.ts reaches by imports that load a module, type
+ *   imports left out) holds none of the drain: main.ts loads engine.ts with import(), once it listens;
  * - no module of the product imports the Envoy emulator (src/emulator/README.md), and the lint rule that says so
  *   covers every module of src/ but the emulator's;
  * - the layering: a pure core (the injector, the config module, the identity rules...) imports no framework, no I/O
  *   and no edge, and the drain nothing of HTTP (eslint.config.mjs PURE_CORES and DRAIN_CORE, with controls here).
  *
- * Dynamic import() is left out of both: it loads on demand, which is what it is there for (the sidecar's
- * metrics, the commands' chunks).
+ * Dynamic import() is left out of all: it loads on demand, which is what it is there for (the sidecar's
+ * drain and metrics, the commands' chunks).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -35,14 +37,19 @@ function sourceFiles(directory: string): string[] {
   });
 }
 
-/** The relative specifiers `file` imports statically, as written. */
-function staticSpecifiers(file: string, text: string): string[] {
+/**
+ * The relative specifiers `file` imports statically, as written; with `loading`, only the imports that load the
+ * module at run time: not `import type` nor `export type` (erased), nor import('…') types. An import whose names
+ * are all `type` still loads its module (verbatimModuleSyntax keeps it as `import {} from`).
+ */
+function staticSpecifiers(file: string, text: string, loading = false): string[] {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   const found: string[] = [];
   const visit = (node: ts.Node): void => {
     if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier !== undefined && ts.isStringLiteral(node.moduleSpecifier)) {
-      found.push(node.moduleSpecifier.text);
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+      const typeOnly = ts.isImportDeclaration(node) ? node.importClause?.isTypeOnly === true : node.isTypeOnly;
+      if (!(loading && typeOnly)) found.push(node.moduleSpecifier.text);
+    } else if (!loading && ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
       found.push(node.argument.literal.text);
     }
     ts.forEachChild(node, visit);
@@ -57,8 +64,8 @@ function resolveSpecifier(from: string, specifier: string): string {
   return target.replace(/\.js$/, '.ts').replace(/\.cjs$/, '.cts');
 }
 
-function importGraph(files: readonly string[], read: (file: string) => string): ImportGraph {
-  return new Map(files.map((file) => [file, [...new Set(staticSpecifiers(file, read(file)).map((specifier) => resolveSpecifier(file, specifier)))]]));
+function importGraph(files: readonly string[], read: (file: string) => string, loading = false): ImportGraph {
+  return new Map(files.map((file) => [file, [...new Set(staticSpecifiers(file, read(file), loading).map((specifier) => resolveSpecifier(file, specifier)))]]));
 }
 
 /** Every circle of the graph, as the modules of one strongly connected component (Tarjan), a module importing itself included. */
@@ -110,6 +117,8 @@ function reached(graph: ImportGraph, entry: string): Set<string> {
 
 const SRC = sourceFiles('src');
 const GRAPH = importGraph(SRC, (file) => readFileSync(join(REPO_ROOT, file), 'utf8'));
+/** The imports that load a module at run time (see staticSpecifiers). */
+const LOADING = importGraph(SRC, (file) => readFileSync(join(REPO_ROOT, file), 'utf8'), true);
 
 describe('the imports of src/', () => {
   test('the parser finds the imports (a control): type imports, re-exports and import() types count, import() calls do not', () => {
@@ -125,6 +134,8 @@ describe('the imports of src/', () => {
     ].join('\n');
     const graph = importGraph(['src/x/y.ts'], () => text);
     assert.deepEqual(graph.get('src/x/y.ts'), ['src/x/a.ts', 'src/b.ts', 'src/x/c.ts', 'src/x/d.ts'], 'what src/x/y.ts imports');
+    const loading = importGraph(['src/x/y.ts'], () => `${text}\nimport { type E } from './e.js';\nexport type { F } from './f.js';`, true);
+    assert.deepEqual(loading.get('src/x/y.ts'), ['src/b.ts', 'src/x/c.ts', 'src/x/e.ts'], 'what loads at run time');
   });
 
   test('the circle finder finds circles (a control): through type imports, and of one module', () => {
@@ -146,16 +157,24 @@ describe('the imports of src/', () => {
 
 describe("the sidecar's start path", () => {
   const START = reached(GRAPH, 'src/sidecar/command.ts');
+  const ENGINE = reached(GRAPH, 'src/sidecar/engine.ts');
+  /** What runs before the first /healthz: command.ts's imports that load a module. */
+  const AT_START = reached(LOADING, 'src/sidecar/command.ts');
 
-  test("reaches the admin client and the sidecar's settings, not the webhook's, the version or the image name", () => {
-    for (const module of ['src/sidecar/main.ts', 'src/envoy/admin-client.ts', 'src/config/sidecar.ts']) assert.ok(START.has(module), `${module} is on it`);
-    for (const module of ['src/config/webhook.ts', 'src/version.ts', 'src/main.ts']) assert.ok(!START.has(module), `${module} is not on it`);
+  test("holds the server and the sidecar's settings, not the drain, the webhook's settings, the version or the image name", () => {
+    for (const module of ['src/sidecar/main.ts', 'src/sidecar/server.ts', 'src/sidecar/journal.ts', 'src/config/sidecar.ts']) assert.ok(AT_START.has(module), `${module} is on it`);
+    // main.ts loads the engine with import() once the server listens (src/sidecar/engine-loader.ts).
+    for (const module of ['src/sidecar/engine.ts', 'src/sidecar/supervisor.ts', 'src/sidecar/drain.ts', 'src/sidecar/metrics.ts', 'src/envoy/admin-client.ts']) {
+      assert.ok(!AT_START.has(module), `${module} is not on it`);
+    }
+    assert.ok(ENGINE.has('src/envoy/admin-client.ts'), 'the engine reaches the admin client');
+    for (const module of ['src/config/webhook.ts', 'src/version.ts', 'src/main.ts']) assert.ok(!START.has(module) && !ENGINE.has(module), `${module} is not in the sidecar`);
   });
 
-  test("is under the lint rule against node:http and node:crypto there (eslint.config.mjs's SIDECAR_START_PATH)", async () => {
+  test("is under the lint rule against node:http and node:crypto there, and so is the engine (eslint.config.mjs's SIDECAR_START_PATH)", async () => {
     const eslint = new ESLint({ cwd: REPO_ROOT });
     const uncovered: string[] = [];
-    for (const module of [...START].sort()) {
+    for (const module of [...new Set([...START, ...ENGINE])].sort()) {
       const config = (await eslint.calculateConfigForFile(join(REPO_ROOT, module))) as { rules?: Record<string, unknown> } | undefined;
       const rule = config?.rules?.['no-restricted-imports'];
       const paths = Array.isArray(rule) ? (rule[1] as { paths?: { name: string }[] } | undefined)?.paths?.map((path) => path.name) : undefined;

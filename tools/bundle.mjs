@@ -2,8 +2,9 @@
  * The second half of `npm run build`: bundles what tsc wrote into dist/ (esbuild), for the image to run without
  * node_modules.
  *
- * - dist/sidecar.cjs: the sidecar, one CommonJS file that dist/entry.cjs requires without Node's ES module
- *   loader (faster to start: src/sidecar/main.ts).
+ * - dist/sidecar.cjs, dist/sidecar-engine.cjs and dist/sidecar-metrics.cjs: the sidecar, CommonJS that dist/entry.cjs
+ *   requires without Node's ES module loader (faster to start: src/sidecar/main.ts): what its first /healthz needs,
+ *   then its Envoy side (src/sidecar/engine.ts), required once it listens, and its metrics, at the first scrape.
  * - dist/app/: every other mode, ES modules split into chunks that load on demand;
  * - dist/meta/: esbuild's metafiles of both, what test/release/sbom.test.ts holds the SBOM to;
  * - dist/licenses/: the SBOM and licence notices of the npm packages bundled (tools/sbom.ts).
@@ -22,7 +23,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 
 const DIST = 'dist';
 const STAMP = join(DIST, '.bundled');
-const SIDECAR = join(DIST, 'sidecar.cjs');
+const SIDECAR_FILES = ['sidecar.cjs', 'sidecar-engine.cjs', 'sidecar-metrics.cjs'].map((file) => join(DIST, file));
 const APP = join(DIST, 'app');
 /** What the bundles are made of besides tsc's output. */
 const OTHER_INPUTS = ['package-lock.json', 'tools/bundle.mjs', 'tools/sbom.ts', 'LICENSE'];
@@ -37,7 +38,7 @@ function newestInputMs() {
       if (entry.isDirectory()) {
         if (path !== APP) walk(path);
       } else if (entry.name.endsWith('.js') || entry.name.endsWith('.cjs')) {
-        if (path !== SIDECAR) newest = Math.max(newest, statSync(path).mtimeMs);
+        if (!SIDECAR_FILES.includes(path)) newest = Math.max(newest, statSync(path).mtimeMs);
       }
     }
   };
@@ -47,7 +48,7 @@ function newestInputMs() {
 }
 
 function upToDate() {
-  return existsSync(STAMP) && existsSync(SIDECAR) && existsSync(APP) && statSync(STAMP).mtimeMs > newestInputMs();
+  return existsSync(STAMP) && SIDECAR_FILES.every((file) => existsSync(file)) && existsSync(APP) && statSync(STAMP).mtimeMs > newestInputMs();
 }
 
 const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'warning', write: false, metafile: true };
@@ -66,19 +67,53 @@ function writeAside(outputFiles, finalDir, asideDir) {
   }
 }
 
-async function bundleSidecar() {
+/**
+ * The sidecar's lazy imports, each left to a bundle of its own that the importing bundle requires when it gets
+ * there: src/sidecar/main.ts's `import('./engine.js')` (the drain, loaded once the server listens:
+ * src/sidecar/engine-loader.ts) and src/sidecar/engine.ts's `import('./metrics.js')` (prom-client, at the first
+ * scrape). Each is a CommonJS bundle too: Node's ES module loader must not be loaded for them.
+ */
+const SIDECAR_PARTS = [
+  { entry: 'sidecar/command.js', file: 'sidecar.cjs', meta: 'sidecar' },
+  { entry: 'sidecar/engine.js', file: 'sidecar-engine.cjs', meta: 'sidecar-engine', importedAs: './engine.js', by: 'sidecar/main.js' },
+  { entry: 'sidecar/metrics.js', file: 'sidecar-metrics.cjs', meta: 'sidecar-metrics', importedAs: './metrics.js', by: 'sidecar/engine.js' },
+];
+
+const sidecarPartsApart = {
+  name: 'sidecar-parts-apart',
+  setup(build) {
+    build.onResolve({ filter: /^\.\/(engine|metrics)\.js$/ }, (args) => {
+      const part = SIDECAR_PARTS.find(({ importedAs, by }) => args.path === importedAs && args.importer === resolve(DIST, by));
+      return part !== undefined && args.kind === 'dynamic-import' ? { path: `./${part.file}`, external: true } : undefined;
+    });
+  },
+};
+
+/** One CommonJS bundle of the sidecar: `entry` and what it imports statically. */
+async function bundleSidecarPart({ entry, file, meta }) {
   const { outputFiles, metafile } = await build({
     ...common,
-    entryPoints: [join(DIST, 'sidecar/command.js')],
+    entryPoints: [join(DIST, entry)],
     format: 'cjs',
     sourcemap: true,
-    outfile: SIDECAR,
+    outfile: join(DIST, file),
     define: { 'import.meta.url': '__filename' },
+    // import() of the parts apart as a require (Promise.resolve().then(() => require(...))).
+    supported: { 'dynamic-import': false },
+    plugins: [sidecarPartsApart],
   });
-  writeMeta('sidecar', metafile);
+  writeMeta(meta, metafile);
+  return outputFiles;
+}
+
+async function bundleSidecar() {
+  const outputFiles = [];
+  for (const part of SIDECAR_PARTS) outputFiles.push(...(await bundleSidecarPart(part)));
   const aside = join(DIST, `.sidecar.${process.pid}`);
   writeAside(outputFiles, DIST, aside);
-  for (const name of readdirSync(aside)) renameSync(join(aside, name), join(DIST, name));
+  // The parts loaded later first: a sidecar started between two renames finds the parts its start bundle asks for.
+  const order = (name) => SIDECAR_PARTS.findIndex(({ file }) => name.startsWith(file));
+  for (const name of readdirSync(aside).sort((a, b) => order(b) - order(a))) renameSync(join(aside, name), join(DIST, name));
   rmSync(aside, { recursive: true, force: true });
 }
 

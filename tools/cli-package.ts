@@ -2,7 +2,7 @@
  * `npm run pack:cli`: the npm package a platform team runs without a checkout (`npx envoy-shutdown-manager check`),
  * laid out in dist/cli-package/ and packed into dist/envoy-shutdown-manager-<version>.tgz.
  *
- * It holds what the image holds (the Dockerfile's runtime stage): dist/entry.cjs, the sidecar's bundle and the app's
+ * It holds what the image holds (the Dockerfile's runtime stage): dist/entry.cjs, the sidecar's bundles and the app's
  * bundle with its chunks, which contain every npm package they use (tools/bundle.mjs), so the package declares no
  * dependencies at all: nothing is fetched at install but the tarball, and nothing of the checkout's 200-odd
  * development packages. Beside them the licences of what is bundled (THIRD_PARTY_NOTICES, sbom.cdx.json), LICENSE,
@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { REPO_ROOT } from './sbom.js';
 
 /** What the bundles are (tools/bundle.mjs writes them), copied under the same paths as in the image. */
-const PAYLOAD = ['dist/entry.cjs', 'dist/sidecar.cjs', 'dist/app', 'dist/licenses'] as const;
+const PAYLOAD = ['dist/entry.cjs', 'dist/sidecar.cjs', 'dist/sidecar-engine.cjs', 'dist/sidecar-metrics.cjs', 'dist/app', 'dist/licenses'] as const;
 
 interface ProjectManifest {
   readonly name: string;

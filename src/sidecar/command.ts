@@ -1,8 +1,9 @@
 /**
- * `mode=sidecar` as a program, and the entry of the sidecar's bundle: `npm run build` bundles this module and
- * everything it imports into one CommonJS file, dist/sidecar.cjs (esbuild), which both dist/entry.cjs (the
- * image's entry point) and dist/main.js run. See src/entry.cts for why CommonJS, src/sidecar/main.ts for what
- * the sidecar may import; test/sidecar/bundle.test.ts checks what the bundle loads.
+ * `mode=sidecar` as a program, and the entry of the sidecar's start bundle: `npm run build` bundles this module and
+ * everything it imports statically into one CommonJS file, dist/sidecar.cjs (esbuild), which both dist/entry.cjs
+ * (the image's entry point) and dist/main.js run; it requires dist/sidecar-engine.cjs, the drain, once the server
+ * listens. See src/entry.cts for why CommonJS, src/sidecar/main.ts for what the sidecar may import;
+ * test/sidecar/bundle.test.ts checks what each bundle loads.
  */
 import { reportFailure } from '../errors.js';
 import { startSidecarFromArgs } from './main.js';
@@ -21,14 +22,25 @@ import { startSidecarFromArgs } from './main.js';
  * Node 20, whose V8 has no Maglev by default: 74 MiB with TurboFan, 65 MiB without.
  *
  * Neither flag is allowed in NODE_OPTIONS, and the image's entry point also serves the webhook, whose
- * throughput they would cost: they are set here, before the sidecar's code runs. V8 reads both when it decides
- * to optimize a function, so they take effect set after start: the figures above were measured so.
+ * throughput they would cost: they are set here, once the server listens (see runSidecarCommand). V8 reads both
+ * when it decides to optimize a function, so they take effect set after start: the figures above were measured with
+ * them set as the sidecar started, and npm run bench's floods measure them set as it loads its drain.
  */
 export const SIDECAR_V8_FLAGS = ['--no-maglev', '--no-turbofan'] as const;
 
 /** Resolves once the server listens (the process then runs until SIGTERM), or once a failure is reported. */
 export function runSidecarCommand(args: readonly string[]): Promise<void> {
-  const v8 = process.getBuiltinModule('node:v8');
-  for (const flag of SIDECAR_V8_FLAGS) v8.setFlagsFromString(flag);
-  return startSidecarFromArgs(args, process.env).catch(reportFailure);
+  return startSidecarFromArgs(args, process.env, {
+    // Not at start: every built-in module loaded after a V8 flag changes is compiled from its source, Node's code
+    // cache for it refused (V8 checks a hash of its flags): a bare node:http server setting them before it loads
+    // node:http took 4 ms more CPU to its first answer and held 0.3 MiB more (Node 24.22, alternating starts), and
+    // so did the sidecar. Set before the engine (the drain's code) loads, which is before anything can get hot:
+    // at the first request that needs it, or 100 ms after listening (engine-loader.ts).
+    beforeEngine: () => {
+      const v8 = process.getBuiltinModule('node:v8');
+      for (const flag of SIDECAR_V8_FLAGS) v8.setFlagsFromString(flag);
+    },
+    // A sidecar that cannot drain must not pass for healthy: it exits, and the kubelet restarts it.
+    onEngineFailure: () => process.exit(1),
+  }).catch(reportFailure);
 }

@@ -1,33 +1,33 @@
 /**
- * Sidecar mode: `node dist/entry.cjs mode=sidecar [flags]` (the image: `mode=sidecar [flags]`). Wires the
- * config, the Envoy admin client, the drain and the HTTP server together, and owns the process-level
- * concerns (signals, exit).
+ * Sidecar mode: `node dist/entry.cjs mode=sidecar [flags]` (the image: `mode=sidecar [flags]`). Reads the
+ * config, starts the HTTP server, then the Envoy side (engine.ts: the admin client, the drain, the start-up
+ * probe; when, see engine-loader.ts), and owns the process-level concerns (signals, exit).
  *
  * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
  * matter (no fastify, no undici: see src/envoy/admin-client.ts; no pino: see json-log.ts; prom-client
  * only once /metrics is first asked for). `npm run bench` holds it to a bare node:http server.
  *
- * `npm run build` bundles the sidecar (src/sidecar/command.ts and everything it imports) into one CommonJS
- * file, dist/sidecar.cjs (esbuild), which the image's entry point requires without Node's ES module loader
- * (src/entry.cts): twenty-odd ESM modules took a third of the sidecar's start-up to resolve and link, and
- * enough calls to Node's URL helpers to get them optimized by TurboFan, whose code alone is 3-4 MiB of
- * resident memory. test/sidecar/bundle.test.ts checks what the bundle requires.
+ * `npm run build` bundles the sidecar into CommonJS files (esbuild, tools/bundle.mjs): dist/sidecar.cjs,
+ * src/sidecar/command.ts and what it imports statically (what the first /healthz needs), and
+ * dist/sidecar-engine.cjs, engine.ts and what it imports, which the first requires at `import('./engine.js')`
+ * (and the metrics apart again: dist/sidecar-metrics.cjs).
+ * The image's entry point requires them without Node's ES module loader (src/entry.cts): twenty-odd ESM
+ * modules took a third of the sidecar's start-up to resolve and link, and enough calls to Node's URL helpers
+ * to get them optimized by TurboFan, whose code alone is 3-4 MiB of resident memory.
+ * test/sidecar/bundle.test.ts checks what each bundle requires and holds.
  */
 import { drainTimingErrors } from '../config/drain.js';
 import { ConfigErrors } from '../config/errors.js';
 import { describeSettings, parseOrShowHelp } from '../config/settings.js';
+import { adminSocketPath } from '../config/values.js';
 import { createJsonLog } from './json-log.js';
 import type { SidecarLog } from './log.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
-import { WitnessedAdminClient } from '../envoy/process/witnessed-admin.js';
-import { drainListenersPath, hasSkipExit } from '../envoy/version.js';
-import { countedAdmin } from './admin-calls.js';
-import { startAdminProbe } from './admin-probe.js';
 import { systemClock, type Clock } from '../clock.js';
+import type { SidecarEngine } from './engine.js';
+import { ENGINE_DELAY_MS, engineLoader } from './engine-loader.js';
 import { openJournal } from './journal.js';
-import type { SidecarExposition } from './metrics.js';
 import { startDrainServer } from './server.js';
-import { DrainSupervisor } from './supervisor.js';
 
 /** The --help text; written only when asked for, not at every start. */
 const sidecarUsage = (): string => `Usage: envoy-shutdown-manager mode=sidecar [flags]
@@ -43,7 +43,7 @@ ${describeSettings(SIDECAR_SETTINGS)}
 `;
 
 /** Sidecar mode, as command.ts runs it. Resolves once the server listens; the process then runs until SIGTERM. */
-export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.ProcessEnv): Promise<void> {
+export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.ProcessEnv, hooks: SidecarHooks = {}): Promise<void> {
   const config = parseOrShowHelp(() => parseSidecarConfig(args, env), sidecarUsage);
   if (config === undefined) return;
   checkConsistency(config);
@@ -51,7 +51,7 @@ export async function startSidecarFromArgs(args: readonly string[], env: NodeJS.
   // Node's default handler (exit by signal, held requests dropped).
   let sidecar: RunningSidecar | undefined;
   stopOnSignals(() => sidecar);
-  sidecar = await startSidecar(config);
+  sidecar = await startSidecar(config, undefined, undefined, hooks);
 }
 
 /** Settings that are each valid but cannot work together: the webhook's checks, on the sidecar's own flags. */
@@ -61,60 +61,57 @@ function checkConsistency(config: SidecarConfig): void {
   if (errors.length > 0) throw new ConfigErrors(errors);
 }
 
+/** What the process adds to a sidecar it runs (command.ts); the tests start theirs without. */
+export interface SidecarHooks {
+  /** Runs once, right before the engine is loaded. */
+  readonly beforeEngine?: () => void;
+  /** The engine could not be loaded or started (it is logged already). */
+  readonly onEngineFailure?: (error: unknown) => void;
+}
+
 export interface RunningSidecar {
   readonly port: number;
-  readonly supervisor: DrainSupervisor;
   readonly log: SidecarLog;
+  /** The Envoy side (engine.ts: the admin client, the drain supervisor), loaded now if it was not yet. */
+  engine(): Promise<SidecarEngine>;
+  /** For stopping: the engine if anything asked for it (loaded, or being loaded); nothing loads it afterwards. */
+  settle(): Promise<SidecarEngine | undefined>;
   /** Interrupts a running drain, answers the /shutdown requests held, and closes everything. */
   stop(): Promise<void>;
 }
 
+/**
+ * The server first, then the rest (engine-loader.ts): what the kubelet's first /healthz needs is loaded, parsed
+ * and run before anything else. The journal's directory is checked before listening all the same, so that a
+ * volume that cannot hold it still stops the sidecar at start (journal.ts).
+ */
 export async function startSidecar(
   config: SidecarConfig,
   log: SidecarLog = createJsonLog(config['log-level'], 'shutdown-manager'),
   clock: Clock = systemClock,
+  hooks: SidecarHooks = {},
 ): Promise<RunningSidecar> {
-  const client = new WitnessedAdminClient({
-    address: config['admin-address'],
-    port: config['admin-port'],
-    timeoutMs: config['admin-timeout'],
-    listeners: config.listeners,
-    probes: config['probe-ports'],
-    pollers: config.pollers,
-    inboundOnly: config['drain-inbound-only'],
-    clock,
-  });
-  const { envoy, counts: adminCalls } = countedAdmin(client);
-  const supervisor = new DrainSupervisor(
-    envoy,
-    { drain: config, recoverEnvoy: config['recover-envoy'], watchIntervalMs: config['check-interval'], readTimeoutMs: config['admin-timeout'] },
-    openJournal(config['state-dir']),
-    log,
-    clock,
+  const journal = openJournal(config['state-dir']);
+  const loader = engineLoader(
+    () => {
+      hooks.beforeEngine?.();
+      return import('./engine.js').then(({ startEngine }) => startEngine(config, { journal, log, clock, serverCounters: () => server.counters }));
+    },
+    (error) => {
+      log.error({ event: 'engine_failed', error: String(error) }, `the drain could not be started: ${String(error)}`);
+      hooks.onEngineFailure?.(error);
+    },
   );
-  // Most pods are never scraped, and the metrics are all read from the drain's snapshot at scrape time:
-  // nothing is lost by loading prom-client (2-3 MiB) when the first scrape comes.
-  let registry: Promise<SidecarExposition> | undefined;
-  const metrics = async (): Promise<{ contentType: string; body: string }> => {
-    registry ??= import('./metrics.js').then(
-      ({ sidecarMetrics }) => sidecarMetrics(supervisor, adminCalls, () => server.counters),
-      (error: unknown) => {
-        registry = undefined; // the next scrape tries again
-        throw error;
-      },
-    );
-    const loaded = await registry;
-    return { contentType: loaded.contentType, body: await loaded.metrics() };
-  };
   const shutdownToken = config['shutdown-token'] === '' ? undefined : config['shutdown-token'];
   const server = await startDrainServer({
-    drain: supervisor,
+    drain: loader.drain,
     waitWindowMs: config['wait-window'],
     host: config['serve-address'],
     port: config['serve-port'],
     log,
     shutdownToken,
-    metrics,
+    metrics: loader.metrics,
+    hold: loader.hold,
     clock,
   });
   if (shutdownToken === undefined) {
@@ -126,7 +123,7 @@ export async function startSidecar(
       event: 'listening',
       address: server.address,
       port: server.port,
-      envoy_admin: client.target,
+      envoy_admin: adminTarget(config['admin-address'], config['admin-port']),
       check_interval_ms: config['check-interval'],
       check_delay_ms: config['check-delay'],
       min_connections: config['min-open-connections'],
@@ -142,44 +139,26 @@ export async function startSidecar(
     },
     `shutdown manager listening on ${server.address.includes(':') ? `[${server.address}]` : server.address}:${server.port}`,
   );
-  const probe = startAdminProbe(envoy, log, undefined, clock);
-  // Once Envoy's admin API has answered: was this Envoy left draining by an earlier sidecar? Then watch it.
-  const recovered = probe.finished.then(async () => {
-    if (!envoy.hasAnswered) return;
-    await supervisor.recover();
-    logEnvoyVersion(client, config['drain-inbound-only'], log);
-    await supervisor.watch();
-  });
-
+  loader.loadIn(ENGINE_DELAY_MS);
+  const settle = async (): Promise<SidecarEngine | undefined> => loader.settle()?.catch(() => undefined);
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
-      probe.stop();
-      supervisor.stop();
+      const engine = await settle();
+      engine?.interrupt();
       await server.close();
-      await probe.finished;
-      await recovered;
-      client.close();
+      await engine?.close();
     })());
-  return { port: server.port, supervisor, log, stop };
+  return { port: server.port, log, engine: loader.load, settle, stop };
 }
 
 /**
- * Which Envoy this sidecar drains, and how it will ask: once, when /server_info first answered. Before 1.29
- * Envoy cannot keep its listeners open past its drain time (see src/envoy/version.ts): said as a warning.
+ * Envoy's admin API as the admin client names it in its messages (EnvoyAdminClient.target, which
+ * test/sidecar/engine.test.ts holds this to), for the "listening" line, written before the client exists.
  */
-function logEnvoyVersion(client: WitnessedAdminClient, inboundOnly: boolean, log: SidecarLog): void {
-  const version = client.version;
-  const call = `POST ${drainListenersPath(version, inboundOnly)}`;
-  const fields = { event: 'envoy_version', envoy_version: version?.text ?? null, drain_call: call };
-  if (version === null) log.info(fields, `Envoy's release is unknown (its /server_info names none yet): the drain will send ${call}`);
-  else if (hasSkipExit(version)) log.info(fields, `draining Envoy ${version.text}: the drain will send ${call}`);
-  else {
-    log.warn(
-      fields,
-      `Envoy ${version.text} predates drain_listeners?skip_exit (1.29): its listeners stop accepting at the end of its --drain-time-s, which must then last until the pod is gone`,
-    );
-  }
+export function adminTarget(address: string, port: number): string {
+  if (adminSocketPath(address) !== undefined) return address;
+  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
 }
 
 /** How long closing may take once nothing is held, before the process exits anyway. */
@@ -195,18 +174,26 @@ function stopOnSignals(running: () => RunningSidecar | undefined): void {
   const onSignal = (signal: NodeJS.Signals): void => {
     const sidecar = running();
     if (sidecar === undefined) process.exit(0); // still starting: nothing held, nothing to answer
-    const state = sidecar.supervisor.state;
     if (stopping) {
-      sidecar.log.info({ event: 'signal', signal, drain_state: state, repeated: true }, `received ${signal} again; already stopping`);
+      void sidecar.settle().then((engine) => {
+        const state = engine?.supervisor.state ?? 'idle';
+        sidecar.log.info({ event: 'signal', signal, drain_state: state, repeated: true }, `received ${signal} again; already stopping`);
+      });
       return;
     }
     stopping = true;
-    const busy = sidecar.supervisor.busy();
-    sidecar.log.info(
-      { event: 'signal', signal, drain_state: state, held: busy !== undefined },
-      busy === undefined ? `received ${signal}, stopping` : `received ${signal} during a drain: stopping once the drain has ended`,
-    );
-    void Promise.resolve(busy)
+    // A drain asked for while the engine was still loading has started once it is loaded: it is held as well.
+    void sidecar
+      .settle()
+      .then((engine) => {
+        const state = engine?.supervisor.state ?? 'idle';
+        const busy = engine?.supervisor.busy();
+        sidecar.log.info(
+          { event: 'signal', signal, drain_state: state, held: busy !== undefined },
+          busy === undefined ? `received ${signal}, stopping` : `received ${signal} during a drain: stopping once the drain has ended`,
+        );
+        return busy;
+      })
       .catch(() => undefined)
       .then(() => {
         setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();

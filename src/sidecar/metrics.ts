@@ -20,7 +20,7 @@ import type { DrainSupervisor, RecoveryAction } from './supervisor.js';
  * the same; test/sidecar/sidecar-process.test.ts scrapes it.
  */
 // Static imports of those files (typed in prom-client-parts.d.ts), so that esbuild bundles them into
-// dist/sidecar.cjs and the image needs no node_modules; this module itself is loaded at the first scrape.
+// dist/sidecar-metrics.cjs and the image needs no node_modules; that bundle is required at the first scrape.
 import Registry from 'prom-client/lib/registry.js';
 import Gauge from 'prom-client/lib/gauge.js';
 import Counter from 'prom-client/lib/counter.js';

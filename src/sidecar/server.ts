@@ -88,6 +88,11 @@ export interface DrainServerOptions extends RouteOptions {
   readonly reportPeriods?: Partial<ReportPeriods>;
   /** The sidecar's one clock (monotonic now() for the connections' deadlines); default the system clock. */
   readonly clock?: Pick<Clock, 'now'>;
+  /**
+   * Undefined when a request can be routed at once; otherwise it is routed once this settles (answered 500 if it
+   * rejects). The sidecar holds what needs its drain until the drain's code is loaded (engine-loader.ts).
+   */
+  readonly hold?: (request: IncomingMessage) => Promise<unknown> | undefined;
 }
 
 export async function startDrainServer(options: DrainServerOptions): Promise<DrainServer> {
@@ -96,13 +101,16 @@ export async function startDrainServer(options: DrainServerOptions): Promise<Dra
   const periods = { ...REPORT_PERIODS, ...options.reportPeriods };
   const guard = new ConnectionGuard(limits, log, periods.connectionsClosedMs, options.clock ?? systemClock);
   const refusals = new RefusalLog(log, periods.refusalsMs);
-  const route = router(options, answerer(guard), refusals, (response) => guard.wanted(response));
+  const reply = answerer(guard);
+  const route = router(options, reply, refusals, (response) => guard.wanted(response));
   const onRequest = (request: IncomingMessage, response: ServerResponse): void => {
     // False for requests parsed after the guard closed their connection (the rest of a pipelined read): nobody to answer.
     if (!guard.requestStarted(request.socket, response)) return;
     // 'close' comes once the answer is written, or when the client gave up: either way nothing is in progress.
     response.once('close', () => guard.requestEnded(request.socket, response));
-    route(request, response);
+    const held = options.hold?.(request);
+    if (held === undefined) route(request, response);
+    else held.then(() => route(request, response), (error: unknown) => reply(response, 500, 'text/plain', `not ready to answer: ${String(error)}\n`));
   };
   // Every request goes through the guard: without these, Node answers a request with no Host header (400) and one
   // with an Expect header other than 100-continue (417) itself, never telling the server, and a pipelined flood

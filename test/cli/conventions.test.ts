@@ -169,10 +169,13 @@ describe('--version', () => {
     });
   }
 
-  test('the sidecar bundle still holds none of the webhook\'s settings module (main.js answers its --version)', async () => {
+  test('the sidecar bundles still hold none of the webhook\'s settings module (main.js answers its --version)', async () => {
     const bundle = await readFile(fileURLToPath(new URL('../../dist/sidecar.cjs', import.meta.url)), 'utf8');
     assert.match(bundle, /^\/\/ dist\/config\/settings\.js$/m, 'esbuild names each bundled module: the check can see one');
-    assert.doesNotMatch(bundle, /^\/\/ dist\/config\/webhook\.js$/m);
+    for (const file of ['sidecar.cjs', 'sidecar-engine.cjs', 'sidecar-metrics.cjs']) {
+      const text = await readFile(fileURLToPath(new URL(`../../dist/${file}`, import.meta.url)), 'utf8');
+      assert.doesNotMatch(text, /^\/\/ dist\/config\/webhook\.js$/m, file);
+    }
   });
 
   test('a misspelt --version is an unknown flag with the right one suggested', async () => {

@@ -51,7 +51,7 @@ describe('the CLI package', () => {
     assert.equal(manifest['private'], undefined, 'publishable');
     assert.deepEqual([manifest['name'], manifest['version'], manifest['engines'], manifest['bin']], [project.name, project.version, project.engines, project.bin]);
     const listed = spawnSync('tar', ['tzf', tarball], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
-    for (const file of ['package/dist/entry.cjs', 'package/dist/sidecar.cjs', 'package/dist/app/main.js', 'package/dist/licenses/sbom.cdx.json', 'package/LICENSE', 'package/README.md']) {
+    for (const file of ['package/dist/entry.cjs', 'package/dist/sidecar.cjs', 'package/dist/sidecar-engine.cjs', 'package/dist/sidecar-metrics.cjs', 'package/dist/app/main.js', 'package/dist/licenses/sbom.cdx.json', 'package/LICENSE', 'package/README.md']) {
       assert.ok(listed.includes(file), `${file} in the tarball`);
     }
     assert.deepEqual(listed.filter((file) => /\.ts$|\/src\/|node_modules/.test(file)), [], 'no source, no node_modules');

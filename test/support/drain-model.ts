@@ -259,7 +259,8 @@ export async function runScenario(scenario: Scenario, pace: Pace = PACES['as wri
   const strangers: net.Socket[] = [];
   const hotRestarts: { child: number; parent: number }[] = [];
   // Envoy's admin API answers before the first step, as in a pod that became Ready (readiness needs it).
-  await waitFor(() => sidecar.supervisor.readiness().ready, 2_000);
+  const { supervisor } = await sidecar.engine();
+  await waitFor(() => supervisor.readiness().ready, 2_000);
   try {
     for (const [index, step] of scenario.steps.entries()) {
       if (index > 0 && pace.gapMs > 0) await new Promise((resolve) => setTimeout(resolve, pace.gapMs));
@@ -338,7 +339,7 @@ async function perform(step: Step, world: World): Promise<void> {
       // What main.ts's SIGTERM handler does: wait for a drain under way (busy), then stop.
       return void world.pending.push(
         clientCall(world, 'sigterm', async () => {
-          await sidecar.supervisor.busy();
+          await (await sidecar.engine()).supervisor.busy();
           return { status: 0, body: '' };
         }),
       );
