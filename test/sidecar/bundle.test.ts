@@ -68,7 +68,7 @@ describe('the sidecar bundles', () => {
       assert.ok((start.get(module) ?? 0) > 0, `${module} is in dist/sidecar.cjs`);
     }
     const engine = bundled('sidecar-engine.cjs');
-    for (const module of ['dist/sidecar/engine.js', 'dist/sidecar/drain.js', 'dist/sidecar/supervisor.js', 'dist/sidecar/admin-probe.js', 'dist/envoy/admin-client.js', 'dist/envoy/stats.js', 'dist/envoy/identity.js']) {
+    for (const module of ['dist/sidecar/engine.js', 'dist/sidecar/drain.js', 'dist/sidecar/supervisor.js', 'dist/sidecar/admin-probe.js', 'dist/envoy/admin-client.js', 'dist/envoy/stats.js', 'dist/envoy/process/identity.js', 'dist/envoy/process/witness.js', 'dist/sidecar/drain-process.js']) {
       assert.equal(start.get(module) ?? 0, 0, `${module} is not in dist/sidecar.cjs`);
       assert.ok((engine.get(module) ?? 0) > 0, `${module} is in dist/sidecar-engine.cjs`);
     }
