@@ -3,18 +3,10 @@
  * config, starts the HTTP server, then the Envoy side (engine.ts: the admin client, the drain, the start-up
  * probe; when, see engine-loader.ts), and owns the process-level concerns (signals, exit).
  *
- * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time
- * matter (no fastify, no undici: see src/envoy/admin-client.ts; no pino: see json-log.ts; prom-client
- * only once /metrics is first asked for). `npm run bench` holds it to a bare node:http server.
- *
- * `npm run build` bundles the sidecar into CommonJS files (esbuild, tools/bundle.mjs): dist/sidecar.cjs,
- * src/sidecar/command.ts and what it imports statically (what the first /healthz needs), and
- * dist/sidecar-engine.cjs, engine.ts and what it imports, which the first requires at `import('./engine.js')`
- * (and the metrics apart again: dist/sidecar-metrics.cjs).
- * The image's entry point requires them without Node's ES module loader (src/entry.cts): twenty-odd ESM
- * modules took a third of the sidecar's start-up to resolve and link, and enough calls to Node's URL helpers
- * to get them optimized by TurboFan, whose code alone is 3-4 MiB of resident memory.
- * test/sidecar/bundle.test.ts checks what each bundle requires and holds.
+ * Keep imports light here: this process runs in every Envoy pod, so its memory and start-up time matter. It is
+ * three CommonJS bundles (tools/bundle.mjs: the start, the engine, the metrics), required without Node's ES module
+ * loader (src/entry.cts); why, and what each holds: docs/performance.md ("The server first"), held by
+ * test/sidecar/bundle.test.ts. `npm run bench` holds its start and memory to a bare node:http server's.
  */
 import { drainTimingErrors } from '../config/drain.js';
 import { ConfigErrors } from '../config/errors.js';
