@@ -11,7 +11,7 @@
 import type { IncomingMessage } from 'node:http';
 import { SIDECAR_PATHS } from '../config/endpoints.js';
 import type { SidecarEngine } from './engine.js';
-import type { DrainEndpoints } from './server/routes.js';
+import { requestPath, type DrainEndpoints } from './server/routes.js';
 
 /** From listening to loading the engine when nothing asked for it before. */
 export const ENGINE_DELAY_MS = 100;
@@ -67,7 +67,7 @@ export function engineLoader(start: () => Promise<SidecarEngine>, onFailure: (er
   return {
     drain,
     metrics: () => load().then((started) => started.metrics()),
-    hold: (request) => (engine !== undefined || (request.url ?? '/').split('?', 1)[0] === SIDECAR_PATHS.healthz ? undefined : load()),
+    hold: (request) => (engine !== undefined || requestPath(request) === SIDECAR_PATHS.healthz ? undefined : load()),
     loadIn: (ms) => {
       // A failure is onFailure's to report.
       if (requested === undefined) timer = setTimeout(() => load().catch(() => undefined), ms);

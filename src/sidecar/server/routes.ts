@@ -84,7 +84,7 @@ export function router(
     });
   };
   return (request, response) => {
-    const path = (request.url ?? '/').split('?', 1)[0];
+    const path = requestPath(request);
     // /shutdown drains Envoy: only the GET the kubelet's hooks send may start that, not a HEAD from a
     // link checker or a probe; reads may be HEAD too.
     const allowed = path === SIDECAR_PATHS.shutdown || path === SIDECAR_PATHS.wait ? ['GET'] : ['GET', 'HEAD'];
@@ -182,4 +182,9 @@ function answerWhenDrained(
       reply(response, 500, 'text/plain', `drain failed: ${String(error)}\n`);
     },
   );
+}
+
+/** The path a request asks for, without its query: what the routes are matched on. */
+export function requestPath(request: IncomingMessage): string | undefined {
+  return (request.url ?? '/').split('?', 1)[0];
 }
