@@ -46,6 +46,17 @@ export function inodeOf(path: string): string | undefined {
   }
 }
 
+/** `host:port` of the admin API (IPv6 hosts in brackets), or `unix:/path` for a socket (`port` unused). */
+export function adminHostPort(address: string, port: number): string {
+  if (adminSocketPath(address) !== undefined) return address;
+  return `${address.includes(':') ? `[${address}]` : address}:${port}`;
+}
+
+/** The admin API for logs and messages: `http://host:port`, or `unix:/path` for a socket. */
+export function adminTarget(address: string, port: number): string {
+  return adminSocketPath(address) === undefined ? `http://${adminHostPort(address, port)}` : address;
+}
+
 /** The target `address` names: its socket path, or the host and `port` (ignored for a socket). */
 export function connectTargetOf(address: string, port: number): ConnectTarget {
   const socketPath = adminSocketPath(address);

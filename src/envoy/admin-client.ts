@@ -12,7 +12,7 @@
 import { systemClock, type Clock } from '../clock.js';
 import type { ProbeSchedule } from '../config/values.js';
 import { isJsonObject, jsonDepthExceeds } from '../json.js';
-import { connectTargetOf, type ConnectTarget } from './admin-address.js';
+import { adminHostPort, adminTarget, connectTargetOf, type ConnectTarget } from './admin-address.js';
 import { AdminCall, answerExcerpt } from './admin-call.js';
 import { AdminResponseError, AdminStatusError, AdminTransportError } from './admin-errors.js';
 import { drainListenersPath, parseEnvoyVersion, type EnvoyVersion } from './version.js';
@@ -154,14 +154,12 @@ export class EnvoyAdminClient {
 
   /** Describes the target, for logs and error messages: `http://host:port` or `unix:/path`. */
   get target(): string {
-    return 'socketPath' in this.connectTo ? this.options.address : `http://${this.address}`;
+    return adminTarget(this.options.address, this.options.port);
   }
 
   /** `host:port` of the admin API (IPv6 hosts in brackets), or `unix:/path` for a socket. */
   get address(): string {
-    if ('socketPath' in this.connectTo) return this.options.address;
-    const host = this.options.address.includes(':') ? `[${this.options.address}]` : this.options.address;
-    return `${host}:${this.options.port}`;
+    return adminHostPort(this.options.address, this.options.port);
   }
 
   /**

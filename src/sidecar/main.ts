@@ -11,7 +11,7 @@
 import { drainTimingErrors } from '../config/drain.js';
 import { ConfigErrors } from '../config/errors.js';
 import { describeSettings, parseOrShowHelp } from '../config/settings.js';
-import { adminSocketPath } from '../config/values.js';
+import { adminTarget } from '../envoy/admin-address.js';
 import { createJsonLog } from './json-log.js';
 import type { SidecarLog } from './log.js';
 import { parseSidecarConfig, SHUTDOWN_TOKEN_ENV, SIDECAR_SETTINGS, type SidecarConfig } from '../config/sidecar.js';
@@ -142,15 +142,6 @@ export async function startSidecar(
       await engine?.close();
     })());
   return { port: server.port, log, engine: loader.load, settle, stop };
-}
-
-/**
- * Envoy's admin API as the admin client names it in its messages (EnvoyAdminClient.target, which
- * test/sidecar/engine.test.ts holds this to), for the "listening" line, written before the client exists.
- */
-export function adminTarget(address: string, port: number): string {
-  if (adminSocketPath(address) !== undefined) return address;
-  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
 }
 
 /** How long closing may take once nothing is held, before the process exits anyway. */

@@ -1,15 +1,14 @@
 /**
  * The sidecar's Envoy side (src/sidecar/engine.ts) started against the Envoy emulator, as main.ts starts it once
- * its server listens; and the admin API's name in the "listening" line, written before the engine exists.
+ * its server listens. (The admin API's name in the "listening" line is admin-address.ts's adminTarget, the admin
+ * client's own: test/envoy/admin-address.test.ts.)
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseSidecarConfig } from '../../src/config/sidecar.js';
 import { EnvoyEmulator } from '../../src/emulator/envoy-emulator.js';
-import { EnvoyAdminClient } from '../../src/envoy/admin-client.js';
 import { openJournal } from '../../src/sidecar/journal.js';
 import { startEngine } from '../../src/sidecar/engine.js';
-import { adminTarget } from '../../src/sidecar/main.js';
 import { systemClock } from '../../src/clock.js';
 import { MemoryLog } from '../support/memory-log.js';
 import { waitUntil } from '../support/wait.js';
@@ -31,11 +30,4 @@ describe('the engine', () => {
     await engine.close();
   });
 
-  test("names Envoy's admin API in the listening line as its admin client does", () => {
-    for (const [address, port] of [['127.0.0.1', 9901], ['::1', 19000], ['localhost', 9001], ['unix:/admin/admin.sock', 9901]] as const) {
-      const client = new EnvoyAdminClient({ address, port, timeoutMs: 1_000 });
-      assert.equal(adminTarget(address, port), client.target, address);
-      client.close();
-    }
-  });
 });
