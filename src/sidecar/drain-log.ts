@@ -6,7 +6,7 @@ import { summarizeBlindSpots } from '../envoy/arrivals.js';
 import type { ConnectionCount } from '../envoy/stats.js';
 import { describeBlindSpots } from './drain-outcome.js';
 import type { ReadProcess } from './drain-process.js';
-import { quietPeriodOf, type DrainLoopSettings } from './drain-settings.js';
+import { longLivedGraceOf, quietPeriodOf, type DrainLoopSettings } from './drain-settings.js';
 import type { LoadBalancerReport } from './load-balancer.js';
 import { OnChange } from './log-throttle.js';
 import type { SidecarLog } from './log.js';
@@ -44,7 +44,7 @@ export class DrainLog {
         check_delay_ms: checkDelayMs,
         check_interval_ms: checkIntervalMs,
         min_connections: this.settings['min-open-connections'],
-        long_lived_grace_ms: this.settings['long-lived-grace'] ?? null,
+        long_lived_grace_ms: longLivedGraceOf(this.settings),
         quiet_period_ms: quietPeriodOf(this.settings),
       },
       drainDelayMs > 0

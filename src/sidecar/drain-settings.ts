@@ -23,3 +23,8 @@ export function quietPeriodOf(settings: DrainLoopSettings): number | null {
   const quiet = settings['quiet-period'] ?? 0;
   return quiet > 0 ? quiet : null;
 }
+
+/** The drain's long-lived-grace, null when off (long-lived connections then hold the drain like any other). */
+export function longLivedGraceOf(settings: DrainLoopSettings): number | null {
+  return settings['long-lived-grace'] ?? null;
+}

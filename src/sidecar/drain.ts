@@ -15,7 +15,7 @@ import type { ConnectionCount } from '../envoy/stats.js';
 import { LoadBalancerWatch, type LoadBalancerReport, type PriorTraffic } from './load-balancer.js';
 import { isoAtOrNull, systemClock, type Clock } from '../clock.js';
 import { DrainLog } from './drain-log.js';
-import { quietPeriodOf, type DrainLoopSettings } from './drain-settings.js';
+import { longLivedGraceOf, quietPeriodOf, type DrainLoopSettings } from './drain-settings.js';
 import type { SidecarLog } from './log.js';
 import { labelOf, type DrainActionId, type DrainStepId } from './drain-steps.js';
 import { AdminFailureLedger } from './drain-admin-failures.js';
@@ -387,7 +387,7 @@ export class Drain {
   }
 
   private get longLivedGraceMs(): number | null {
-    return this.settings['long-lived-grace'] ?? null;
+    return longLivedGraceOf(this.settings);
   }
 
   /**
