@@ -226,17 +226,34 @@ function deadlineCause(outcome: DrainOutcome, open: string): string {
       "or, for a poller that is not the load balancer (an uptime monitor, a scrape), declare it (pod annotation shutdown-manager.io/pollers: PORT/PERIOD)"
     );
   }
+  if (waitedForSilence(outcome)) {
+    const needed = formatDuration(outcome.loadBalancer.neededQuietMs ?? outcome.loadBalancer.quietPeriodMs ?? 0);
+    return (
+      ` with ${open} connections open (at most ${outcome.minOpenConnections} wanted), waiting for a silence of ${needed} that the deadline came before: ` +
+      'no new client reached Envoy after its health checks failed, so the quiet period was longer than the drain had (shorten it, or lengthen the grace period)'
+    );
+  }
   return ` with ${open} connections still open (at most ${outcome.minOpenConnections} wanted)${longLivedClause(outcome)}`;
 }
 
 /**
  * A drain that reached its deadline with its connections at or below the minimum, Envoy told to drain, and the
- * observed rule still waiting for a silence: only new client traffic held it. Behind a load balancer that lets go,
- * traffic stops; what never does is a poller (issue 33, case 4), and a longer grace period cannot help.
+ * observed rule still waiting for a silence.
  */
-export function heldByTraffic(outcome: Pick<DrainOutcome, 'healthChecksFailed' | 'openConnections' | 'minOpenConnections' | 'loadBalancer'> & { readonly reason: DrainEndReason | null }): boolean {
+function waitedForSilence(outcome: Pick<DrainOutcome, 'healthChecksFailed' | 'openConnections' | 'minOpenConnections' | 'loadBalancer'> & { readonly reason: DrainEndReason | null }): boolean {
   const { reason, healthChecksFailed, openConnections, minOpenConnections, loadBalancer } = outcome;
   return reason === 'deadline' && healthChecksFailed && openConnections !== null && openConnections <= minOpenConnections && loadBalancer.newConnectionsOpen === 0 && loadBalancer.quietPeriodMs !== null && loadBalancer.observable && !loadBalancer.quiet;
+}
+
+/**
+ * Waiting for a silence that new client traffic kept breaking: only that traffic held the drain. Behind a load
+ * balancer that lets go, traffic stops; what never does is a poller (issue 33, case 4), and a longer grace period
+ * cannot help. Not when no client came after the health checks failed: then the silence was simply longer than the
+ * time left (see deadlineCause), and nothing was seen to hold the drain.
+ */
+export function heldByTraffic(outcome: Pick<DrainOutcome, 'healthChecksFailed' | 'openConnections' | 'minOpenConnections' | 'loadBalancer'> & { readonly reason: DrainEndReason | null }): boolean {
+  const { requests, connections } = outcome.loadBalancer.sinceHealthChecksFailed;
+  return waitedForSilence(outcome) && requests + connections > 0;
 }
 
 /** The long-lived-left sentence: what was drained, what was left, and why that was allowed. */

@@ -80,10 +80,25 @@ describe('drain outcome: states and traffic', () => {
   });
 
   test('held by traffic: a deadline at the minimum, the observed rule still waiting for a silence', () => {
-    const waiting: LoadBalancerReport = { ...NO_LAG, quietPeriodMs: 10_000, lagMs: 30_000, lagAtLeastMs: 29_000 };
+    const waiting: LoadBalancerReport = { ...NO_LAG, quietPeriodMs: 10_000, lagMs: 30_000, lagAtLeastMs: 29_000, sinceHealthChecksFailed: { requests: 300, connections: 0, healthChecks: 0, polls: 0 } };
     assert.equal(heldByTraffic(outcome({ reason: 'deadline', loadBalancer: waiting })), true);
     assert.equal(heldByTraffic(outcome({ reason: 'deadline', loadBalancer: { ...waiting, quiet: true } })), false, 'it went quiet');
     assert.equal(heldByTraffic(outcome({ reason: 'deadline', openConnections: 1, loadBalancer: waiting })), false, 'connections held it');
     assert.equal(heldByTraffic(outcome({ reason: 'connections-closed', loadBalancer: waiting })), false, 'not a deadline');
+  });
+
+  test('a silence longer than the time left, with no client after the failure, is not traffic holding the drain, and the deadline says so', () => {
+    const nobody: LoadBalancerReport = { ...NO_LAG, quietPeriodMs: 10_000, neededQuietMs: 10_000, lagMs: 0, lagAtLeastMs: 0 };
+    const ended = outcome({ reason: 'deadline', durationMs: 6_000, loadBalancer: nobody });
+    assert.equal(heldByTraffic(ended), false, 'no request and no connection came after the health checks failed');
+    assert.equal(
+      describeOutcome(ended),
+      'drain deadline reached after 6.0s with 0 connections open (at most 0 wanted), waiting for a silence of 10s that the deadline came before: ' +
+        'no new client reached Envoy after its health checks failed, so the quiet period was longer than the drain had (shorten it, or lengthen the grace period); ' +
+        'letting the pod terminate; no new client traffic reached Envoy after its health checks failed, and it had not been quiet for 10s yet',
+      'the silence, not traffic, is named',
+    );
+    const oneConnection = { ...nobody, sinceHealthChecksFailed: { requests: 0, connections: 1, healthChecks: 0, polls: 0 } };
+    assert.equal(heldByTraffic(outcome({ reason: 'deadline', loadBalancer: oneConnection })), true, 'a new connection after the failure is traffic');
   });
 });

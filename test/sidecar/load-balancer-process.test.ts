@@ -352,6 +352,21 @@ describe('sidecar process: the observed rule lets go only once the load balancer
     }
   });
 
+  test('a quiet period longer than the drain, and no client at all: the deadline names the silence, and nothing is blamed on traffic', async (t) => {
+    const emulator = await envoy(t);
+    const process = await sidecar(t, emulator, ['--quiet-period=10s', '--drain-timeout=2s']);
+    const drained = deletePod(process, emulator);
+    await process.waitForLog((line) => line['event'] === 'drain_finished', 10_000);
+    const metrics = await fetch(process.url('/metrics')).then((response) => response.text());
+    const { outcome } = await drained;
+    t.diagnostic(outcome.description);
+    assert.equal(outcome.reason, 'deadline', outcome.description);
+    assert.match(outcome.description, /waiting for a silence of 10s that the deadline came before: no new client reached Envoy after its health checks failed/, 'the silence is named');
+    assert.doesNotMatch(outcome.description, /held only by new client traffic/, 'no traffic came to hold it');
+    assert.equal(sampleOf(metrics, 'shutdown_manager_drain_held_by_traffic'), 0, 'not flagged as held by traffic in /metrics');
+    process.kill();
+  });
+
   test('a declared poller of a routed path (--pollers=PORT/PERIOD) does not hold the drain, and clients beyond it still do (the undeclared control is the test above)', async (t) => {
     for (const clients of [false, true]) {
       const emulator = await envoy(t);
